@@ -1,0 +1,88 @@
+# tickd: delayed HTTP callbacks on Redis.
+#
+#   make            build build/tickd
+#   make run        install missing packages, build, start a local Redis if
+#                   none is reachable, run tickd on :8080
+#   make test       unit tests (plain and under ASan+UBSan), then the
+#                   integration tests against real redis-server processes
+#   make bench      benchmarks (bench/README.md)
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+OPT     ?= -O2
+WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wformat=2 \
+           -Wshadow -Wpointer-arith -Werror
+CFLAGS  ?=
+CFLAGS  += -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -iquote src -MMD -MP
+LDLIBS   = -lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lpthread -lm
+SANITIZE ?= address,undefined
+SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+SRCS    := $(wildcard src/*.c)
+OBJS    := $(SRCS:src/%.c=build/obj/%.o)
+SOBJS   := $(SRCS:src/%.c=build/san/%.o)
+UNITS   := $(wildcard tests/unit/test_*.c)
+UBINS   := $(UNITS:tests/unit/%.c=build/unit/%)
+SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
+
+.PHONY: all run test unit unit-san integration deps bench bench-wheel clean install
+all: build/tickd
+
+build/obj/%.o: src/%.c | build/obj
+	$(CC) $(CFLAGS) -c -o $@ $<
+build/san/%.o: src/%.c | build/san
+	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+build/obj/main.o: cmd/tickd/main.c | build/obj
+	$(CC) $(CFLAGS) -c -o $@ $<
+build/san/main.o: cmd/tickd/main.c | build/san
+	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+build/tickd: build/obj/main.o $(OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+build/tickd-san: build/san/main.o $(SOBJS)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+
+build/unit/%: tests/unit/%.c $(OBJS) | build/unit
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+build/unit-san/%: tests/unit/%.c $(SOBJS) | build/unit-san
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+build/obj build/san build/unit build/unit-san build/bench:
+	mkdir -p $@
+
+deps:
+	@scripts/deps.sh
+
+unit: $(UBINS)
+	@set -e; for t in $(UBINS); do echo "== $$t"; $$t; done
+unit-san: $(SUBINS)
+	@set -e; for t in $(SUBINS); do echo "== $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+integration: build/tickd
+	/usr/bin/python3 tests/integration/run.py
+
+test: deps
+	$(MAKE) --no-print-directory unit unit-san integration
+
+run: deps build/tickd
+	@scripts/run.sh
+
+build/bench/wheel: bench/wheel.c $(OBJS) | build/bench
+	$(CC) $(CFLAGS) -O3 -o $@ $^ $(LDLIBS)
+bench-wheel: build/bench/wheel
+	build/bench/wheel
+
+bench: deps build/tickd bench-wheel
+	bench/run.sh
+
+install: build/tickd
+	install -D -m 755 build/tickd $(DESTDIR)$(PREFIX)/bin/tickd
+	install -d $(DESTDIR)$(PREFIX)/share/tickd/lua
+	install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/tickd/lua/
+	install -D -m 644 conf/tickd.ini $(DESTDIR)$(PREFIX)/share/tickd/tickd.ini
+
+clean:
+	rm -rf build
+
+-include $(OBJS:.o=.d) $(SOBJS:.o=.d) build/obj/main.d build/san/main.d

@@ -1,0 +1,311 @@
+/* tickd -- delayed HTTP callbacks ("call this URL at time T") on Redis.
+ *
+ * main wires the modules: config -> rcluster + store (Redis keyspace and
+ * scripts) -> sched (tick, claim, fire wheel, settle) -> dispatch (worker
+ * threads making the callbacks) and api (evhttp), all on one libevent loop
+ * except the dispatch workers. --store memory swaps Redis for memstore. */
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "config.h"
+#include "dispatch.h"
+#include "log.h"
+#include "memstore.h"
+#include "rcluster.h"
+#include "sched.h"
+#include "store.h"
+#include "util.h"
+
+#define TICKD_VERSION "1.0.0"
+#define STARTUP_WAIT_MS 30000
+
+static const char usage[] =
+    "usage: tickd [options]\n"
+    "  -c, --config FILE        ini file (see conf/tickd.ini)\n"
+    "      --listen HOST:PORT   HTTP API address (server.listen)\n"
+    "      --redis HOST:PORT[,HOST:PORT...]  Redis server or cluster seeds (redis.nodes)\n"
+    "      --store redis|memory memory: no Redis, NOT durable (development, tests)\n"
+    "      --print-config       print the default config file and exit\n"
+    "  -v, --version            print the version and exit\n"
+    "  -h, --help               this text\n"
+    "Every key can also be set as TICKD_<SECTION>_<KEY> in the environment.\n";
+
+typedef struct tickd {
+    config cfg;
+    struct event_base *base;
+    rcluster *rc;
+    store st;
+    int have_store;
+    sched *sc;
+    memstore *mem;
+    dispatch *d;
+    api *a;
+    struct event *sig_term, *sig_int, *stop_ev;
+    int64_t stop_started_ms, grace_ends_ms;
+} tickd;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- Redis backend of the API ------------------------------------------ */
+
+typedef struct add_ctx {
+    tickd *t;
+    store_add_fn *cb;
+    void *priv;
+    int64_t due_ms;
+    int bucket;
+} add_ctx;
+
+static void redis_add_cb(store_status st, const char *id, const char *state, const char *err,
+                         void *priv)
+{
+    add_ctx *c = priv;
+    /* due within the lookahead: claim it now rather than at the next tick */
+    if (st == ST_OK && c->due_ms < store_now_ms(&c->t->st) + c->t->cfg.lookahead_ms)
+        sched_kick(c->t->sc, c->bucket);
+    c->cb(st, id, state, err, c->priv);
+    free(c);
+}
+
+static void redis_add(void *self, const task_input *ti, store_add_fn *cb, void *priv)
+{
+    tickd *t = self;
+    add_ctx *c = xmalloc(sizeof(*c));
+    c->t = t;
+    c->cb = cb;
+    c->priv = priv;
+    c->due_ms = ti->due_ms;
+    c->bucket = task_bucket(ti->key, (int)t->cfg.buckets);
+    store_add(&t->st, ti, redis_add_cb, c);
+}
+
+static void redis_get(void *self, const char *id, store_get_fn *cb, void *priv)
+{
+    store_get(&((tickd *)self)->st, id, cb, priv);
+}
+
+static void redis_cancel(void *self, const char *id, store_cancel_fn *cb, void *priv)
+{
+    store_cancel(&((tickd *)self)->st, id, cb, priv);
+}
+
+static void redis_health(void *self, store_health_fn *cb, void *priv)
+{
+    store_health(&((tickd *)self)->st, cb, priv);
+}
+
+static int64_t redis_now(void *self)
+{
+    return store_now_ms(&((tickd *)self)->st);
+}
+
+static void tickd_done(job *j, void *priv)
+{
+    tickd *t = priv;
+    if (t->sc) sched_on_done(t->sc, j);
+    else memstore_on_done(t->mem, j);
+}
+
+/* ---- shutdown ---------------------------------------------------------- */
+
+static int tickd_calling(const tickd *t)
+{
+    return t->sc ? sched_inflight(t->sc) : memstore_calling(t->mem);
+}
+
+static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
+{
+    tickd *t = arg;
+    int64_t now = mono_ms();
+    (void)fd, (void)what;
+    if (t->d && (tickd_calling(t) == 0 || now >= t->grace_ends_ms)) {
+        if (tickd_calling(t))
+            log_warn("grace period over: %d callback%s still running, left to their leases",
+                     tickd_calling(t), tickd_calling(t) == 1 ? "" : "s");
+        dispatch_free(t->d); /* aborted jobs come back through tickd_done */
+        t->d = NULL;
+    }
+    int idle = !t->d && api_busy(t->a) == 0 && (!t->sc || sched_idle(t->sc));
+    /* Redis calls that cannot complete are not waited for forever */
+    if (idle || now >= t->grace_ends_ms + 10000) {
+        if (!idle) log_warn("exiting with Redis calls unanswered");
+        event_base_loopexit(t->base, NULL);
+    }
+}
+
+static void tickd_signal(evutil_socket_t sig, short what, void *arg)
+{
+    tickd *t = arg;
+    (void)what;
+    if (t->stop_ev) {
+        log_warn("second signal: exiting now");
+        exit(1);
+    }
+    log_info("%s: shutting down (grace %lld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+             (long long)t->cfg.shutdown_grace_ms);
+    api_stop_accepting(t->a);
+    if (t->sc) sched_stop(t->sc);
+    t->grace_ends_ms = mono_ms() + t->cfg.shutdown_grace_ms;
+    t->stop_ev = event_new(t->base, -1, EV_PERSIST, tickd_stop_poll, t);
+    struct timeval tv = {0, 20000};
+    event_add(t->stop_ev, &tv);
+}
+
+/* ---- start-up ---------------------------------------------------------- */
+
+static void tickd_scripts_dir(const config *c, char *out, size_t outlen)
+{
+    char exe[PATH_MAX];
+    struct stat sb;
+    if (c->scripts_dir[0]) {
+        snprintf(out, outlen, "%s", c->scripts_dir);
+        return;
+    }
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *dir = dirname(exe);
+    snprintf(out, outlen, "%s/../lua", dir);
+    if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode)) return;
+    snprintf(out, outlen, "%s/../share/tickd/lua", dir);
+}
+
+static int tickd_args(tickd *t, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"listen", required_argument, NULL, 'l'},
+        {"redis", required_argument, NULL, 'r'},  {"store", required_argument, NULL, 's'},
+        {"print-config", no_argument, NULL, 'p'}, {"version", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    const char *file = NULL, *listen = NULL, *redis = NULL, *storek = NULL;
+    char err[512];
+    int o;
+
+    config_defaults(&t->cfg);
+    while ((o = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': file = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'r': redis = optarg; break;
+        case 's': storek = optarg; break;
+        case 'p': config_print_defaults(stdout); exit(0);
+        case 'v': printf("tickd %s\n", TICKD_VERSION); exit(0);
+        case 'h': fputs(usage, stdout); exit(0);
+        default: fputs(usage, stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tickd: unexpected argument: %s\n%s", argv[optind], usage);
+        return -1;
+    }
+    if ((file && config_load_file(&t->cfg, file, err, sizeof(err)) != 0) ||
+        config_load_env(&t->cfg, err, sizeof(err)) != 0 ||
+        (listen && config_set(&t->cfg, "server", "listen", listen, err, sizeof(err)) != 0) ||
+        (redis && config_set(&t->cfg, "redis", "nodes", redis, err, sizeof(err)) != 0) ||
+        (storek && config_set(&t->cfg, "server", "store", storek, err, sizeof(err)) != 0) ||
+        config_validate(&t->cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tickd: config: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static tickd t;
+    char err[512], dir[PATH_MAX + 32];
+    api_backend be;
+    int rc = 1;
+
+    if (tickd_args(&t, argc, argv) != 0) return 2;
+    log_level = log_level_parse(t.cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || evthread_use_pthreads() != 0 ||
+        !(t.base = event_base_new())) {
+        log_error("cannot initialise libcurl or libevent");
+        return 1;
+    }
+    srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+    int workers = t.cfg.workers ? (int)t.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (workers < 1) workers = 1;
+
+    if (strcmp(t.cfg.store, "memory") == 0) {
+        log_warn("store = memory: tasks live in this process only and are lost on exit");
+        t.mem = memstore_create(t.base, &t.cfg);
+        be = (api_backend){t.mem, memstore_add, memstore_get, memstore_cancel,
+                           memstore_health, memstore_now};
+    } else {
+        tickd_scripts_dir(&t.cfg, dir, sizeof(dir));
+        if (!(t.rc = rc_create(t.base, t.cfg.nodes, t.cfg.timeout_ms, STARTUP_WAIT_MS, err,
+                               sizeof(err)))) {
+            log_error("%s", err);
+            goto done;
+        }
+        t.st.slice_grace_ms = t.cfg.slice_grace_ms;
+        t.st.retention_ms = t.cfg.retention_ms;
+        t.st.wait_replicas = t.cfg.wait_replicas;
+        t.st.wait_timeout_ms = t.cfg.wait_timeout_ms;
+        if (store_init(&t.st, t.rc, t.cfg.prefix, dir, (int)t.cfg.buckets, err, sizeof(err)) != 0) {
+            log_error("%s", err);
+            goto done;
+        }
+        t.have_store = 1;
+        if (!(t.sc = sched_create(t.base, &t.st, &t.cfg, err, sizeof(err)))) {
+            log_error("%s", err);
+            goto done;
+        }
+        be = (api_backend){&t, redis_add, redis_get, redis_cancel, redis_health, redis_now};
+    }
+    if (!(t.d = dispatch_create(t.base, workers, tickd_done, &t, err, sizeof(err)))) {
+        log_error("%s", err);
+        goto done;
+    }
+    if (t.sc) sched_set_dispatch(t.sc, t.d);
+    else memstore_set_dispatch(t.mem, t.d);
+    if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, &be, err, sizeof(err)))) {
+        log_error("%s", err);
+        goto done;
+    }
+    t.sig_term = evsignal_new(t.base, SIGTERM, tickd_signal, &t);
+    t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
+    event_add(t.sig_term, NULL);
+    event_add(t.sig_int, NULL);
+    if (t.sc) sched_start(t.sc);
+    char host[256];
+    snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t.cfg.listen, ':') - t.cfg.listen),
+             t.cfg.listen);
+    log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
+             TICKD_VERSION, host, api_port(t.a), workers, workers == 1 ? "" : "s", t.cfg.store);
+    event_base_dispatch(t.base);
+    log_info("stopped");
+    rc = 0;
+done:
+    if (t.d) dispatch_free(t.d);
+    if (t.a) api_free(t.a);
+    if (t.sc) sched_free(t.sc);
+    if (t.mem) memstore_free(t.mem);
+    if (t.have_store) store_free(&t.st);
+    if (t.rc) rc_free(t.rc);
+    if (t.sig_term) event_free(t.sig_term);
+    if (t.sig_int) event_free(t.sig_int);
+    if (t.stop_ev) event_free(t.stop_ev);
+    event_base_free(t.base);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make run: use the configured Redis, or 127.0.0.1:6379 if it answers, or
+# start a local redis-server under ./var; then run tickd in the foreground.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+nodes=${TICKD_REDIS_NODES:-127.0.0.1:6379}
+listen=${TICKD_SERVER_LISTEN:-127.0.0.1:8080}
+first=${nodes%%,*}
+if ! redis-cli -h "${first%:*}" -p "${first##*:}" ping >/dev/null 2>&1; then
+  if [ -n "${TICKD_REDIS_NODES:-}" ]; then
+    echo "Redis at $nodes does not answer" >&2
+    exit 1
+  fi
+  mkdir -p var
+  echo "no Redis on $first: starting one in ./var"
+  redis-server --port "${first##*:}" --bind 127.0.0.1 --dir "$PWD/var" \
+    --appendonly yes --daemonize yes --pidfile "$PWD/var/redis.pid" --logfile "$PWD/var/redis.log"
+  for _ in $(seq 50); do redis-cli -p "${first##*:}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+cat <<MSG
+
+tickd on http://$listen, Redis $nodes. Schedule a callback in 2 s (here to
+tickd's own health check, as a GET):
+
+  curl -s -X POST http://$listen/v1/tasks -H 'Content-Type: application/json' \\
+    -d '{"callback_url": "http://$listen/healthz", "method": "GET", "delay_ms": 2000}'
+
+MSG
+exec build/tickd --listen "$listen" --redis "$nodes" ${TICKD_ARGS:-}

@@ -1,0 +1,534 @@
+/* api.c -- see api.h. */
+#include "api.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/http_struct.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <stdarg.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "util.h"
+
+#define BATCH_MAX 1000
+
+struct api {
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    api_backend be;
+    int64_t max_body;
+    int port;
+    int busy;
+};
+
+/* One API request waiting for the backend. `req` is NULL once the client
+ * went away; the context then lives on only until its backend answers. */
+typedef struct api_req {
+    api *a;
+    struct evhttp_request *req;
+    int waiting;              /* backend answers still to come */
+    /* batch */
+    int n;
+    cJSON **results;
+    task_input *tasks;
+    int *slot_of;             /* task index -> result index */
+} api_req;
+
+typedef struct api_item {
+    api_req *r;
+    int idx;                  /* result index */
+    task_input t;
+} api_item;
+
+/* ---- replies ----------------------------------------------------------- */
+
+static void api_closed_cb(struct evhttp_connection *evcon, void *arg)
+{
+    api_req *r = arg;
+    (void)evcon;
+    r->req = NULL;
+}
+
+static api_req *api_req_new(api *a, struct evhttp_request *req)
+{
+    api_req *r = xcalloc(1, sizeof(*r));
+    r->a = a;
+    r->req = req;
+    a->busy++;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), api_closed_cb, r);
+    return r;
+}
+
+static void api_req_free(api_req *r)
+{
+    if (r->results) {
+        for (int i = 0; i < r->n; i++) cJSON_Delete(r->results[i]);
+        free(r->results);
+    }
+    free(r);
+}
+
+static void api_send_json(struct evhttp_request *req, int code, const char *reason, cJSON *body)
+{
+    struct evbuffer *buf = evbuffer_new();
+    char *s = body ? cJSON_PrintUnformatted(body) : NULL;
+    if (s) evbuffer_add(buf, s, strlen(s)), evbuffer_add(buf, "\n", 1);
+    free(s);
+    if (body) evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                                "application/json");
+    evhttp_send_reply(req, code, reason, buf);
+    evbuffer_free(buf);
+}
+
+static cJSON *api_error_body(const char *code, const char *msg)
+{
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", msg);
+    return o;
+}
+
+static void api_error(struct evhttp_request *req, int status, const char *code, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+
+static void api_error(struct evhttp_request *req, int status, const char *code, const char *fmt,
+                      ...)
+{
+    static const struct { int status; const char *reason; } reasons[] = {
+        {400, "Bad Request"}, {404, "Not Found"}, {405, "Method Not Allowed"},
+        {409, "Conflict"}, {413, "Payload Too Large"}, {415, "Unsupported Media Type"},
+        {500, "Internal Server Error"}, {503, "Service Unavailable"}};
+    const char *reason = "Error";
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(*reasons); i++)
+        if (reasons[i].status == status) reason = reasons[i].reason;
+    cJSON *body = api_error_body(code, msg);
+    api_send_json(req, status, reason, body);
+    cJSON_Delete(body);
+}
+
+/* Answer r (if its client is still there) and free it. */
+static void api_finish(api_req *r, int status, const char *reason, cJSON *body)
+{
+    if (r->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(r->req), NULL, NULL);
+        api_send_json(r->req, status, reason, body);
+    }
+    r->a->busy--;
+    api_req_free(r);
+}
+
+static void api_finish_error(api_req *r, int status, const char *code, const char *msg)
+{
+    if (r->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(r->req), NULL, NULL);
+        api_error(r->req, status, code, "%s", msg);
+    }
+    r->a->busy--;
+    api_req_free(r);
+}
+
+/* ---- rendering --------------------------------------------------------- */
+
+char *api_render_task(const char *id, const char *spec, const char *state)
+{
+    cJSON *o = cJSON_Parse(spec), *st = cJSON_Parse(state);
+    char *out = NULL;
+    if (!o || !st) goto done;
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(st, "s");
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "a");
+    cJSON *due = cJSON_GetObjectItemCaseSensitive(st, "due");
+    cJSON *code = cJSON_GetObjectItemCaseSensitive(st, "code");
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(st, "err");
+    cJSON *fin = cJSON_GetObjectItemCaseSensitive(st, "fin");
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "status", cJSON_IsString(s) ? s->valuestring : "unknown");
+    cJSON_AddNumberToObject(o, "attempts", cJSON_IsNumber(a) ? a->valuedouble : 0);
+    if (cJSON_IsString(s) && (!strcmp(s->valuestring, "scheduled") ||
+                              !strcmp(s->valuestring, "running")) && cJSON_IsNumber(due))
+        cJSON_AddNumberToObject(o, "next_attempt_at", due->valuedouble);
+    if (cJSON_IsNumber(code)) cJSON_AddNumberToObject(o, "last_status_code", code->valuedouble);
+    if (cJSON_IsString(err)) cJSON_AddStringToObject(o, "last_error", err->valuestring);
+    if (cJSON_IsNumber(fin)) cJSON_AddNumberToObject(o, "finished_at", fin->valuedouble);
+    out = cJSON_PrintUnformatted(o);
+done:
+    cJSON_Delete(o);
+    cJSON_Delete(st);
+    return out;
+}
+
+static cJSON *api_created_body(const char *id, const task_input *t, const char *state)
+{
+    cJSON *o = cJSON_CreateObject(), *st = state ? cJSON_Parse(state) : NULL;
+    cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "key", t->key);
+    cJSON_AddNumberToObject(o, "execute_at", (double)t->execute_at_ms);
+    cJSON_AddStringToObject(o, "status", cJSON_IsString(s) ? s->valuestring : "scheduled");
+    cJSON_Delete(st);
+    return o;
+}
+
+/* ---- request bodies ---------------------------------------------------- */
+
+/* Parse the JSON body; on failure answer and return NULL. */
+static cJSON *api_body(struct evhttp_request *req)
+{
+    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    if (ct && strncasecmp(ct, "application/json", 16) != 0) {
+        api_error(req, 415, "unsupported_media_type",
+                  "Content-Type: must be application/json, not %.100s", ct);
+        return NULL;
+    }
+    /* evhttp already refused a body over max_body with 413 */
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    const char *data = (const char *)evbuffer_pullup(in, -1);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(data ? data : "", len, &end, 0);
+    if (!j) {
+        size_t at = end && data ? (size_t)(end - data) : 0;
+        api_error(req, 400, "invalid_argument", "body: not valid JSON (near byte %zu)", at);
+        return NULL;
+    }
+    for (; end && end < data + len; end++)
+        if (!strchr(" \t\r\n", *end)) {
+            cJSON_Delete(j);
+            api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
+            return NULL;
+        }
+    return j;
+}
+
+/* ---- POST /v1/tasks ---------------------------------------------------- */
+
+static void api_add_cb(store_status st, const char *id, const char *state, const char *err,
+                       void *priv)
+{
+    api_item *it = priv;
+    api_req *r = it->r;
+    if (st == ST_OK || st == ST_EXISTS) {
+        cJSON *body = api_created_body(id, &it->t, state);
+        api_finish(r, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK", body);
+        cJSON_Delete(body);
+    } else {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
+        if (id) snprintf(msg, sizeof(msg), "%s", err);
+        api_finish_error(r, 503, "unavailable", msg);
+    }
+    task_input_free(&it->t);
+    free(it);
+}
+
+static void api_post_task(api *a, struct evhttp_request *req)
+{
+    char err[400];
+    cJSON *body = api_body(req);
+    if (!body) return;
+    api_item *it = xcalloc(1, sizeof(*it));
+    if (task_input_parse(body, a->be.now_ms(a->be.self), &it->t, err, sizeof(err)) != 0) {
+        cJSON_Delete(body);
+        free(it);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return;
+    }
+    cJSON_Delete(body);
+    it->r = api_req_new(a, req);
+    a->be.add(a->be.self, &it->t, api_add_cb, it);
+}
+
+/* ---- POST /v1/tasks/batch ---------------------------------------------- */
+
+static void api_batch_done(api_req *r)
+{
+    cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "results");
+    for (int i = 0; i < r->n; i++) {
+        cJSON_AddItemToArray(arr, r->results[i]);
+        r->results[i] = NULL;
+    }
+    api_finish(r, 200, "OK", body);
+    cJSON_Delete(body);
+}
+
+static void api_batch_add_cb(store_status st, const char *id, const char *state, const char *err,
+                             void *priv)
+{
+    api_item *it = priv;
+    api_req *r = it->r;
+    if (st == ST_OK || st == ST_EXISTS) {
+        r->results[it->idx] = api_created_body(id, &it->t, state);
+    } else {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
+        r->results[it->idx] = api_error_body("unavailable", msg);
+    }
+    task_input_free(&it->t);
+    free(it);
+    if (--r->waiting == 0) api_batch_done(r);
+}
+
+static void api_post_batch(api *a, struct evhttp_request *req)
+{
+    char err[400];
+    cJSON *body = api_body(req);
+    if (!body) return;
+    cJSON *tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
+    if (!cJSON_IsObject(body) || !cJSON_IsArray(tasks)) {
+        cJSON_Delete(body);
+        api_error(req, 400, "invalid_argument", "tasks: required, an array of tasks");
+        return;
+    }
+    for (cJSON *e = body->child; e; e = e->next)
+        if (strcmp(e->string, "tasks") != 0) {
+            api_error(req, 400, "invalid_argument", "%.100s: unknown field", e->string);
+            cJSON_Delete(body);
+            return;
+        }
+    int n = cJSON_GetArraySize(tasks);
+    if (n > BATCH_MAX) {
+        cJSON_Delete(body);
+        api_error(req, 400, "invalid_argument", "tasks: at most %d tasks per batch, got %d",
+                  BATCH_MAX, n);
+        return;
+    }
+    api_req *r = api_req_new(a, req);
+    r->n = n;
+    r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
+    int64_t now = a->be.now_ms(a->be.self);
+    api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
+    int i = 0;
+    for (cJSON *e = tasks->child; e; e = e->next, i++) {
+        api_item *it = xcalloc(1, sizeof(*it));
+        if (task_input_parse(e, now, &it->t, err, sizeof(err)) != 0) {
+            char msg[450];
+            snprintf(msg, sizeof(msg), "tasks[%d].%s", i, err);
+            r->results[i] = api_error_body("invalid_argument", msg);
+            free(it);
+            continue;
+        }
+        it->r = r;
+        it->idx = i;
+        items[i] = it;
+        r->waiting++;
+    }
+    cJSON_Delete(body);
+    if (r->waiting == 0) {
+        free(items);
+        api_batch_done(r);
+        return;
+    }
+    /* no answer comes back before add() returns, so waiting is final here */
+    for (i = 0; i < n; i++)
+        if (items[i]) a->be.add(a->be.self, &items[i]->t, api_batch_add_cb, items[i]);
+    free(items);
+}
+
+/* ---- GET / DELETE /v1/tasks/{id} --------------------------------------- */
+
+typedef struct api_idreq {
+    api_req *r;
+    char id[TASK_ID_MAX];
+} api_idreq;
+
+static void api_get_cb(store_status st, const char *spec, const char *state, const char *err,
+                       void *priv)
+{
+    api_idreq *q = priv;
+    if (st == ST_NOTFOUND) {
+        api_finish_error(q->r, 404, "not_found", "id: no such task");
+    } else if (st != ST_OK) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "redis: %s", err ? err : "unavailable");
+        api_finish_error(q->r, 503, "unavailable", msg);
+    } else {
+        char *s = api_render_task(q->id, spec, state);
+        cJSON *body = s ? cJSON_Parse(s) : NULL;
+        free(s);
+        if (body) api_finish(q->r, 200, "OK", body);
+        else api_finish_error(q->r, 500, "internal", "stored task is not valid JSON");
+        cJSON_Delete(body);
+    }
+    free(q);
+}
+
+static void api_cancel_cb(store_status st, const char *detail, void *priv)
+{
+    api_idreq *q = priv;
+    char msg[300];
+    switch (st) {
+    case ST_OK:
+        api_finish(q->r, 204, "No Content", NULL);
+        break;
+    case ST_NOTFOUND:
+        api_finish_error(q->r, 404, "not_found", "id: no such task");
+        break;
+    case ST_CONFLICT:
+        snprintf(msg, sizeof(msg), "id: the task is %s%s", detail,
+                 strcmp(detail, "running") == 0 ? " (its callback is being made)" : "");
+        api_finish_error(q->r, 409, "conflict", msg);
+        break;
+    default:
+        snprintf(msg, sizeof(msg), "redis: %s", detail ? detail : "unavailable");
+        api_finish_error(q->r, 503, "unavailable", msg);
+    }
+    free(q);
+}
+
+static void api_task_by_id(api *a, struct evhttp_request *req, const char *id)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_DELETE) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, DELETE");
+        api_error(req, 405, "method_not_allowed", "method: use GET or DELETE on a task");
+        return;
+    }
+    if (strlen(id) >= TASK_ID_MAX || !*id) {
+        api_error(req, 404, "not_found", "id: no such task");
+        return;
+    }
+    api_idreq *q = xcalloc(1, sizeof(*q));
+    snprintf(q->id, sizeof(q->id), "%s", id);
+    q->r = api_req_new(a, req);
+    if (m == EVHTTP_REQ_GET) a->be.get(a->be.self, q->id, api_get_cb, q);
+    else a->be.cancel(a->be.self, q->id, api_cancel_cb, q);
+}
+
+/* ---- GET /healthz ------------------------------------------------------ */
+
+static void api_health_cb(int ok, const char *err, void *priv)
+{
+    api_req *r = priv;
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "redis", ok ? "ok" : (err ? err : "unavailable"));
+    api_finish(r, ok ? 200 : 503, ok ? "OK" : "Service Unavailable", body);
+    cJSON_Delete(body);
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+static void api_route(struct evhttp_request *req, void *arg)
+{
+    api *a = arg;
+    const char *uri = evhttp_request_get_uri(req);
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    char path[512];
+    size_t n = strcspn(uri, "?");
+    if (n >= sizeof(path)) {
+        api_error(req, 404, "not_found", "path: no such resource");
+        return;
+    }
+    memcpy(path, uri, n);
+    path[n] = '\0';
+
+    if (strcmp(path, "/v1/tasks") == 0) {
+        if (m == EVHTTP_REQ_POST) {
+            api_post_task(a, req);
+            return;
+        }
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+        api_error(req, 405, "method_not_allowed", "method: use POST to create a task");
+        return;
+    }
+    if (strcmp(path, "/v1/tasks/batch") == 0) {
+        if (m == EVHTTP_REQ_POST) {
+            api_post_batch(a, req);
+            return;
+        }
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+        api_error(req, 405, "method_not_allowed", "method: use POST for a batch");
+        return;
+    }
+    if (strncmp(path, "/v1/tasks/", 10) == 0 && !strchr(path + 10, '/')) {
+        api_task_by_id(a, req, path + 10);
+        return;
+    }
+    if (strcmp(path, "/healthz") == 0) {
+        if (m != EVHTTP_REQ_GET) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
+            api_error(req, 405, "method_not_allowed", "method: use GET");
+            return;
+        }
+        api_req *r = api_req_new(a, req);
+        a->be.health(a->be.self, api_health_cb, r);
+        return;
+    }
+    api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
+}
+
+api *api_create(struct event_base *base, const char *listen, int64_t max_body,
+                const api_backend *be, char *err, size_t errlen)
+{
+    api *a = xcalloc(1, sizeof(*a));
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host)) {
+        snprintf(err, errlen, "server.listen: \"%s\" is not host:port", listen);
+        free(a);
+        return NULL;
+    }
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || port < 0 || port > 65535) {
+        snprintf(err, errlen, "server.listen: bad port in \"%s\"", listen);
+        free(a);
+        return NULL;
+    }
+    a->base = base;
+    a->be = *be;
+    a->max_body = max_body;
+    a->http = evhttp_new(base);
+    /* evhttp refuses a larger body itself, with its own (HTML) 413 page;
+     * lingering close reads the rest first so the client sees the answer */
+    evhttp_set_max_body_size(a->http, (ev_ssize_t)max_body);
+    evhttp_set_flags(a->http, EVHTTP_SERVER_LINGERING_CLOSE);
+    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+                                            EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+    evhttp_set_timeout(a->http, 60);
+    evhttp_set_gencb(a->http, api_route, a);
+    a->sock = evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port);
+    if (!a->sock) {
+        snprintf(err, errlen, "server.listen: cannot listen on %s", listen);
+        evhttp_free(a->http);
+        free(a);
+        return NULL;
+    }
+    struct sockaddr_storage ss;
+    ev_socklen_t sl = sizeof(ss);
+    evutil_socket_t fd = evhttp_bound_socket_get_fd(a->sock);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        a->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+    return a;
+}
+
+int api_port(const api *a) { return a->port; }
+int api_busy(const api *a) { return a->busy; }
+
+void api_stop_accepting(api *a)
+{
+    if (a->sock) evhttp_del_accept_socket(a->http, a->sock);
+    a->sock = NULL;
+}
+
+void api_free(api *a)
+{
+    if (!a) return;
+    evhttp_free(a->http);
+    free(a);
+}

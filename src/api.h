@@ -1,0 +1,47 @@
+/* api.h -- the HTTP API v1 on evhttp (README.md documents it for users).
+ *
+ * The API talks to a backend (Redis store or memory store) through the table
+ * below; every backend call answers through its callback exactly once, from
+ * the loop. Every evhttp request gets exactly one reply, unless its client
+ * went away first (then it gets none, and nothing touches it again). */
+#ifndef TICKD_API_H
+#define TICKD_API_H
+
+#include <stdint.h>
+
+#include "store.h"
+#include "task.h"
+
+struct event_base;
+typedef struct api api;
+
+typedef struct api_backend {
+    void *self;
+    void (*add)(void *self, const task_input *t, store_add_fn *cb, void *priv);
+    void (*get)(void *self, const char *id, store_get_fn *cb, void *priv);
+    void (*cancel)(void *self, const char *id, store_cancel_fn *cb, void *priv);
+    void (*health)(void *self, store_health_fn *cb, void *priv);
+    int64_t (*now_ms)(void *self);
+} api_backend;
+
+/* Listen on host:port ("127.0.0.1:0" picks a free port). Returns NULL + err. */
+api *api_create(struct event_base *base, const char *listen, int64_t max_body,
+                const api_backend *be, char *err, size_t errlen);
+
+/* The port actually bound. */
+int api_port(const api *a);
+
+/* Stop accepting connections; requests already read are still answered. */
+void api_stop_accepting(api *a);
+
+/* Requests read and not yet answered. */
+int api_busy(const api *a);
+
+void api_free(api *a);
+
+/* Render a stored task for GET: the spec plus id, status, attempts and the
+ * last failure. Returns a malloc'd JSON string, or NULL if spec or state is
+ * not valid JSON. */
+char *api_render_task(const char *id, const char *spec, const char *state);
+
+#endif

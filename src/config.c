@@ -1,0 +1,232 @@
+/* config.c -- see config.h. To add a key: add a field to `config`, one row to
+ * the table below, and run `make conf/tickd.ini`. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+enum { CT_INT, CT_STR };
+
+typedef struct config_key {
+    const char *section, *name;
+    int type;
+    const char *def;
+    int64_t min, max;    /* CT_INT bounds; CT_STR: max length is the field size */
+    size_t off, size;
+    const char *doc;
+} config_key;
+
+#define F(field) offsetof(config, field), sizeof(((config *)0)->field)
+#define DAY_MS (86400LL * 1000)
+
+static const config_key keys[] = {
+    {"server", "listen", CT_STR, "127.0.0.1:8080", 0, 0, F(listen),
+     "host:port the HTTP API listens on (port 0 picks a free port, logged at start)"},
+    {"server", "max_body", CT_INT, "1048576", 1024, 64LL << 20, F(max_body),
+     "largest request body accepted, in bytes; larger gets 413"},
+    {"server", "workers", CT_INT, "0", 0, 256, F(workers),
+     "dispatch threads making the callbacks; 0 = one per CPU"},
+    {"server", "max_inflight", CT_INT, "1024", 1, 1000000, F(max_inflight),
+     "claimed tasks held at once (waiting for their ms or calling back); claiming pauses at this bound"},
+    {"server", "shutdown_grace_ms", CT_INT, "10000", 0, 600000, F(shutdown_grace_ms),
+     "on SIGTERM/SIGINT, how long callbacks in flight may finish before exit"},
+    {"server", "store", CT_STR, "redis", 0, 0, F(store),
+     "redis, or memory: tasks on the in-process wheel only, NOT durable (development and tests)"},
+    {"server", "log_level", CT_STR, "info", 0, 0, F(log_level),
+     "debug, info, warn or error"},
+    {"redis", "nodes", CT_STR, "127.0.0.1:6379", 0, 0, F(nodes),
+     "Redis host:port; several comma-separated seed nodes for a Redis Cluster"},
+    {"redis", "prefix", CT_STR, "tickd", 0, 0, F(prefix),
+     "prefix of every key tickd writes"},
+    {"redis", "timeout_ms", CT_INT, "2000", 10, 600000, F(timeout_ms),
+     "connect timeout, and how long Redis may stay silent before the connection is dropped"},
+    {"redis", "scripts_dir", CT_STR, "", 0, 0, F(scripts_dir),
+     "directory of the Lua scripts; empty = ../lua or ../share/tickd/lua beside the binary"},
+    {"redis", "wait_replicas", CT_INT, "0", 0, 16, F(wait_replicas),
+     "after each add, WAIT until this many replicas have it (0 = do not wait)"},
+    {"redis", "wait_timeout_ms", CT_INT, "1000", 1, 600000, F(wait_timeout_ms),
+     "how long an add waits for wait_replicas before answering 503"},
+    {"scheduler", "tick_ms", CT_INT, "1000", 10, 60000, F(tick_ms),
+     "how often each bucket is scanned for due tasks"},
+    {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),
+     "tasks due before now + this are claimed and wait on the in-process wheel (>= tick_ms)"},
+    {"scheduler", "batch", CT_INT, "256", 1, 10000, F(batch),
+     "most tasks one claim call takes"},
+    {"scheduler", "buckets", CT_INT, "16", 1, 1024, F(buckets),
+     "slices per minute; fixed for the life of a keyspace (tickd refuses a mismatch)"},
+    {"scheduler", "lease_margin_ms", CT_INT, "5000", 100, 600000, F(lease_margin_ms),
+     "a claim's lease is the task's due time + its timeout + this; an expired lease is claimed again"},
+    {"scheduler", "retention_ms", CT_INT, "86400000", 1000, 365 * DAY_MS, F(retention_ms),
+     "how long finished tasks stay readable"},
+    {"scheduler", "slice_grace_ms", CT_INT, "10000", 1000, 600000, F(slice_grace_ms),
+     "a drained minute slice is passed by the scan only this long after it ended"},
+};
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const config_key *config_find(const char *section, const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].section, section) == 0 && strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+static int config_apply(config *c, const config_key *k, const char *value,
+                        char *err, size_t errlen)
+{
+    char *field = (char *)c + k->off;
+
+    if (k->type == CT_STR) {
+        if (strlen(value) >= k->size) {
+            snprintf(err, errlen, "%s: longer than %zu bytes", k->name, k->size - 1);
+            return -1;
+        }
+        if (strcmp(k->name, "store") == 0 && strcmp(value, "redis") != 0 &&
+            strcmp(value, "memory") != 0) {
+            snprintf(err, errlen, "store: must be redis or memory, not \"%s\"", value);
+            return -1;
+        }
+        if (strcmp(k->name, "log_level") == 0 && log_level_parse(value) < 0) {
+            snprintf(err, errlen, "log_level: must be debug, info, warn or error");
+            return -1;
+        }
+        if (strcmp(k->name, "prefix") == 0) {
+            for (const char *p = value; *p; p++)
+                if (!isalnum((unsigned char)*p) && !strchr("_-.:", *p)) {
+                    snprintf(err, errlen, "prefix: only letters, digits and _-.: allowed");
+                    return -1;
+                }
+        }
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
+    errno = 0;
+    char *end;
+    long long v = strtoll(value, &end, 10);
+    if (errno || end == value || *end != '\0') {
+        snprintf(err, errlen, "%s: not an integer: \"%s\"", k->name, value);
+        return -1;
+    }
+    if (v < k->min || v > k->max) {
+        snprintf(err, errlen, "%s: %lld is out of range %lld..%lld", k->name, v,
+                 (long long)k->min, (long long)k->max);
+        return -1;
+    }
+    memcpy(field, &(int64_t){v}, sizeof(int64_t));
+    return 0;
+}
+
+void config_defaults(config *c)
+{
+    char err[256];
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < NKEYS; i++)
+        if (config_apply(c, &keys[i], keys[i].def, err, sizeof(err)) != 0) abort();
+}
+
+int config_set(config *c, const char *section, const char *key,
+               const char *value, char *err, size_t errlen)
+{
+    const config_key *k = config_find(section, key);
+    if (!k) {
+        snprintf(err, errlen, "%s: unknown key in section [%s]", key, section);
+        return -1;
+    }
+    return config_apply(c, k, value, err, errlen);
+}
+
+typedef struct load_ctx {
+    config *c;
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+    char why[200];
+} load_ctx;
+
+/* inih reports the line of the first handler that returns 0 as ini_parse's
+ * result; the reason is kept here until then. */
+static int config_ini_handler(void *user, const char *section, const char *name,
+                              const char *value)
+{
+    load_ctx *lc = user;
+    if (lc->failed) return 1;
+    if (config_set(lc->c, section, name, value, lc->why, sizeof(lc->why)) != 0) {
+        lc->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int config_load_file(config *c, const char *path, char *err, size_t errlen)
+{
+    load_ctx lc = {c, path, err, errlen, 0, ""};
+    int rc = ini_parse(path, config_ini_handler, &lc);
+    if (lc.failed) {
+        snprintf(err, errlen, "%s:%d: %s", path, rc, lc.why);
+        return -1;
+    }
+    if (rc == -1) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: syntax error", path, rc);
+        return -1;
+    }
+    return 0;
+}
+
+int config_load_env(config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        char var[128], why[200];
+        snprintf(var, sizeof(var), "TICKD_%s_%s", keys[i].section, keys[i].name);
+        for (char *p = var; *p; p++) *p = (char)toupper((unsigned char)*p);
+        const char *v = getenv(var);
+        if (!v) continue;
+        if (config_apply(c, &keys[i], v, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "environment %s: %s", var, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int config_validate(const config *c, char *err, size_t errlen)
+{
+    if (c->lookahead_ms < c->tick_ms) {
+        snprintf(err, errlen, "scheduler.lookahead_ms: must be >= tick_ms (%lld)",
+                 (long long)c->tick_ms);
+        return -1;
+    }
+    if (c->nodes[0] == '\0') {
+        snprintf(err, errlen, "redis.nodes: empty");
+        return -1;
+    }
+    return 0;
+}
+
+void config_print_defaults(FILE *out)
+{
+    const char *section = "";
+    fprintf(out, "; tickd configuration. Every key is shown with its default.\n"
+                 "; Each key can be overridden by the environment variable\n"
+                 "; TICKD_<SECTION>_<KEY>, e.g. TICKD_REDIS_NODES=10.0.0.5:6379.\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(section, keys[i].section) != 0) {
+            section = keys[i].section;
+            fprintf(out, "\n[%s]\n", section);
+        }
+        fprintf(out, "; %s\n", keys[i].doc);
+        if (keys[i].type == CT_INT)
+            fprintf(out, ";   range %lld..%lld\n", (long long)keys[i].min, (long long)keys[i].max);
+        fprintf(out, "%s = %s\n", keys[i].name, keys[i].def);
+    }
+}

@@ -1,0 +1,58 @@
+/* config.h -- tickd's settings: one static table (config.c) gives each key its
+ * section, type, default, bounds and doc line. The same table parses the ini
+ * file (inih), applies TICKD_<SECTION>_<KEY> environment overrides, and prints
+ * the commented default file (conf/tickd.ini is generated from it). */
+#ifndef TICKD_CONFIG_H
+#define TICKD_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct config {
+    /* [server] */
+    char listen[256];          /* host:port of the HTTP API */
+    int64_t max_body;          /* bytes */
+    int64_t workers;           /* dispatch threads; 0 = CPU count */
+    int64_t max_inflight;      /* claimed tasks held at once */
+    int64_t shutdown_grace_ms;
+    char store[16];            /* "redis" or "memory" */
+    char log_level[16];
+    /* [redis] */
+    char nodes[1024];          /* host:port[,host:port...] */
+    char prefix[64];
+    int64_t timeout_ms;
+    char scripts_dir[1024];    /* "" = next to the binary */
+    int64_t wait_replicas;
+    int64_t wait_timeout_ms;
+    /* [scheduler] */
+    int64_t tick_ms;
+    int64_t lookahead_ms;
+    int64_t batch;
+    int64_t buckets;
+    int64_t lease_margin_ms;
+    int64_t retention_ms;
+    int64_t slice_grace_ms;
+} config;
+
+/* Fill `c` with the defaults. */
+void config_defaults(config *c);
+
+/* Load an ini file over `c`. Returns 0, or -1 with "file:line: key: reason" in
+ * err. Unknown sections and keys are errors. */
+int config_load_file(config *c, const char *path, char *err, size_t errlen);
+
+/* Apply TICKD_<SECTION>_<KEY> environment variables. Returns 0 or -1 + err. */
+int config_load_env(config *c, char *err, size_t errlen);
+
+/* Set one key by its section and name, as the file and the flags do.
+ * Returns 0 or -1 + "key: reason" in err. */
+int config_set(config *c, const char *section, const char *key,
+               const char *value, char *err, size_t errlen);
+
+/* Check relations between keys (lookahead vs tick, ...). 0 or -1 + err. */
+int config_validate(const config *c, char *err, size_t errlen);
+
+/* Write the commented default config file. */
+void config_print_defaults(FILE *out);
+
+#endif

@@ -1,0 +1,432 @@
+/* dispatch.c -- see dispatch.h. */
+#include "dispatch.h"
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "util.h"
+
+typedef struct worker worker;
+
+/* One transfer in a worker: the job and what curl needs alive meanwhile. */
+typedef struct xfer {
+    job *j;
+    worker *w;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    char *body;
+    char errbuf[CURL_ERROR_SIZE];
+    struct xfer *next, *prev;
+} xfer;
+
+struct worker {
+    dispatch *d;
+    int idx;
+    pthread_t th;
+    struct event_base *base;
+    CURLM *multi;
+    struct event *timer_ev;
+    struct event *wake_ev;
+    pthread_mutex_t mu;         /* guards in_head/in_tail and stop */
+    job *in_head, *in_tail;
+    int stop;
+    xfer *active;               /* transfers running, for abort on stop */
+};
+
+struct dispatch {
+    struct event_base *main_base;
+    struct event *done_ev;
+    pthread_mutex_t mu;         /* guards done_head/done_tail */
+    job *done_head, *done_tail;
+    dispatch_done_fn *done;
+    void *priv;
+    worker *w;
+    int nworkers;
+    int next;
+};
+
+/* ---- main-thread side -------------------------------------------------- */
+
+static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+    dispatch *d = arg;
+    job *list;
+    (void)fd, (void)what;
+    pthread_mutex_lock(&d->mu);
+    list = d->done_head;
+    d->done_head = d->done_tail = NULL;
+    pthread_mutex_unlock(&d->mu);
+    while (list) {
+        job *j = list;
+        list = j->next;
+        j->next = NULL;
+        d->done(j, d->priv);
+    }
+}
+
+static void dispatch_finish(dispatch *d, job *j)
+{
+    j->next = NULL;
+    pthread_mutex_lock(&d->mu);
+    if (d->done_tail) d->done_tail->next = j;
+    else d->done_head = j;
+    d->done_tail = j;
+    pthread_mutex_unlock(&d->mu);
+    event_active(d->done_ev, EV_READ, 0);
+}
+
+void dispatch_submit(dispatch *d, job *j)
+{
+    worker *w = &d->w[d->next];
+    d->next = (d->next + 1) % d->nworkers;
+    j->next = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->in_tail) w->in_tail->next = j;
+    else w->in_head = j;
+    w->in_tail = j;
+    pthread_mutex_unlock(&w->mu);
+    event_active(w->wake_ev, EV_READ, 0);
+}
+
+/* ---- worker side ------------------------------------------------------- */
+
+static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
+{
+    (void)p, (void)u;
+    return size * n; /* the answer's body is read (so the connection is reusable) and dropped */
+}
+
+static void xfer_free(xfer *x)
+{
+    if (x->easy) curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->hdrs);
+    free(x->body);
+    free(x);
+}
+
+static void worker_complete(worker *w, xfer *x, CURLcode rc)
+{
+    job *j = x->j;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    j->status_code = code;
+    if (rc == CURLE_OK && code >= 200 && code < 300) {
+        j->ok = 1;
+    } else if (rc == CURLE_OK) {
+        snprintf(j->err, sizeof(j->err), "HTTP %ld", code);
+    } else {
+        snprintf(j->err, sizeof(j->err), "%.40s%s%.200s", curl_easy_strerror(rc),
+                 x->errbuf[0] ? ": " : "", x->errbuf);
+        j->status_code = code;
+    }
+    if (x->prev) x->prev->next = x->next;
+    else w->active = x->next;
+    if (x->next) x->next->prev = x->prev;
+    curl_multi_remove_handle(w->multi, x->easy);
+    xfer_free(x);
+    dispatch_finish(w->d, j);
+}
+
+static void worker_check(worker *w)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(w->multi, &left))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        xfer *x;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        worker_complete(w, x, m->data.result);
+    }
+}
+
+static void worker_sock_ev(evutil_socket_t fd, short kind, void *arg)
+{
+    worker *w = arg;
+    int running;
+    int action = ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+    curl_multi_socket_action(w->multi, fd, action, &running);
+    worker_check(w);
+    if (running <= 0 && evtimer_pending(w->timer_ev, NULL)) evtimer_del(w->timer_ev);
+}
+
+static void worker_timer_ev(evutil_socket_t fd, short kind, void *arg)
+{
+    worker *w = arg;
+    int running;
+    (void)fd, (void)kind;
+    curl_multi_socket_action(w->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    worker_check(w);
+}
+
+static int worker_sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    worker *w = userp;
+    struct event *ev = socketp;
+    (void)e;
+    if (what == CURL_POLL_REMOVE) {
+        if (ev) event_free(ev);
+        curl_multi_assign(w->multi, s, NULL);
+        return 0;
+    }
+    short kind = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
+                         ((what & CURL_POLL_OUT) ? EV_WRITE : 0) | EV_PERSIST);
+    if (ev) {
+        event_del(ev);
+        event_assign(ev, w->base, s, kind, worker_sock_ev, w);
+    } else {
+        ev = event_new(w->base, s, kind, worker_sock_ev, w);
+        if (!ev) return -1;
+        curl_multi_assign(w->multi, s, ev);
+    }
+    event_add(ev, NULL);
+    return 0;
+}
+
+static int worker_timer_cb(CURLM *m, long timeout_ms, void *userp)
+{
+    worker *w = userp;
+    (void)m;
+    if (timeout_ms < 0) {
+        evtimer_del(w->timer_ev);
+    } else {
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        evtimer_add(w->timer_ev, &tv);
+    }
+    return 0;
+}
+
+static struct curl_slist *xfer_header(struct curl_slist *l, const char *name, const char *value)
+{
+    char *line = xmalloc(strlen(name) + strlen(value) + 3);
+    sprintf(line, "%s: %s", name, value);
+    struct curl_slist *n = curl_slist_append(l, line);
+    free(line);
+    if (!n) abort();
+    return n;
+}
+
+/* Build the request of a job; -1 + j->err when the spec cannot be used. */
+static int xfer_build(xfer *x)
+{
+    job *j = x->j;
+    cJSON *spec = cJSON_Parse(j->spec);
+    const cJSON *url, *method, *hdr, *req, *to;
+    int has_ctype = 0, rc = -1;
+    char num[32];
+
+    j->max_attempts = 1;
+    if (!spec) {
+        snprintf(j->err, sizeof(j->err), "stored task is not valid JSON");
+        return -1;
+    }
+    url = cJSON_GetObjectItemCaseSensitive(spec, "callback_url");
+    method = cJSON_GetObjectItemCaseSensitive(spec, "method");
+    hdr = cJSON_GetObjectItemCaseSensitive(spec, "header");
+    req = cJSON_GetObjectItemCaseSensitive(spec, "req");
+    to = cJSON_GetObjectItemCaseSensitive(spec, "timeout_ms");
+    const cJSON *retry = cJSON_GetObjectItemCaseSensitive(spec, "retry");
+    const cJSON *ma = cJSON_GetObjectItemCaseSensitive(retry, "max_attempts");
+    const cJSON *bo = cJSON_GetObjectItemCaseSensitive(retry, "backoff_ms");
+    j->max_attempts = cJSON_IsNumber(ma) ? (int)ma->valuedouble : 1;
+    j->backoff_ms = cJSON_IsNumber(bo) ? (int64_t)bo->valuedouble : 1000;
+    j->timeout_ms = cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000;
+    if (!cJSON_IsString(url) || !cJSON_IsString(method)) {
+        snprintf(j->err, sizeof(j->err), "stored task lacks callback_url or method");
+        goto done;
+    }
+    if (!(x->easy = curl_easy_init())) abort();
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, cJSON_IsNumber(to) ? (long)to->valuedouble : 10000L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     cJSON_IsNumber(to) && to->valuedouble < 10000 ? (long)to->valuedouble : 10000L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+
+    for (const cJSON *h = hdr ? hdr->child : NULL; h; h = h->next) {
+        if (!cJSON_IsString(h)) continue;
+        if (strcasecmp(h->string, "Content-Type") == 0) has_ctype = 1;
+        x->hdrs = xfer_header(x->hdrs, h->string, h->valuestring);
+    }
+    x->hdrs = xfer_header(x->hdrs, "tickd-task-id", j->id);
+    snprintf(num, sizeof(num), "%d", j->attempt);
+    x->hdrs = xfer_header(x->hdrs, "tickd-attempt", num);
+    snprintf(num, sizeof(num), "%lld", (long long)j->due_ms);
+    x->hdrs = xfer_header(x->hdrs, "tickd-scheduled-at", num);
+    if (!(x->hdrs = curl_slist_append(x->hdrs, "Expect:"))) abort();
+
+    const char *m = method->valuestring;
+    if (strcmp(m, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        if (req && cJSON_IsString(req)) {
+            x->body = xstrdup(req->valuestring);
+            /* curl would say x-www-form-urlencoded: the task said nothing */
+            if (!has_ctype && !(x->hdrs = curl_slist_append(x->hdrs, "Content-Type:"))) abort();
+        } else if (req) {
+            if (!(x->body = cJSON_PrintUnformatted(req))) abort();
+            if (!has_ctype) x->hdrs = xfer_header(x->hdrs, "Content-Type", "application/json");
+        } else {
+            x->body = xstrdup("");
+            if (!has_ctype && !(x->hdrs = curl_slist_append(x->hdrs, "Content-Type:"))) abort();
+        }
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+        if (strcmp(m, "POST") != 0) curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m);
+    }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+    rc = 0;
+done:
+    cJSON_Delete(spec);
+    return rc;
+}
+
+static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    worker *w = arg;
+    job *list;
+    int stop;
+    (void)fd, (void)what;
+    pthread_mutex_lock(&w->mu);
+    list = w->in_head;
+    w->in_head = w->in_tail = NULL;
+    stop = w->stop;
+    pthread_mutex_unlock(&w->mu);
+    while (list) {
+        job *j = list;
+        list = j->next;
+        xfer *x = xcalloc(1, sizeof(*x));
+        x->j = j;
+        x->w = w;
+        j->ok = 0;
+        j->aborted = 0;
+        j->status_code = 0;
+        j->err[0] = '\0';
+        if (stop) {
+            j->aborted = 1;
+            xfer_free(x);
+            dispatch_finish(w->d, j);
+            continue;
+        }
+        if (xfer_build(x) != 0) {
+            xfer_free(x);
+            dispatch_finish(w->d, j);
+            continue;
+        }
+        x->next = w->active;
+        if (w->active) w->active->prev = x;
+        w->active = x;
+        curl_multi_add_handle(w->multi, x->easy);
+    }
+    if (stop) event_base_loopbreak(w->base);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    event_base_dispatch(w->base);
+    /* stopping: abort what is still running */
+    while (w->active) {
+        xfer *x = w->active;
+        w->active = x->next;
+        curl_multi_remove_handle(w->multi, x->easy);
+        x->j->aborted = 1;
+        snprintf(x->j->err, sizeof(x->j->err), "tickd stopped before the answer");
+        dispatch_finish(w->d, x->j);
+        xfer_free(x);
+    }
+    return NULL;
+}
+
+dispatch *dispatch_create(struct event_base *main_base, int workers, dispatch_done_fn *done,
+                          void *priv, char *err, size_t errlen)
+{
+    dispatch *d = xcalloc(1, sizeof(*d));
+    d->main_base = main_base;
+    d->done = done;
+    d->priv = priv;
+    pthread_mutex_init(&d->mu, NULL);
+    d->done_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_done_cb, d);
+    d->w = xcalloc((size_t)workers, sizeof(worker));
+    for (int i = 0; i < workers; i++) {
+        worker *w = &d->w[i];
+        w->d = d;
+        w->idx = i;
+        pthread_mutex_init(&w->mu, NULL);
+        w->base = event_base_new();
+        w->multi = curl_multi_init();
+        if (!w->base || !w->multi) {
+            snprintf(err, errlen, "dispatch: cannot create worker %d", i);
+            d->nworkers = i;
+            if (w->base) event_base_free(w->base);
+            if (w->multi) curl_multi_cleanup(w->multi);
+            dispatch_free(d);
+            return NULL;
+        }
+        w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
+        w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
+        event_add(w->wake_ev, NULL);
+        curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, worker_sock_cb);
+        curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
+        curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
+        curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
+        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, 256L);
+        d->nworkers = i + 1;
+        if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+            snprintf(err, errlen, "dispatch: cannot start worker thread %d", i);
+            event_free(w->timer_ev);
+            event_free(w->wake_ev);
+            event_base_free(w->base);
+            curl_multi_cleanup(w->multi);
+            d->nworkers = i;
+            dispatch_free(d);
+            return NULL;
+        }
+    }
+    event_add(d->done_ev, NULL);
+    return d;
+}
+
+void dispatch_free(dispatch *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->nworkers; i++) {
+        worker *w = &d->w[i];
+        pthread_mutex_lock(&w->mu);
+        w->stop = 1;
+        pthread_mutex_unlock(&w->mu);
+        event_active(w->wake_ev, EV_READ, 0);
+    }
+    for (int i = 0; i < d->nworkers; i++) {
+        worker *w = &d->w[i];
+        pthread_join(w->th, NULL);
+        /* jobs queued after the stop */
+        for (job *j = w->in_head, *n; j; j = n) {
+            n = j->next;
+            j->aborted = 1;
+            dispatch_finish(d, j);
+        }
+        event_free(w->timer_ev);
+        event_free(w->wake_ev);
+        curl_multi_cleanup(w->multi);
+        event_base_free(w->base);
+        pthread_mutex_destroy(&w->mu);
+    }
+    dispatch_done_cb(-1, 0, d); /* hand every aborted job back */
+    event_free(d->done_ev);
+    pthread_mutex_destroy(&d->mu);
+    free(d->w);
+    free(d);
+}

@@ -1,0 +1,60 @@
+/* dispatch.h -- the worker pool that makes the HTTP callbacks.
+ *
+ * `workers` threads, each with its own libevent loop and libcurl multi handle
+ * driven by curl_multi_socket_action (never curl_multi_perform in a loop), so
+ * connections are reused per host and one slow receiver holds only its own
+ * transfers. Jobs go in from the main thread and come back to it: the done
+ * callback runs on the main loop, once per submitted job.
+ *
+ * Ownership: a job belongs to the caller; between dispatch_submit() and its
+ * done callback the pool uses it and the caller must not touch it. */
+#ifndef TICKD_DISPATCH_H
+#define TICKD_DISPATCH_H
+
+#include <stdint.h>
+
+#include "task.h"
+#include "wheel.h"
+
+struct event_base;
+typedef struct dispatch dispatch;
+
+typedef struct job job;
+struct job {
+    wheel_timer timer;          /* waiting for its ms on the fire wheel */
+    job *next;                  /* queue link, owned by whoever queues it */
+    char id[TASK_ID_MAX];
+    char home[TASK_SLICE_MAX];  /* slice holding the record */
+    char src[TASK_SLICE_MAX];   /* slice holding the lease */
+    int64_t due_ms;
+    int attempt;                /* 1, 2, ... */
+    char *spec;                 /* task JSON (malloc'd, owned by the job) */
+    void *owner;                /* the store mode's own data */
+    /* set by the pool */
+    int ok;                     /* 2xx received */
+    int aborted;                /* the pool stopped before an answer */
+    long status_code;           /* 0: no HTTP answer */
+    char err[256];              /* why not ok */
+    int max_attempts;           /* the spec's retry policy (1 if unreadable) */
+    int64_t backoff_ms;
+    int64_t timeout_ms;
+    job *wnext, *wprev;         /* the scheduler's list of jobs it holds */
+};
+
+/* Runs on the main loop for each job whose callback finished (or was aborted
+ * by dispatch_free). */
+typedef void dispatch_done_fn(job *j, void *priv);
+
+/* Start `workers` threads. Returns NULL + err. Call evthread_use_pthreads()
+ * before creating `main_base`. */
+dispatch *dispatch_create(struct event_base *main_base, int workers, dispatch_done_fn *done,
+                          void *priv, char *err, size_t errlen);
+
+/* Hand a fired job to a worker (round robin). Main thread only. */
+void dispatch_submit(dispatch *d, job *j);
+
+/* Stop the workers, aborting transfers still running (their done callbacks
+ * run with aborted = 1 before this returns), and free the pool. */
+void dispatch_free(dispatch *d);
+
+#endif

@@ -1,0 +1,672 @@
+/* rcluster.c -- see rcluster.h. */
+#include "rcluster.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/adapters/libevent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define RC_SLOTS 16384
+#define RC_MAX_REDIRECTS 5
+#define RC_WATCH_MS 500
+#define RC_REFRESH_MS 2000
+#define RC_BACKOFF_MIN_MS 50
+#define RC_BACKOFF_MAX_MS 2000
+
+typedef struct rc_node {
+    rcluster *c;
+    int idx;
+    char host[256];
+    int port;
+    char name[300];
+    redisAsyncContext *ac;
+    int up;                 /* the connect callback said yes */
+    int64_t connect_ms;     /* when the current attempt started */
+    int64_t backoff_ms;
+    struct event *retry_ev; /* pending reconnect */
+    int ping_out;
+    int64_t ping_ms;
+} rc_node;
+
+struct rcluster {
+    struct event_base *base;
+    int cluster;
+    rc_node **nodes;
+    int nnodes;
+    int16_t slots[RC_SLOTS];
+    int64_t timeout_ms;
+    struct event *watch_ev;
+    int64_t refresh_ms;     /* last slot map refresh started */
+    int refreshing;
+    int freeing;
+    rc_connect_fn *on_connect;
+    void *on_connect_priv;
+};
+
+typedef struct rc_req {
+    rcluster *c;
+    rc_reply_fn *cb;
+    void *priv;
+    int argc;
+    char **argv;
+    size_t *argvlen;
+    int slot;   /* -1: sent to a fixed node */
+    int node;
+    int redirects;
+} rc_req;
+
+static int64_t rc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* CRC16-CCITT (XMODEM), as Redis Cluster uses for key slots. */
+static uint16_t rc_crc16(const char *buf, size_t len)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)buf[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+    }
+    return crc;
+}
+
+unsigned rc_key_slot(const char *key, size_t len)
+{
+    size_t s, e;
+    for (s = 0; s < len && key[s] != '{'; s++) {}
+    if (s < len) {
+        for (e = s + 1; e < len && key[e] != '}'; e++) {}
+        if (e < len && e != s + 1) return rc_crc16(key + s + 1, e - s - 1) & (RC_SLOTS - 1);
+    }
+    return rc_crc16(key, len) & (RC_SLOTS - 1);
+}
+
+int rc_is_cluster(const rcluster *c) { return c->cluster; }
+int rc_node_count(const rcluster *c) { return c->nnodes; }
+int rc_node_up(const rcluster *c, int node) { return c->nodes[node]->up; }
+const char *rc_node_name(const rcluster *c, int node) { return c->nodes[node]->name; }
+
+int rc_node_serves(const rcluster *c, int node)
+{
+    if (!c->cluster) return node == 0;
+    for (int s = 0; s < RC_SLOTS; s++)
+        if (c->slots[s] == node) return 1;
+    return 0;
+}
+
+int rc_slot_node(const rcluster *c, unsigned slot)
+{
+    return c->cluster ? c->slots[slot & (RC_SLOTS - 1)] : 0;
+}
+
+void rc_set_connect_cb(rcluster *c, rc_connect_fn *fn, void *priv)
+{
+    c->on_connect = fn;
+    c->on_connect_priv = priv;
+}
+
+static int rc_node_find(rcluster *c, const char *host, int port)
+{
+    for (int i = 0; i < c->nnodes; i++)
+        if (c->nodes[i]->port == port && strcmp(c->nodes[i]->host, host) == 0) return i;
+    return -1;
+}
+
+static void rc_node_connect(rc_node *n);
+
+static int rc_node_add(rcluster *c, const char *host, int port)
+{
+    int i = rc_node_find(c, host, port);
+    if (i >= 0) return i;
+    rc_node **nn = realloc(c->nodes, sizeof(*nn) * (size_t)(c->nnodes + 1));
+    rc_node *n = calloc(1, sizeof(*n));
+    if (!nn || !n) {
+        free(n);
+        if (nn) c->nodes = nn;
+        return -1;
+    }
+    c->nodes = nn;
+    n->c = c;
+    n->idx = c->nnodes;
+    snprintf(n->host, sizeof(n->host), "%s", host);
+    n->port = port;
+    snprintf(n->name, sizeof(n->name), "%s:%d", host, port);
+    n->backoff_ms = RC_BACKOFF_MIN_MS;
+    c->nodes[c->nnodes++] = n;
+    if (c->base && !c->freeing) rc_node_connect(n);
+    return n->idx;
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static void rc_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    rc_node_connect(arg);
+}
+
+static void rc_node_schedule(rc_node *n)
+{
+    if (n->c->freeing) return;
+    struct timeval tv = {n->backoff_ms / 1000, (n->backoff_ms % 1000) * 1000};
+    if (!n->retry_ev) n->retry_ev = evtimer_new(n->c->base, rc_retry_cb, n);
+    if (n->retry_ev) evtimer_add(n->retry_ev, &tv);
+    n->backoff_ms = n->backoff_ms * 2 > RC_BACKOFF_MAX_MS ? RC_BACKOFF_MAX_MS : n->backoff_ms * 2;
+}
+
+static void rc_refresh(rcluster *c);
+
+static void rc_on_connect(const redisAsyncContext *ac, int status)
+{
+    rc_node *n = ac->data;
+    if (status != REDIS_OK) {
+        log_warn("redis %s: connect failed: %s", n->name, ac->errstr);
+        n->ac = NULL; /* hiredis frees the context after this callback */
+        rc_node_schedule(n);
+        return;
+    }
+    log_info("redis %s: connected", n->name);
+    n->up = 1;
+    n->backoff_ms = RC_BACKOFF_MIN_MS;
+    n->ping_out = 0;
+    if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
+}
+
+static void rc_on_disconnect(const redisAsyncContext *ac, int status)
+{
+    rc_node *n = ac->data;
+    (void)status;
+    if (!n->c->freeing) log_warn("redis %s: connection lost%s%s", n->name,
+                                 ac->errstr[0] ? ": " : "", ac->errstr);
+    n->ac = NULL;
+    n->up = 0;
+    if (n->c->cluster) rc_refresh(n->c);
+    rc_node_schedule(n);
+}
+
+static void rc_node_connect(rc_node *n)
+{
+    if (n->ac || n->c->freeing) return;
+    redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
+    if (!ac) {
+        rc_node_schedule(n);
+        return;
+    }
+    if (ac->err) {
+        log_warn("redis %s: %s", n->name, ac->errstr);
+        redisAsyncFree(ac);
+        rc_node_schedule(n);
+        return;
+    }
+    ac->data = n;
+    n->ac = ac;
+    n->up = 0;
+    n->connect_ms = rc_now_ms();
+    redisLibeventAttach(ac, n->c->base);
+    redisAsyncSetConnectCallback(ac, rc_on_connect);
+    redisAsyncSetDisconnectCallback(ac, rc_on_disconnect);
+}
+
+static void rc_ping_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)priv;
+    if (r && ac->data) ((rc_node *)ac->data)->ping_out = 0;
+}
+
+/* Watchdog: a node silent past timeout_ms (PING unanswered, or a connect that
+ * never completes) is dropped; its pending commands fail, and it reconnects. */
+static void rc_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rcluster *c = arg;
+    int64_t now = rc_now_ms();
+    (void)fd, (void)what;
+    for (int i = 0; i < c->nnodes; i++) {
+        rc_node *n = c->nodes[i];
+        if (!n->ac) continue;
+        if ((!n->up && now - n->connect_ms > c->timeout_ms) ||
+            (n->up && n->ping_out && now - n->ping_ms > c->timeout_ms)) {
+            log_warn("redis %s: no answer for %lld ms, reconnecting", n->name,
+                     (long long)c->timeout_ms);
+            redisAsyncContext *ac = n->ac;
+            int was_up = n->up;
+            n->ac = NULL;
+            n->up = 0;
+            redisAsyncFree(ac); /* fails pending commands; disconnect cb if it was up */
+            if (!was_up) rc_node_schedule(n);
+            continue;
+        }
+        if (n->up && !n->ping_out &&
+            redisAsyncCommand(n->ac, rc_ping_cb, NULL, "PING") == REDIS_OK) {
+            n->ping_out = 1;
+            n->ping_ms = now;
+        }
+    }
+    if (c->cluster && now - c->refresh_ms >= RC_REFRESH_MS) rc_refresh(c);
+}
+
+/* ---- slot map ---------------------------------------------------------- */
+
+/* Apply a CLUSTER SLOTS reply; `from` is the host asked, used when a node
+ * announces an empty address. Returns the number of slot ranges, -1 if the
+ * reply is not a slot map. */
+static int rc_apply_slots(rcluster *c, const redisReply *r, const char *from)
+{
+    int ranges = 0;
+    if (!r || r->type != REDIS_REPLY_ARRAY) return -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            return -1;
+        const redisReply *m = e->element[2];
+        if (m->element[0]->type != REDIS_REPLY_STRING || m->element[1]->type != REDIS_REPLY_INTEGER)
+            return -1;
+        const char *host = m->element[0]->len ? m->element[0]->str : from;
+        int node = rc_node_add(c, host, (int)m->element[1]->integer);
+        if (node < 0) return -1;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        for (long long s = lo; s <= hi && s < RC_SLOTS; s++)
+            if (s >= 0) c->slots[s] = (int16_t)node;
+        ranges++;
+    }
+    return ranges;
+}
+
+static void rc_refresh_cb(redisAsyncContext *ac, void *r, void *priv)
+{
+    rcluster *c = priv;
+    c->refreshing = 0;
+    if (!r || c->freeing) return;
+    rc_node *n = ac->data;
+    if (rc_apply_slots(c, r, n ? n->host : "127.0.0.1") < 0)
+        log_warn("redis: CLUSTER SLOTS gave no usable slot map");
+}
+
+/* Ask any connected node for the slot map (at most one request at a time). */
+static void rc_refresh(rcluster *c)
+{
+    if (c->refreshing || c->freeing) return;
+    c->refresh_ms = rc_now_ms();
+    for (int i = 0; i < c->nnodes; i++) {
+        rc_node *n = c->nodes[(i + (int)(c->refresh_ms / RC_REFRESH_MS)) % c->nnodes];
+        if (n->up && redisAsyncCommand(n->ac, rc_refresh_cb, c, "CLUSTER SLOTS") == REDIS_OK) {
+            c->refreshing = 1;
+            return;
+        }
+    }
+}
+
+/* Parse "MOVED 3999 127.0.0.1:6381" or "ASK 3999 127.0.0.1:6381". */
+int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_t hostlen,
+                      int *port);
+int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_t hostlen,
+                      int *port)
+{
+    const char *p;
+    if (strncmp(s, "MOVED ", 6) == 0) *ask = 0, p = s + 6;
+    else if (strncmp(s, "ASK ", 4) == 0) *ask = 1, p = s + 4;
+    else return -1;
+    char *end;
+    unsigned long sl = strtoul(p, &end, 10);
+    if (end == p || *end != ' ' || sl >= RC_SLOTS) return -1;
+    p = end + 1;
+    const char *colon = strrchr(p, ':');
+    if (!colon || (size_t)(colon - p) >= hostlen) return -1;
+    long pt = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end || pt <= 0 || pt > 65535) return -1;
+    memcpy(host, p, (size_t)(colon - p));
+    host[colon - p] = '\0';
+    *slot = (unsigned)sl;
+    *port = (int)pt;
+    return 0;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static void rc_req_free(rc_req *q)
+{
+    for (int i = 0; i < q->argc; i++) free(q->argv[i]);
+    free(q->argv);
+    free(q->argvlen);
+    free(q);
+}
+
+typedef struct rc_fail {
+    rc_req *q;
+    const char *err;
+} rc_fail;
+
+static void rc_fail_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rc_fail *f = arg;
+    (void)fd, (void)what;
+    f->q->cb(NULL, f->err, f->q->priv);
+    rc_req_free(f->q);
+    free(f);
+}
+
+/* Fail a request from the loop, never from inside rc_command. */
+static void rc_fail_later(rc_req *q, const char *err)
+{
+    rc_fail *f = malloc(sizeof(*f));
+    struct timeval tv = {0, 0};
+    if (f) {
+        f->q = q;
+        f->err = err;
+        if (event_base_once(q->c->base, -1, EV_TIMEOUT, rc_fail_cb, f, &tv) == 0) return;
+        free(f);
+    }
+    /* out of memory: nothing better than failing now */
+    q->cb(NULL, err, q->priv);
+    rc_req_free(q);
+}
+
+static void rc_send(rc_req *q, int node, int asking);
+
+static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
+{
+    rc_req *q = priv;
+    redisReply *r = rv;
+    (void)ac;
+    if (!r) {
+        q->cb(NULL, q->c->freeing ? "shutting down" : "redis connection lost", q->priv);
+        rc_req_free(q);
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR && q->slot >= 0 && q->redirects < RC_MAX_REDIRECTS &&
+        (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0)) {
+        char host[256];
+        int ask, port;
+        unsigned slot;
+        if (rc_parse_redirect(r->str, &ask, &slot, host, sizeof(host), &port) == 0) {
+            int node = rc_node_add(q->c, host, port);
+            if (node >= 0) {
+                q->redirects++;
+                if (!ask) {
+                    q->c->slots[slot] = (int16_t)node;
+                    rc_refresh(q->c);
+                }
+                rc_send(q, node, ask);
+                return;
+            }
+        }
+    }
+    if (r->type == REDIS_REPLY_ERROR && q->c->cluster &&
+        (strncmp(r->str, "CLUSTERDOWN", 11) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0))
+        rc_refresh(q->c);
+    q->cb(r, NULL, q->priv);
+    rc_req_free(q);
+}
+
+static void rc_send(rc_req *q, int node, int asking)
+{
+    rc_node *n = node >= 0 && node < q->c->nnodes ? q->c->nodes[node] : NULL;
+    if (q->c->freeing) {
+        rc_fail_later(q, "shutting down");
+        return;
+    }
+    if (!n || !n->ac) {
+        if (q->c->cluster) rc_refresh(q->c);
+        rc_fail_later(q, "redis unavailable");
+        return;
+    }
+    if (asking) redisAsyncCommand(n->ac, NULL, NULL, "ASKING");
+    if (redisAsyncCommandArgv(n->ac, rc_on_reply, q, q->argc, (const char **)q->argv,
+                              q->argvlen) != REDIS_OK)
+        rc_fail_later(q, "redis unavailable");
+}
+
+static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
+                          const char **argv, const size_t *argvlen)
+{
+    rc_req *q = calloc(1, sizeof(*q));
+    if (!q) return NULL;
+    q->c = c;
+    q->cb = cb;
+    q->priv = priv;
+    q->argv = calloc((size_t)argc, sizeof(char *));
+    q->argvlen = calloc((size_t)argc, sizeof(size_t));
+    if (!q->argv || !q->argvlen) goto fail;
+    for (q->argc = 0; q->argc < argc; q->argc++) {
+        size_t len = argvlen ? argvlen[q->argc] : strlen(argv[q->argc]);
+        if (!(q->argv[q->argc] = malloc(len + 1))) goto fail;
+        memcpy(q->argv[q->argc], argv[q->argc], len);
+        q->argv[q->argc][len] = '\0';
+        q->argvlen[q->argc] = len;
+    }
+    return q;
+fail:
+    rc_req_free(q);
+    return NULL;
+}
+
+static void rc_oom_cb(evutil_socket_t fd, short what, void *arg);
+
+typedef struct rc_oom {
+    rc_reply_fn *cb;
+    void *priv;
+} rc_oom;
+
+static void rc_oom_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rc_oom *o = arg;
+    (void)fd, (void)what;
+    o->cb(NULL, "out of memory", o->priv);
+    free(o);
+}
+
+static void rc_start(rcluster *c, int slot, int node, rc_reply_fn *cb, void *priv,
+                     int argc, const char **argv, const size_t *argvlen)
+{
+    rc_req *q = rc_req_new(c, cb, priv, argc, argv, argvlen);
+    if (!q) {
+        rc_oom *o = malloc(sizeof(*o));
+        struct timeval tv = {0, 0};
+        if (o && (o->cb = cb, o->priv = priv,
+                  event_base_once(c->base, -1, EV_TIMEOUT, rc_oom_cb, o, &tv) == 0))
+            return;
+        free(o);
+        cb(NULL, "out of memory", priv);
+        return;
+    }
+    q->slot = slot;
+    q->node = node;
+    rc_send(q, node, 0);
+}
+
+void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
+                int argc, const char **argv, const size_t *argvlen)
+{
+    int slot = c->cluster ? (int)rc_key_slot(route, strlen(route)) : -1;
+    int node = c->cluster ? c->slots[slot] : 0;
+    rc_start(c, slot, node, cb, priv, argc, argv, argvlen);
+}
+
+void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
+                     int argc, const char **argv, const size_t *argvlen)
+{
+    rc_start(c, -1, node, cb, priv, argc, argv, argvlen);
+}
+
+/* ---- life -------------------------------------------------------------- */
+
+static int rc_parse_hostport(const char *s, size_t len, char *host, size_t hostlen, int *port)
+{
+    const char *colon = memrchr(s, ':', len);
+    char buf[16];
+    if (!colon || colon == s || (size_t)(colon - s) >= hostlen) return -1;
+    size_t plen = len - (size_t)(colon - s) - 1;
+    if (plen == 0 || plen >= sizeof(buf)) return -1;
+    memcpy(buf, colon + 1, plen);
+    buf[plen] = '\0';
+    char *end;
+    long p = strtol(buf, &end, 10);
+    if (*end || p <= 0 || p > 65535) return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_ms,
+                    int64_t wait_ms, char *err, size_t errlen)
+{
+    rcluster *c = calloc(1, sizeof(*c));
+    char hosts[16][256];
+    int ports[16], nseeds = 0;
+    int64_t start = rc_now_ms();
+    int64_t sleep_ms = 100;
+
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->timeout_ms = timeout_ms;
+    memset(c->slots, 0xff, sizeof(c->slots));
+    for (const char *p = seeds; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (nseeds == 16) {
+            snprintf(err, errlen, "redis.nodes: more than 16 seed nodes");
+            goto fail;
+        }
+        if (rc_parse_hostport(p, len, hosts[nseeds], sizeof(hosts[0]), &ports[nseeds]) != 0) {
+            snprintf(err, errlen, "redis.nodes: \"%.*s\" is not host:port", (int)len, p);
+            goto fail;
+        }
+        nseeds++;
+        p += len + (e ? 1 : 0);
+    }
+    if (nseeds == 0) {
+        snprintf(err, errlen, "redis.nodes: empty");
+        goto fail;
+    }
+
+    /* Find the mode with blocking connections, before the loop runs. */
+    for (;;) {
+        for (int i = 0; i < nseeds; i++) {
+            struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+            redisContext *rcx = redisConnectWithTimeout(hosts[i], ports[i], tv);
+            if (!rcx || rcx->err) {
+                snprintf(err, errlen, "redis %s:%d: %s", hosts[i], ports[i],
+                         rcx ? rcx->errstr : "out of memory");
+                if (rcx) redisFree(rcx);
+                continue;
+            }
+            redisSetTimeout(rcx, tv);
+            redisReply *r = redisCommand(rcx, "CLUSTER SLOTS");
+            redisFree(rcx);
+            if (!r) {
+                snprintf(err, errlen, "redis %s:%d: no answer", hosts[i], ports[i]);
+                continue;
+            }
+            if (r->type == REDIS_REPLY_ERROR) {
+                /* cluster support disabled: the plain one-server case */
+                freeReplyObject(r);
+                if (rc_node_add(c, hosts[i], ports[i]) < 0) goto oom;
+            } else {
+                c->cluster = 1;
+                int n = rc_apply_slots(c, r, hosts[i]);
+                freeReplyObject(r);
+                if (n <= 0) {
+                    snprintf(err, errlen, "redis %s:%d: cluster has no slots assigned yet",
+                             hosts[i], ports[i]);
+                    c->cluster = 0;
+                    continue;
+                }
+            }
+            goto found;
+        }
+        if (rc_now_ms() - start >= wait_ms) goto fail;
+        log_warn("%s; retrying", err);
+        struct timespec ts = {0, sleep_ms * 1000000};
+        nanosleep(&ts, NULL);
+        if (sleep_ms < 1000) sleep_ms *= 2;
+    }
+found:
+    c->base = base;
+    for (int i = 0; i < c->nnodes; i++) rc_node_connect(c->nodes[i]);
+    c->watch_ev = event_new(base, -1, EV_PERSIST, rc_watch_cb, c);
+    struct timeval wt = {0, RC_WATCH_MS * 1000};
+    if (!c->watch_ev || event_add(c->watch_ev, &wt) != 0) goto oom;
+    c->refresh_ms = rc_now_ms();
+    log_info("redis: %s mode, %d node%s", c->cluster ? "cluster" : "single-server", c->nnodes,
+             c->nnodes == 1 ? "" : "s");
+    return c;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    rc_free(c);
+    return NULL;
+}
+
+void rc_free(rcluster *c)
+{
+    if (!c) return;
+    c->freeing = 1;
+    for (int i = 0; i < c->nnodes; i++) {
+        rc_node *n = c->nodes[i];
+        if (n->ac) {
+            redisAsyncContext *ac = n->ac;
+            n->ac = NULL;
+            redisAsyncFree(ac);
+        }
+        if (n->retry_ev) event_free(n->retry_ev);
+        free(n);
+    }
+    if (c->watch_ev) event_free(c->watch_ev);
+    free(c->nodes);
+    free(c);
+}
+
+redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
+                            const char *fmt, ...)
+{
+    int node = route ? rc_slot_node(c, rc_key_slot(route, strlen(route))) : 0;
+    struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
+    redisReply *r = NULL;
+    va_list ap;
+
+    if (node < 0 || node >= c->nnodes) node = 0;
+    for (int hop = 0; hop < 3; hop++) {
+        rc_node *n = c->nodes[node];
+        redisContext *rcx = redisConnectWithTimeout(n->host, n->port, tv);
+        if (!rcx || rcx->err) {
+            snprintf(err, errlen, "redis %s: %s", n->name, rcx ? rcx->errstr : "out of memory");
+            if (rcx) redisFree(rcx);
+            return NULL;
+        }
+        redisSetTimeout(rcx, tv);
+        va_start(ap, fmt);
+        r = redisvCommand(rcx, fmt, ap);
+        va_end(ap);
+        if (!r) snprintf(err, errlen, "redis %s: %s", n->name, rcx->errstr);
+        redisFree(rcx);
+        if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
+            char host[256];
+            int ask, port;
+            unsigned slot;
+            if (rc_parse_redirect(r->str, &ask, &slot, host, sizeof(host), &port) == 0 &&
+                (node = rc_node_add(c, host, port)) >= 0) {
+                freeReplyObject(r);
+                r = NULL;
+                continue;
+            }
+        }
+        break;
+    }
+    return r;
+}

@@ -1,0 +1,73 @@
+/* rcluster.h -- async Redis client for one server or a Redis Cluster, on a
+ * libevent loop, over hiredis' async API (hiredis 0.14 has no cluster client).
+ *
+ * Mode is found at start: a node that answers CLUSTER SLOTS makes a cluster
+ * client (slot map, one connection per master, MOVED / ASK followed, map
+ * refreshed when a connection drops); otherwise the first reachable seed is
+ * the one server. Connections that drop are re-made with backoff; a node that
+ * stays silent past timeout_ms (a PING watchdog) is dropped and re-made.
+ *
+ * Every command is routed by the slot of `route` (a key; its {hash tag} counts,
+ * as in Redis). Contract of rc_reply_fn: it runs exactly once per rc_command,
+ * never from inside rc_command itself; `reply` is the server's answer (an
+ * error reply included) and lives until the callback returns, or NULL when the
+ * command could not be delivered or its connection was lost, in which case
+ * `err` says why. */
+#ifndef TICKD_RCLUSTER_H
+#define TICKD_RCLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+struct event_base;
+typedef struct rcluster rcluster;
+
+typedef void rc_reply_fn(redisReply *reply, const char *err, void *priv);
+
+/* Called after each successful (re)connection of a node, with the node's
+ * index; rc_node_command() sends to that node. */
+typedef void rc_connect_fn(rcluster *c, int node, void *priv);
+
+/* Connect to the seeds ("host:port,host:port"), waiting and retrying until one
+ * answers or `wait_ms` passes. Returns NULL with the reason in err. */
+rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_ms,
+                    int64_t wait_ms, char *err, size_t errlen);
+void rc_free(rcluster *c);
+
+void rc_set_connect_cb(rcluster *c, rc_connect_fn *fn, void *priv);
+
+/* 1 in cluster mode. */
+int rc_is_cluster(const rcluster *c);
+
+/* Send a command; see the contract above. */
+void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
+                int argc, const char **argv, const size_t *argvlen);
+
+/* Send a command to node `node` (not redirected). Same contract. */
+void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
+                     int argc, const char **argv, const size_t *argvlen);
+
+/* Number of nodes known (masters in cluster mode), and whether node i is
+ * connected now. */
+int rc_node_count(const rcluster *c);
+int rc_node_up(const rcluster *c, int node);
+const char *rc_node_name(const rcluster *c, int node);
+
+/* 1 if node i serves at least one slot (always, for a single server). */
+int rc_node_serves(const rcluster *c, int node);
+
+/* Slot of a key (CRC16 of its hash tag, mod 16384). */
+unsigned rc_key_slot(const char *key, size_t len);
+
+/* The node serving a slot, or -1 if unknown. */
+int rc_slot_node(const rcluster *c, unsigned slot);
+
+/* Run a blocking command on the first reachable node and return its reply
+ * (caller frees with freeReplyObject), or NULL + err. For start-up checks
+ * before the loop runs. */
+redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
+                            const char *fmt, ...);
+
+#endif

@@ -1,0 +1,644 @@
+/* sched.c -- see sched.h. */
+#include "sched.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+#include "wheel.h"
+
+#define SETTLE_TRIES 40
+#define SETTLE_BACKOFF_MAX_MS 2000
+
+typedef struct bucket_scan {
+    sched *sc;
+    int b;
+    int active;          /* a pass is running */
+    int again;           /* kicked during the pass: run another */
+    int64_t wm;          /* watermark read at the start of the pass */
+    int64_t minute;      /* slice being claimed */
+    int64_t end_minute;
+    int64_t first_open;  /* first minute the watermark may not pass, -1 none */
+    int limit;           /* the LIMIT of the claim in flight */
+    char wmkey[96];
+} bucket_scan;
+
+struct sched {
+    struct event_base *base;
+    store *s;
+    const config *cfg;
+    dispatch *d;
+    wheel *w;
+    struct event *tick_ev;
+    struct event *wheel_ev;
+    bucket_scan *bk;
+    int nb;
+    int held;            /* jobs claimed and not yet settled */
+    int calling;         /* of those, in the dispatch pool */
+    int pending;         /* scheduler Redis calls in flight */
+    int starved;         /* a pass stopped for lack of room */
+    int stopping;
+    job *waiting;        /* jobs on the wheel or being fetched */
+    int64_t claimed, fired, settled;
+};
+
+/* ---- bookkeeping ------------------------------------------------------- */
+
+static void sched_hold(sched *sc, job *j)
+{
+    j->wprev = NULL;
+    j->wnext = sc->waiting;
+    if (sc->waiting) sc->waiting->wprev = j;
+    sc->waiting = j;
+}
+
+static void sched_unhold(sched *sc, job *j)
+{
+    if (j->wprev) j->wprev->wnext = j->wnext;
+    else if (sc->waiting == j) sc->waiting = j->wnext;
+    if (j->wnext) j->wnext->wprev = j->wprev;
+    j->wnext = j->wprev = NULL;
+}
+
+static void job_free(job *j)
+{
+    free(j->spec);
+    free(j);
+}
+
+static int sched_room(const sched *sc)
+{
+    int room = (int)sc->cfg->max_inflight - sc->held;
+    return room < 0 ? 0 : room;
+}
+
+static void sched_job_gone(sched *sc, job *j)
+{
+    sc->held--;
+    job_free(j);
+    if (sc->starved && !sc->stopping && sched_room(sc) >= (int)sc->cfg->batch / 2 + 1) {
+        sc->starved = 0;
+        for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
+    }
+}
+
+/* ---- the fire wheel ---------------------------------------------------- */
+
+static void sched_wheel_arm(sched *sc)
+{
+    uint64_t next = wheel_next_due(sc->w);
+    if (next == WHEEL_NEVER) {
+        event_del(sc->wheel_ev);
+        return;
+    }
+    int64_t now = store_now_ms(sc->s);
+    int64_t delay = (int64_t)next - now;
+    if (delay < 0) delay = 0;
+    struct timeval tv = {delay / 1000, (delay % 1000) * 1000};
+    event_add(sc->wheel_ev, &tv);
+}
+
+static void sched_fire(wheel *w, wheel_timer *t, void *arg)
+{
+    sched *sc = arg;
+    job *j = (job *)((char *)t - offsetof(job, timer));
+    (void)w;
+    sched_unhold(sc, j);
+    sc->calling++;
+    sc->fired++;
+    dispatch_submit(sc->d, j);
+}
+
+static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
+{
+    sched *sc = arg;
+    (void)fd, (void)what;
+    wheel_advance(sc->w, (uint64_t)store_now_ms(sc->s));
+    sched_wheel_arm(sc);
+}
+
+static void sched_wait(sched *sc, job *j)
+{
+    int64_t now = store_now_ms(sc->s);
+    /* the wheel never goes back: an overdue task fires on the next advance */
+    wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->due_ms > now ? j->due_ms : now), 0, 1);
+    sched_wheel_arm(sc);
+}
+
+/* ---- Redis call chains with retry -------------------------------------- */
+
+/* One step of a settle or release chain: a script on one slice, retried
+ * when Redis cannot be reached (every step is idempotent). */
+typedef struct step {
+    store_script sc;
+    int nkeys, nargs;
+    char keys[5][128];
+    char args[9][320];
+} step;
+
+typedef struct chain {
+    sched *sc;
+    job *j;
+    step steps[3];
+    int n, at, tries;
+    struct event *retry_ev;
+} chain;
+
+static void chain_run(chain *c);
+
+static void chain_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    chain_run(arg);
+}
+
+static void chain_done(chain *c)
+{
+    sched *sc = c->sc;
+    if (c->retry_ev) event_free(c->retry_ev);
+    sc->settled++;
+    sched_job_gone(sc, c->j);
+    free(c);
+}
+
+static void chain_cb(redisReply *r, const char *err, void *priv)
+{
+    chain *c = priv;
+    sched *sc = c->sc;
+    sc->pending--;
+    if (!r) {
+        if (++c->tries >= SETTLE_TRIES) {
+            /* the lease in Redis will expire and the task run again */
+            log_error("task %s: giving up recording attempt %d: %s", c->j->id, c->j->attempt, err);
+            chain_done(c);
+            return;
+        }
+        int64_t ms = 50LL << (c->tries < 6 ? c->tries : 6);
+        if (ms > SETTLE_BACKOFF_MAX_MS) ms = SETTLE_BACKOFF_MAX_MS;
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        if (!c->retry_ev) c->retry_ev = evtimer_new(sc->base, chain_retry_cb, c);
+        evtimer_add(c->retry_ev, &tv);
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR) log_error("task %s: %s", c->j->id, r->str);
+    c->tries = 0;
+    if (++c->at < c->n) chain_run(c);
+    else chain_done(c);
+}
+
+static void chain_run(chain *c)
+{
+    step *st = &c->steps[c->at];
+    const char *keys[5], *args[9];
+    for (int i = 0; i < st->nkeys; i++) keys[i] = st->keys[i];
+    for (int i = 0; i < st->nargs; i++) args[i] = st->args[i];
+    c->sc->pending++;
+    store_eval(c->sc->s, st->sc, st->nkeys, keys, st->nargs, args, chain_cb, c);
+}
+
+static step *chain_add(chain *c, store_script script, const char *slice, const int *which,
+                       int nkeys)
+{
+    step *st = &c->steps[c->n++];
+    slice_keys k;
+    store_slice_keys(c->sc->s, slice, &k);
+    st->sc = script;
+    st->nkeys = nkeys;
+    for (int i = 0; i < nkeys; i++) memcpy(st->keys[i], k.k[which[i]], sizeof(st->keys[i]));
+    return st;
+}
+
+static const int KEYS_SETTLE[] = {0, 1, 2, 3};
+static const int KEYS_PTR[] = {0, 3, 4};
+
+static void chain_settle(chain *c, const char *outcome, int64_t next_due, const char *next_slice)
+{
+    job *j = c->j;
+    step *st = chain_add(c, SCRIPT_SETTLE, j->home, KEYS_SETTLE, 4);
+    st->nargs = 9;
+    snprintf(st->args[0], sizeof(st->args[0]), "%s", j->id);
+    snprintf(st->args[1], sizeof(st->args[1]), "%s", outcome);
+    snprintf(st->args[2], sizeof(st->args[2]), "%d", j->attempt);
+    if (j->status_code) snprintf(st->args[3], sizeof(st->args[3]), "%ld", j->status_code);
+    else st->args[3][0] = '\0';
+    snprintf(st->args[4], sizeof(st->args[4]), "%s", j->ok ? "" : j->err);
+    snprintf(st->args[5], sizeof(st->args[5]), "%lld", (long long)next_due);
+    snprintf(st->args[6], sizeof(st->args[6]), "%d", strcmp(j->src, j->home) == 0);
+    snprintf(st->args[7], sizeof(st->args[7]), "%lld", (long long)c->sc->cfg->retention_ms);
+    snprintf(st->args[8], sizeof(st->args[8]), "%s", next_slice);
+}
+
+static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
+{
+    step *st = chain_add(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
+    st->nargs = 4;
+    snprintf(st->args[0], sizeof(st->args[0]), "%s", c->j->id);
+    snprintf(st->args[1], sizeof(st->args[1]), "%s", op);
+    snprintf(st->args[2], sizeof(st->args[2]), "%lld", (long long)due);
+    snprintf(st->args[3], sizeof(st->args[3]), "%lld", (long long)to);
+}
+
+static chain *chain_new(sched *sc, job *j)
+{
+    chain *c = xcalloc(1, sizeof(*c));
+    c->sc = sc;
+    c->j = j;
+    return c;
+}
+
+static int sched_bucket_of(const char *slice)
+{
+    const char *dot = strchr(slice, '.');
+    return dot ? atoi(dot + 1) : 0;
+}
+
+/* An attempt finished: record it, as ordered steps on one slice each. A crash
+ * between steps can repeat an attempt, never lose one: the retry's pointer is
+ * written before the home record says so, and the lease is dropped last. */
+void sched_on_done(sched *sc, job *j)
+{
+    sc->calling--;
+    if (j->aborted) {
+        /* stopped mid-call: the lease stays, so it runs again after expiry */
+        sched_job_gone(sc, j);
+        return;
+    }
+    int local = strcmp(j->src, j->home) == 0;
+    chain *c = chain_new(sc, j);
+    int64_t now = store_now_ms(sc->s);
+    if (j->ok || j->attempt >= j->max_attempts) {
+        log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
+        if (!j->ok) log_info("task %s failed after %d attempts: %s", j->id, j->attempt, j->err);
+        chain_settle(c, j->ok ? "ok" : "fail", 0, "");
+        if (!local) chain_ptr(c, j->src, "done", 0, 0);
+    } else {
+        double jitter = (double)(random() % 1000) / 1000.0;
+        int64_t next = now + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
+        char slice[TASK_SLICE_MAX];
+        task_slice_name(next, sched_bucket_of(j->home), slice);
+        log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
+                  (long long)next);
+        if (local && strcmp(slice, j->home) == 0) {
+            chain_settle(c, "retry", next, "");
+        } else {
+            chain_ptr(c, slice, "add", next, j->timeout_ms);
+            chain_settle(c, "retry", next, slice);
+            if (!local && strcmp(slice, j->src) != 0) chain_ptr(c, j->src, "done", 0, 0);
+        }
+    }
+    chain_run(c);
+}
+
+/* Give an unfired claim back: due again where it was. */
+static void sched_release(sched *sc, job *j)
+{
+    chain *c = chain_new(sc, j);
+    chain_settle(c, "release", 0, "");
+    if (strcmp(j->src, j->home) != 0) chain_ptr(c, j->src, "requeue", j->due_ms, 0);
+    chain_run(c);
+}
+
+/* ---- claiming ---------------------------------------------------------- */
+
+static void scan_claim(bucket_scan *bs);
+static void scan_finish(bucket_scan *bs);
+
+typedef struct fetch_ctx {
+    sched *sc;
+    job *j;
+} fetch_ctx;
+
+static void sched_drop_ptr(sched *sc, job *j)
+{
+    chain *c = chain_new(sc, j);
+    chain_ptr(c, j->src, "done", 0, 0);
+    chain_run(c);
+}
+
+static void sched_fetch_cb(redisReply *r, const char *err, void *priv)
+{
+    fetch_ctx *f = priv;
+    sched *sc = f->sc;
+    job *j = f->j;
+    free(f);
+    sc->pending--;
+    sched_unhold(sc, j);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+        /* the lease on the pointer expires and it is claimed again */
+        log_warn("task %s: fetch failed: %s", j->id, r && r->type == REDIS_REPLY_ERROR ? r->str : err);
+        sched_job_gone(sc, j);
+        return;
+    }
+    if (strcmp(r->element[0]->str, "ok") != 0 || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING) {
+        /* cancelled, or settled by a duplicate: the pointer is spent */
+        sched_drop_ptr(sc, j);
+        return;
+    }
+    j->attempt = (int)r->element[1]->integer;
+    j->spec = xstrndup(r->element[2]->str, r->element[2]->len);
+    if (sc->stopping) {
+        sched_release(sc, j);
+        return;
+    }
+    sched_hold(sc, j);
+    sched_wait(sc, j);
+}
+
+static void sched_take(sched *sc, const char *slice, redisReply **e)
+{
+    job *j = xcalloc(1, sizeof(*j));
+    snprintf(j->id, sizeof(j->id), "%.*s", (int)e[0]->len, e[0]->str);
+    snprintf(j->src, sizeof(j->src), "%s", slice);
+    j->due_ms = e[1]->integer;
+    j->attempt = (int)e[2]->integer;
+    wheel_timer_init(&j->timer, sched_fire, sc);
+    sc->held++;
+    sc->claimed++;
+    char key[TASK_KEY_MAX + 1];
+    int64_t at;
+    if (task_id_parse(j->id, j->home, &at, key) != 0) {
+        log_error("claimed an id tickd did not make: %s (left leased)", j->id);
+        sched_job_gone(sc, j);
+        return;
+    }
+    sched_hold(sc, j);
+    if (e[3]->type != REDIS_REPLY_STRING) {
+        /* a retry pointer: the record is in the home slice */
+        fetch_ctx *f = xmalloc(sizeof(*f));
+        slice_keys k;
+        f->sc = sc;
+        f->j = j;
+        store_slice_keys(sc->s, j->home, &k);
+        const char *keys[] = {k.k[1]};
+        const char *args[] = {j->id};
+        sc->pending++;
+        store_eval(sc->s, SCRIPT_FETCH, 1, keys, 1, args, sched_fetch_cb, f);
+        return;
+    }
+    j->spec = xstrndup(e[3]->str, e[3]->len);
+    if (sc->stopping) {
+        sched_unhold(sc, j);
+        sched_release(sc, j);
+        return;
+    }
+    sched_wait(sc, j);
+}
+
+static void scan_claim_cb(redisReply *r, const char *err, void *priv)
+{
+    bucket_scan *bs = priv;
+    sched *sc = bs->sc;
+    char slice[TASK_SLICE_MAX];
+    sc->pending--;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || (r->elements - 3) % 4) {
+        log_warn("claim bucket %d: %s", bs->b,
+                 r ? (r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply") : err);
+        if (bs->first_open < 0) bs->first_open = bs->minute;
+        scan_finish(bs);
+        return;
+    }
+    task_slice_name(bs->minute * 60000, bs->b, slice);
+    for (size_t i = 3; i < r->elements; i += 4) sched_take(sc, slice, &r->element[i]);
+    long long due_left = r->element[0]->integer, run_left = r->element[1]->integer;
+    long long taken = r->element[2]->integer;
+    if (taken >= bs->limit && !sc->stopping) {
+        scan_claim(bs); /* the slice had more than one batch */
+        return;
+    }
+    int64_t now = store_now_ms(sc->s);
+    int passable = due_left == 0 && run_left == 0 &&
+                   (bs->minute + 1) * 60000 + sc->cfg->slice_grace_ms <= now;
+    if (!passable && bs->first_open < 0) bs->first_open = bs->minute;
+    if (bs->minute >= bs->end_minute || sc->stopping) {
+        scan_finish(bs);
+        return;
+    }
+    bs->minute++;
+    scan_claim(bs);
+}
+
+static void scan_claim(bucket_scan *bs)
+{
+    sched *sc = bs->sc;
+    char slice[TASK_SLICE_MAX], lookahead[24], limit[24], margin[24];
+    slice_keys k;
+    int room = sched_room(sc);
+    if (room == 0 || sc->stopping) {
+        if (room == 0) sc->starved = 1;
+        if (bs->first_open < 0) bs->first_open = bs->minute;
+        scan_finish(bs);
+        return;
+    }
+    bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
+    task_slice_name(bs->minute * 60000, bs->b, slice);
+    store_slice_keys(sc->s, slice, &k);
+    snprintf(lookahead, sizeof(lookahead), "%lld", (long long)sc->cfg->lookahead_ms);
+    snprintf(limit, sizeof(limit), "%d", bs->limit);
+    snprintf(margin, sizeof(margin), "%lld", (long long)sc->cfg->lease_margin_ms);
+    const char *keys[] = {k.k[0], k.k[1], k.k[2], k.k[3], k.k[4]};
+    const char *args[] = {lookahead, limit, margin};
+    sc->pending++;
+    store_eval(sc->s, SCRIPT_CLAIM, 5, keys, 3, args, scan_claim_cb, bs);
+}
+
+static void scan_start(bucket_scan *bs);
+
+static void scan_wm_cb(redisReply *r, const char *err, void *priv)
+{
+    bucket_scan *bs = priv;
+    bs->sc->pending--;
+    if (!r || r->type == REDIS_REPLY_ERROR)
+        log_warn("watermark bucket %d: %s", bs->b, r ? r->str : err);
+    bs->active = 0;
+    if (bs->again && !bs->sc->stopping) scan_start(bs);
+}
+
+static void scan_finish(bucket_scan *bs)
+{
+    sched *sc = bs->sc;
+    int64_t to = bs->first_open >= 0 ? bs->first_open : bs->end_minute + 1;
+    if (to > bs->wm) {
+        char from_s[24], to_s[24];
+        snprintf(from_s, sizeof(from_s), "%lld", (long long)bs->wm);
+        snprintf(to_s, sizeof(to_s), "%lld", (long long)to);
+        const char *keys[] = {bs->wmkey};
+        const char *args[] = {from_s, to_s};
+        sc->pending++;
+        store_eval(sc->s, SCRIPT_WM, 1, keys, 2, args, scan_wm_cb, bs);
+        return;
+    }
+    bs->active = 0;
+    if (bs->again && !sc->stopping) scan_start(bs);
+}
+
+static void sched_ignore_cb(redisReply *r, const char *err, void *priv)
+{
+    (void)r, (void)err;
+    ((sched *)priv)->pending--;
+}
+
+static void scan_get_cb(redisReply *r, const char *err, void *priv)
+{
+    bucket_scan *bs = priv;
+    sched *sc = bs->sc;
+    sc->pending--;
+    int64_t now = store_now_ms(sc->s);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        log_warn("watermark bucket %d: %s", bs->b, r ? r->str : err);
+        bs->active = 0;
+        return;
+    }
+    if (r->type == REDIS_REPLY_STRING) {
+        bs->wm = strtoll(r->str, NULL, 10);
+    } else {
+        /* deleted under us (sched_create set it): start again a minute back */
+        char v[24];
+        bs->wm = now / 60000 - 1;
+        log_error("%s is missing; scanning from minute %lld on", bs->wmkey, (long long)bs->wm);
+        snprintf(v, sizeof(v), "%lld", (long long)bs->wm);
+        const char *argv[] = {"SET", bs->wmkey, v, "NX"};
+        sc->pending++;
+        rc_command(sc->s->rc, bs->wmkey, sched_ignore_cb, sc, 4, argv, NULL);
+    }
+    bs->minute = bs->wm;
+    bs->end_minute = (now + sc->cfg->lookahead_ms) / 60000;
+    bs->first_open = -1;
+    if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
+    scan_claim(bs);
+}
+
+static void scan_start(bucket_scan *bs)
+{
+    sched *sc = bs->sc;
+    bs->active = 1;
+    bs->again = 0;
+    const char *argv[] = {"GET", bs->wmkey};
+    sc->pending++;
+    rc_command(sc->s->rc, bs->wmkey, scan_get_cb, bs, 2, argv, NULL);
+}
+
+void sched_kick(sched *sc, int bucket)
+{
+    bucket_scan *bs = &sc->bk[bucket];
+    if (sc->stopping) return;
+    if (bs->active) bs->again = 1;
+    else scan_start(bs);
+}
+
+static void sched_time_cb(redisReply *r, const char *err, void *priv)
+{
+    sched *sc = priv;
+    (void)err;
+    sc->pending--;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t local = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                           strtoll(r->element[1]->str, NULL, 10) / 1000;
+        /* the reply took a loopback round trip at most: good to the ms */
+        sc->s->clock_offset_ms = redis_ms - local;
+    }
+}
+
+static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    sched *sc = arg;
+    (void)fd, (void)what;
+    const char *argv[] = {"TIME"};
+    sc->pending++;
+    rc_node_command(sc->s->rc, 0, sched_time_cb, sc, 1, argv, NULL);
+    for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
+}
+
+/* ---- life -------------------------------------------------------------- */
+
+sched *sched_create(struct event_base *base, store *s, const config *cfg, char *err,
+                    size_t errlen)
+{
+    sched *sc = xcalloc(1, sizeof(*sc));
+    sc->base = base;
+    sc->s = s;
+    sc->cfg = cfg;
+    sc->nb = (int)cfg->buckets;
+    sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
+    sc->tick_ev = event_new(base, -1, EV_PERSIST, sched_tick_cb, sc);
+    sc->wheel_ev = evtimer_new(base, sched_wheel_cb, sc);
+    sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));
+    if (!sc->w || !sc->tick_ev || !sc->wheel_ev) {
+        snprintf(err, errlen, "scheduler: out of memory");
+        sched_free(sc);
+        return NULL;
+    }
+    int64_t minute = store_now_ms(s) / 60000 - 1;
+    for (int b = 0; b < sc->nb; b++) {
+        bucket_scan *bs = &sc->bk[b];
+        bs->sc = sc;
+        bs->b = b;
+        snprintf(bs->wmkey, sizeof(bs->wmkey), "%s:wm:{%d}", s->prefix, b);
+        /* A new keyspace starts scanning a minute back; an existing one keeps
+         * its watermark, however old: that is the catch-up. */
+        redisReply *r = rc_sync_command(s->rc, bs->wmkey, err, errlen, "SET %s %lld NX",
+                                        bs->wmkey, (long long)minute);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            if (r) {
+                snprintf(err, errlen, "%s: %s", bs->wmkey, r->str);
+                freeReplyObject(r);
+            }
+            sched_free(sc);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return sc;
+}
+
+void sched_set_dispatch(sched *sc, dispatch *d) { sc->d = d; }
+
+void sched_start(sched *sc)
+{
+    struct timeval tv = {sc->cfg->tick_ms / 1000, (sc->cfg->tick_ms % 1000) * 1000};
+    event_add(sc->tick_ev, &tv);
+    sched_tick_cb(-1, 0, sc);
+}
+
+void sched_stop(sched *sc)
+{
+    sc->stopping = 1;
+    event_del(sc->tick_ev);
+    event_del(sc->wheel_ev);
+    /* hand back every claim still waiting for its ms */
+    for (job *j = sc->waiting, *n; j; j = n) {
+        n = j->wnext;
+        if (!wheel_pending(&j->timer)) continue; /* being fetched: released on reply */
+        wheel_cancel(sc->w, &j->timer);
+        sched_unhold(sc, j);
+        sched_release(sc, j);
+    }
+    log_info("scheduler stopped: %d claimed task%s handed back or settling, %d calling",
+             sc->held - sc->calling, sc->held - sc->calling == 1 ? "" : "s", sc->calling);
+}
+
+int sched_inflight(const sched *sc) { return sc->calling; }
+
+int sched_idle(const sched *sc) { return sc->held == 0 && sc->pending == 0; }
+
+void sched_free(sched *sc)
+{
+    if (!sc) return;
+    for (job *j = sc->waiting, *n; j; j = n) {
+        n = j->wnext;
+        job_free(j);
+    }
+    if (sc->w) wheel_free(sc->w);
+    if (sc->tick_ev) event_free(sc->tick_ev);
+    if (sc->wheel_ev) event_free(sc->wheel_ev);
+    free(sc->bk);
+    free(sc);
+}

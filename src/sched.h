@@ -1,0 +1,51 @@
+/* sched.h -- the Redis-mode scheduler: the tick that claims due tasks, the
+ * fire wheel that holds them to their millisecond, and the settle chains that
+ * record each attempt's outcome.
+ *
+ * Tick: every tick_ms, each bucket is scanned from its watermark (the oldest
+ * minute slice not yet drained) to the slice of now + lookahead, one claim
+ * script call per slice (more while a slice fills the batch), as long as
+ * there is room under max_inflight. Slices found empty and older than the
+ * grace move the watermark forward (compare-and-set), so after any downtime
+ * the scan starts where the last one stopped: nothing due is ever skipped.
+ *
+ * Claimed tasks wait on the in-process timing wheel and go to the dispatch
+ * pool at their due ms (Redis time: the local clock corrected by TIME). */
+#ifndef TICKD_SCHED_H
+#define TICKD_SCHED_H
+
+#include "config.h"
+#include "dispatch.h"
+#include "store.h"
+
+struct event_base;
+typedef struct sched sched;
+
+/* Create the scheduler; sets each bucket's watermark if none exists (so
+ * call it before the API accepts tasks). Returns NULL + err. */
+sched *sched_create(struct event_base *base, store *s, const config *cfg, char *err,
+                    size_t errlen);
+
+/* The pool the scheduler submits to (created by the caller, whose done
+ * callback must call sched_on_done for the scheduler's jobs). */
+void sched_set_dispatch(sched *sc, dispatch *d);
+void sched_on_done(sched *sc, job *j);
+
+/* Start ticking. */
+void sched_start(sched *sc);
+
+/* A task was added due within the lookahead: scan its bucket now rather than
+ * at the next tick. */
+void sched_kick(sched *sc, int bucket);
+
+/* Stop claiming; give back to Redis every claimed task not yet fired. */
+void sched_stop(sched *sc);
+
+/* Jobs held (claimed, not settled), and those being called now. */
+int sched_inflight(const sched *sc);
+/* 1 when nothing is held and no Redis call of the scheduler is pending. */
+int sched_idle(const sched *sc);
+
+void sched_free(sched *sc);
+
+#endif

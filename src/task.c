@@ -1,0 +1,350 @@
+/* task.c -- see task.h. */
+#include "task.h"
+
+#include <curl/curl.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+static int task_keychar(int c)
+{
+    return isalnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+int task_key_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!task_keychar((unsigned char)s[n]) || n >= TASK_KEY_MAX) return 0;
+    return n > 0;
+}
+
+void task_key_random(char *out)
+{
+    static const char abc[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[22];
+    size_t got = 0;
+    while (got < sizeof(r)) {
+        ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
+        if (n > 0) got += (size_t)n;
+        else if (errno != EINTR) abort(); /* the kernel has no entropy API: unusable */
+    }
+    for (size_t i = 0; i < sizeof(r); i++) out[i] = abc[r[i] % 62];
+    out[sizeof(r)] = '\0';
+}
+
+int task_bucket(const char *key, int buckets)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return (int)(h % (uint32_t)buckets);
+}
+
+void task_slice_name(int64_t ms, int bucket, char *out)
+{
+    time_t sec = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    size_t n = strftime(out, TASK_SLICE_MAX, "%Y%m%d%H%M", &tm);
+    snprintf(out + n, TASK_SLICE_MAX - n, ".%d", bucket & 0xffff);
+}
+
+int64_t task_slice_minute(const char *slice)
+{
+    struct tm tm = {0};
+    for (int i = 0; i < 12; i++)
+        if (!isdigit((unsigned char)slice[i])) return -1;
+    if (slice[12] != '.') return -1;
+    tm.tm_year = atoi((char[]){slice[0], slice[1], slice[2], slice[3], 0}) - 1900;
+    tm.tm_mon = atoi((char[]){slice[4], slice[5], 0}) - 1;
+    tm.tm_mday = atoi((char[]){slice[6], slice[7], 0});
+    tm.tm_hour = atoi((char[]){slice[8], slice[9], 0});
+    tm.tm_min = atoi((char[]){slice[10], slice[11], 0});
+    return (int64_t)timegm(&tm) / 60;
+}
+
+void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
+                  char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s.%lld.%s", slice, (long long)execute_at_ms, key);
+}
+
+int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key)
+{
+    const char *p = id + 13, *q;
+    if (strlen(id) < 13 || task_slice_minute(id) < 0) return -1;
+    /* bucket digits */
+    for (q = p; isdigit((unsigned char)*q); q++) {}
+    if (q == p || q - p > 4 || *q != '.') return -1;
+    size_t slen = (size_t)(q - id);
+    memcpy(slice, id, slen);
+    slice[slen] = '\0';
+    p = q + 1;
+    for (q = p; isdigit((unsigned char)*q); q++) {}
+    if (q == p || q - p > 15 || *q != '.') return -1;
+    *execute_at_ms = strtoll(p, NULL, 10);
+    if (!task_key_valid(q + 1)) return -1;
+    strcpy(key, q + 1);
+    return 0;
+}
+
+static int task_digits(const char *s, int n, int *v)
+{
+    *v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) return -1;
+        *v = *v * 10 + (s[i] - '0');
+    }
+    return 0;
+}
+
+int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen)
+{
+    int Y, M, D, h, m, sec, frac_ms = 0, off_min = 0;
+    const char *p;
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+
+    if (strlen(s) < 20 || task_digits(s, 4, &Y) || s[4] != '-' ||
+        task_digits(s + 5, 2, &M) || s[7] != '-' || task_digits(s + 8, 2, &D) ||
+        (s[10] != 'T' && s[10] != 't') || task_digits(s + 11, 2, &h) ||
+        s[13] != ':' || task_digits(s + 14, 2, &m) || s[16] != ':' ||
+        task_digits(s + 17, 2, &sec))
+        FAIL("not an RFC 3339 timestamp (want 2006-01-02T15:04:05Z)");
+    if (M < 1 || M > 12 || D < 1 || D > mdays[M - 1] || h > 23 || m > 59 || sec > 60)
+        FAIL("not a valid date and time");
+    if (M == 2 && D == 29 && !((Y % 4 == 0 && Y % 100 != 0) || Y % 400 == 0))
+        FAIL("not a valid date and time");
+    p = s + 19;
+    if (*p == '.') {
+        int n = 0, scale = 100;
+        for (p++; isdigit((unsigned char)*p); p++, n++) {
+            frac_ms += (*p - '0') * scale;
+            scale /= 10;
+        }
+        if (n == 0) FAIL("not an RFC 3339 timestamp (empty fraction)");
+    }
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (task_digits(p + 1, 2, &oh) || p[3] != ':' || task_digits(p + 4, 2, &om) ||
+            oh > 23 || om > 59)
+            FAIL("not an RFC 3339 timestamp (bad offset)");
+        off_min = (oh * 60 + om) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        FAIL("not an RFC 3339 timestamp (missing Z or offset)");
+    }
+    if (*p) FAIL("not an RFC 3339 timestamp (trailing characters)");
+    if (sec == 60) sec = 59; /* a leap second is held on :59 */
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D,
+                    .tm_hour = h, .tm_min = m, .tm_sec = sec};
+    *ms = ((int64_t)timegm(&tm) - (int64_t)off_min * 60) * 1000 + frac_ms;
+    return 0;
+fail:
+    return -1;
+}
+
+int64_t task_backoff_ms(int64_t backoff_ms, int attempt, double jitter01)
+{
+    int64_t d = backoff_ms;
+    for (int i = 1; i < attempt && d < TASK_BACKOFF_CAP_MS; i++) d *= 2;
+    if (d > TASK_BACKOFF_CAP_MS) d = TASK_BACKOFF_CAP_MS;
+    int64_t cut = (int64_t)((double)d * 0.2 * jitter01);
+    return d - cut < 1 ? 1 : d - cut;
+}
+
+/* An integer held exactly in a JSON number, in [min, max]. */
+static int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out)
+{
+    if (!cJSON_IsNumber(v)) return -1;
+    double d = v->valuedouble;
+    if (d != floor(d) || d < (double)min || d > (double)max) return -1;
+    *out = (int64_t)d;
+    return 0;
+}
+
+/* RFC 9110 token characters. */
+static int task_tchar(int c)
+{
+    return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int task_check_url(const char *url, char *err, size_t errlen)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL;
+    int rc = -1;
+    if (!u) FAIL("callback_url: out of memory");
+    if (strlen(url) > TASK_URL_MAX) FAIL("callback_url: longer than %d bytes", TASK_URL_MAX);
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        FAIL("callback_url: must be an absolute http:// or https:// URL");
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host)
+        FAIL("callback_url: not a valid URL");
+    for (const char *p = url; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) FAIL("callback_url: contains whitespace or control characters");
+    rc = 0;
+fail:
+    curl_free(scheme);
+    curl_free(host);
+    if (u) curl_url_cleanup(u);
+    return rc;
+}
+
+static int task_check_header(const cJSON *h, char *err, size_t errlen)
+{
+    static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at",
+                                     "content-length", "transfer-encoding", "connection"};
+    int n = 0;
+    if (!cJSON_IsObject(h)) FAIL("header: must be an object of string values");
+    for (const cJSON *e = h->child; e; e = e->next, n++) {
+        const char *name = e->string;
+        if (n >= 100) FAIL("header: more than 100 headers");
+        if (!*name || strlen(name) > 256) FAIL("header: a name must be 1..256 characters");
+        for (const char *p = name; *p; p++)
+            if (!task_tchar((unsigned char)*p)) FAIL("header.%s: name is not an HTTP token", name);
+        for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
+            if (strcasecmp(name, reserved[i]) == 0) FAIL("header.%s: set by tickd, not allowed", name);
+        if (!cJSON_IsString(e)) FAIL("header.%s: value must be a string", name);
+        if (strlen(e->valuestring) > 8192) FAIL("header.%s: value longer than 8192 bytes", name);
+        for (const char *p = e->valuestring; *p; p++)
+            if (*p == '\r' || *p == '\n') FAIL("header.%s: value contains CR or LF", name);
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
+                     char *err, size_t errlen)
+{
+    static const char *fields[] = {"key", "callback_url", "method", "header", "req",
+                                   "execute_at", "delay_ms", "retry", "timeout_ms"};
+    static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    cJSON *spec = NULL;
+    const cJSON *v;
+    const char *method = "POST";
+    int64_t max_attempts = 5, backoff_ms = 1000, timeout_ms = 10000, at;
+
+    memset(out, 0, sizeof(*out));
+    if (!cJSON_IsObject(obj)) FAIL("task: must be a JSON object");
+    for (const cJSON *e = obj->child; e; e = e->next) {
+        size_t i = 0;
+        while (i < sizeof(fields) / sizeof(*fields) && strcmp(e->string, fields[i]) != 0) i++;
+        if (i == sizeof(fields) / sizeof(*fields)) FAIL("%s: unknown field", e->string);
+    }
+
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
+        if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))
+            FAIL("key: must be 1-200 characters of A-Z a-z 0-9 . _ : -");
+        strcpy(out->key, v->valuestring);
+    } else {
+        task_key_random(out->key);
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(obj, "callback_url");
+    if (!v) FAIL("callback_url: required");
+    if (!cJSON_IsString(v)) FAIL("callback_url: must be a string");
+    if (task_check_url(v->valuestring, err, errlen) != 0) goto fail;
+
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "method"))) {
+        size_t i = 0;
+        if (!cJSON_IsString(v)) FAIL("method: must be a string");
+        while (i < 5 && strcmp(v->valuestring, methods[i]) != 0) i++;
+        if (i == 5) FAIL("method: must be one of GET, POST, PUT, PATCH, DELETE");
+        method = methods[i];
+    }
+
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header")) &&
+        task_check_header(v, err, errlen) != 0)
+        goto fail;
+
+    const cJSON *ea = cJSON_GetObjectItemCaseSensitive(obj, "execute_at");
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(obj, "delay_ms");
+    if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
+    at = now_ms;
+    if (ea) {
+        if (cJSON_IsString(ea)) {
+            char why[160];
+            if (task_parse_rfc3339(ea->valuestring, &at, why, sizeof(why)) != 0)
+                FAIL("execute_at: %s", why);
+        } else if (task_json_int(ea, 0, INT64_C(1) << 52, &at) != 0) {
+            FAIL("execute_at: must be integer Unix milliseconds or an RFC 3339 timestamp");
+        }
+    } else if (dl) {
+        int64_t d;
+        if (task_json_int(dl, 0, TASK_MAX_AHEAD_MS, &d) != 0)
+            FAIL("delay_ms: must be an integer from 0 to %lld", (long long)TASK_MAX_AHEAD_MS);
+        at = now_ms + d;
+    }
+    if (at < 0) FAIL("execute_at: before 1970");
+    if (at > now_ms + TASK_MAX_AHEAD_MS) FAIL("execute_at: more than ten years ahead");
+
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "retry"))) {
+        const cJSON *r;
+        if (!cJSON_IsObject(v)) FAIL("retry: must be an object");
+        for (r = v->child; r; r = r->next)
+            if (strcmp(r->string, "max_attempts") != 0 && strcmp(r->string, "backoff_ms") != 0)
+                FAIL("retry.%s: unknown field", r->string);
+        if ((r = cJSON_GetObjectItemCaseSensitive(v, "max_attempts")) &&
+            task_json_int(r, 1, 100, &max_attempts) != 0)
+            FAIL("retry.max_attempts: must be an integer from 1 to 100");
+        if ((r = cJSON_GetObjectItemCaseSensitive(v, "backoff_ms")) &&
+            task_json_int(r, 1, 86400000, &backoff_ms) != 0)
+            FAIL("retry.backoff_ms: must be an integer from 1 to 86400000");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
+        task_json_int(v, 1, 300000, &timeout_ms) != 0)
+        FAIL("timeout_ms: must be an integer from 1 to 300000");
+
+    /* The stored spec: every default made explicit, so a later change of
+     * defaults never changes a task already scheduled. */
+    spec = cJSON_CreateObject();
+    if (!spec) FAIL("task: out of memory");
+    cJSON_AddStringToObject(spec, "key", out->key);
+    cJSON_AddStringToObject(spec, "callback_url",
+                            cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
+    cJSON_AddStringToObject(spec, "method", method);
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header")))
+        cJSON_AddItemToObject(spec, "header", cJSON_Duplicate(v, 1));
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")))
+        cJSON_AddItemToObject(spec, "req", cJSON_Duplicate(v, 1));
+    cJSON_AddNumberToObject(spec, "execute_at", (double)at);
+    cJSON *retry = cJSON_AddObjectToObject(spec, "retry");
+    if (retry) {
+        cJSON_AddNumberToObject(retry, "max_attempts", (double)max_attempts);
+        cJSON_AddNumberToObject(retry, "backoff_ms", (double)backoff_ms);
+    }
+    cJSON_AddNumberToObject(spec, "timeout_ms", (double)timeout_ms);
+    out->spec = cJSON_PrintUnformatted(spec);
+    cJSON_Delete(spec);
+    if (!out->spec) FAIL("task: out of memory");
+    out->execute_at_ms = at;
+    out->due_ms = at > now_ms ? at : now_ms;
+    out->timeout_ms = timeout_ms;
+    out->max_attempts = (int)max_attempts;
+    return 0;
+fail:
+    memset(out, 0, sizeof(*out));
+    return -1;
+}
+
+void task_input_free(task_input *t)
+{
+    free(t->spec);
+    t->spec = NULL;
+}

@@ -1,0 +1,74 @@
+/* task.h -- what a task is, independent of where it is stored: validation of
+ * the API's task JSON, times, slice and id naming, retry backoff.
+ *
+ * Slices. A slice is one UTC minute x one bucket, named "YYYYMMDDHHMM.b".
+ * The bucket of a task is a hash of its key modulo the bucket count, so a busy
+ * minute spreads over `buckets` slices (and, on a cluster, over the nodes).
+ *
+ * Ids. "<slice>.<execute_at ms>.<key>": the task's home slice, the execute_at
+ * the user asked for, and the key. Every character is URL-safe. The id names
+ * the home slice, so GET and DELETE go straight to the right keys; the same
+ * key and execute_at give the same id, which is what makes a re-POST
+ * idempotent. */
+#ifndef TICKD_TASK_H
+#define TICKD_TASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define TASK_KEY_MAX 200
+#define TASK_URL_MAX 2048
+#define TASK_SLICE_MAX 24   /* "YYYYMMDDHHMM.bbbb" + NUL, with room */
+#define TASK_ID_MAX (TASK_SLICE_MAX + 24 + TASK_KEY_MAX)
+#define TASK_MAX_AHEAD_MS (10LL * 366 * 86400 * 1000) /* ten years */
+#define TASK_BACKOFF_CAP_MS (3600LL * 1000)
+
+/* A validated task, ready to store. */
+typedef struct task_input {
+    char key[TASK_KEY_MAX + 1];
+    int64_t execute_at_ms;  /* as asked (absolute), before clamping to now */
+    int64_t due_ms;         /* max(execute_at_ms, now) */
+    int64_t timeout_ms;
+    int max_attempts;
+    char *spec;             /* normalized task JSON, malloc'd; task_input_free */
+} task_input;
+
+/* Validate one task object from the API at time now_ms and fill `out`.
+ * Returns 0, or -1 with "field: reason" in err and nothing allocated. */
+int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
+                     char *err, size_t errlen);
+void task_input_free(task_input *t);
+
+/* Parse an RFC 3339 timestamp ("2026-11-22T05:00:00.250Z", "...+02:00") to
+ * Unix ms. Returns 0, or -1 with the reason in err. */
+int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen);
+
+/* Bucket of a key: FNV-1a 32 modulo buckets. */
+int task_bucket(const char *key, int buckets);
+
+/* Slice name of time ms and bucket b into out (TASK_SLICE_MAX bytes). */
+void task_slice_name(int64_t ms, int bucket, char *out);
+
+/* The minute number (ms / 60000) of a slice name, or -1 if malformed. */
+int64_t task_slice_minute(const char *slice);
+
+/* Build an id; split one. task_id_parse fills slice (TASK_SLICE_MAX), the
+ * execute_at and the key (TASK_KEY_MAX + 1); returns 0 or -1 if malformed. */
+void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
+                  char *out, size_t outlen);
+int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key);
+
+/* 1 if s is a valid task key: 1..200 of [A-Za-z0-9._:-]. */
+int task_key_valid(const char *s);
+
+/* Random URL-safe key of 22 characters into out (>= 23 bytes). */
+void task_key_random(char *out);
+
+/* Wait before attempt `attempt` + 1, after `attempt` (>= 1) failed:
+ * backoff_ms * 2^(attempt-1), capped at one hour, then reduced by up to 20 %
+ * by jitter01 in [0, 1) so that retries of a burst spread out. */
+int64_t task_backoff_ms(int64_t backoff_ms, int attempt, double jitter01);
+
+#endif

@@ -1,0 +1,250 @@
+"""Test harness: real redis-server processes, the real tickd binary and a real
+HTTP receiver, each on a free loopback port, each test in its own temp dir.
+
+Nothing here fakes tickd's collaborators; tests observe what a user would:
+the HTTP API, the callbacks arriving, and the keys in Redis."""
+
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TICKD = os.environ.get("TICKD_BIN", os.path.join(ROOT, "build", "tickd"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def wait_for(pred, timeout=10.0, interval=0.02, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Redis:
+    """One redis-server on a free port; restartable on the same port and dir."""
+
+    def __init__(self, tmp, name="redis", port=None, extra=()):
+        self.port = port or free_port()
+        self.dir = os.path.join(tmp, f"{name}-{self.port}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--save", "", "--appendonly", "yes",
+                "--appendfsync", "always", "--logfile", os.path.join(self.dir, "log")]
+        self.proc = subprocess.Popen(args + self.extra, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        wait_for(lambda: self.ping(), 10, what=f"redis :{self.port}")
+        return self
+
+    def ping(self):
+        try:
+            return self.cli("PING") == "PONG"
+        except Exception:
+            return False
+
+    def cli(self, *args):
+        out = subprocess.run(["redis-cli", "-p", str(self.port), *map(str, args)],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr)
+        return out.stdout.strip()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+        self.proc = None
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+
+class Receiver:
+    """A real HTTP/1.1 server recording every callback with its arrival time.
+
+    Behaviour by path: /ok -> 200; /status/<code> -> that code;
+    /fail/<n> -> 500 for the first n attempts of each task, then 200;
+    /slow/<ms> -> 200 after sleeping ms."""
+
+    def __init__(self):
+        self.calls = []
+        self.lock = threading.Lock()
+        self.counts = {}
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def handle_any(self):
+                t = time.time() * 1000
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                call = {"t": t, "method": self.command, "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body}
+                parts = self.path.strip("/").split("/")
+                code = 200
+                tid = call["headers"].get("tickd-task-id", "")
+                with rec.lock:
+                    rec.counts[tid] = rec.counts.get(tid, 0) + 1
+                    seen = rec.counts[tid]
+                    rec.calls.append(call)
+                if parts[0] == "status":
+                    code = int(parts[1])
+                elif parts[0] == "fail" and seen <= int(parts[1]):
+                    code = 500
+                elif parts[0] == "slow":
+                    time.sleep(int(parts[1]) / 1000)
+                self.send_response(code)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
+
+            def log_message(self, *a):
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path="/ok"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def by_task(self):
+        out = {}
+        with self.lock:
+            for c in self.calls:
+                out.setdefault(c["headers"].get("tickd-task-id"), []).append(c)
+        return out
+
+    def count(self):
+        with self.lock:
+            return len(self.calls)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Tickd:
+    """The real tickd binary."""
+
+    def __init__(self, tmp, redis=None, args=(), env=None, name="tickd", store=None):
+        self.port = free_port()
+        self.tmp = tmp
+        self.log = os.path.join(tmp, f"{name}-{self.port}.log")
+        self.args = ["--listen", f"127.0.0.1:{self.port}"]
+        if redis is not None:
+            self.args += ["--redis", redis if isinstance(redis, str) else redis.addr]
+        if store:
+            self.args += ["--store", store]
+        self.args += list(args)
+        self.env = dict(os.environ)
+        self.env.setdefault("TICKD_SERVER_WORKERS", "2")
+        self.env.update(env or {})
+        self.proc = None
+
+    def start(self, wait=True):
+        self.logf = open(self.log, "ab")
+        self.proc = subprocess.Popen([TICKD, *self.args], stdout=self.logf, stderr=self.logf,
+                                     env=self.env)
+        if wait:
+            wait_for(self.healthy, 15, what=f"tickd :{self.port} healthy")
+        return self
+
+    def healthy(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"tickd exited {self.proc.returncode}:\n{self.logtext()}")
+        try:
+            return self.request("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+
+    def logtext(self):
+        with open(self.log, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def request(self, method, path, body=None, headers=None, raw=None):
+        url = f"http://127.0.0.1:{self.port}{path}"
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        h = {"Content-Type": "application/json"} if data is not None else {}
+        h.update(headers or {})
+        req = urllib.request.Request(url, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read()
+                return r.status, (json.loads(text) if text else None)
+        except urllib.error.HTTPError as e:
+            text = e.read()
+            try:
+                return e.code, json.loads(text) if text else None
+            except ValueError:
+                return e.code, text
+
+    def post(self, task, expect=(200, 201)):
+        code, body = self.request("POST", "/v1/tasks", task)
+        if expect and code not in expect:
+            raise AssertionError(f"POST {task} -> {code} {body}")
+        return body if expect else (code, body)
+
+    def batch(self, tasks):
+        code, body = self.request("POST", "/v1/tasks/batch", {"tasks": tasks})
+        assert code == 200, (code, body)
+        return body["results"]
+
+    def get(self, tid):
+        return self.request("GET", f"/v1/tasks/{tid}")
+
+    def delete(self, tid):
+        return self.request("DELETE", f"/v1/tasks/{tid}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout)
+        rc = self.proc.returncode if self.proc else None
+        if self.proc:
+            self.logf.close()
+        self.proc = None
+        return rc
+
+    def kill9(self):
+        return self.stop(signal.SIGKILL)
+
+
+def percentile(values, p):
+    v = sorted(values)
+    if not v:
+        return None
+    k = min(len(v) - 1, max(0, int(round(p / 100 * (len(v) - 1)))))
+    return v[k]

@@ -1,0 +1,120 @@
+"""The HTTP API: creation, validation errors, GET states, cancel, idempotency,
+batch, health."""
+import json
+import time
+
+from harness import now_ms, wait_for
+
+
+def test_create_and_deliver(tickd, receiver):
+    t = tickd.post({"callback_url": receiver.url("/ok"), "delay_ms": 500, "key": "k1"})
+    assert t["key"] == "k1" and t["status"] == "scheduled"
+    assert set(t) == {"id", "key", "execute_at", "status"}
+    wait_for(lambda: receiver.count() == 1, 5, what="callback")
+    code, g = tickd.get(t["id"])
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "succeeded", 5, what="succeeded")
+    code, g = tickd.get(t["id"])
+    assert code == 200 and g["attempts"] == 1 and g["callback_url"] == receiver.url("/ok")
+    assert "last_error" not in g
+
+
+def test_generated_key_is_url_safe(tickd, receiver):
+    t = tickd.post({"callback_url": receiver.url(), "delay_ms": 60000})
+    assert len(t["key"]) == 22 and t["key"].isalnum()
+    assert all(c.isalnum() or c in "._:-" for c in t["id"])
+    assert tickd.get(t["id"])[0] == 200
+
+
+def test_validation_errors_name_the_field(tickd, redis):
+    cases = [
+        ({}, "callback_url: required"),
+        ({"callback_url": "ftp://x/y"}, "callback_url:"),
+        ({"callback_url": "http://x/", "method": "TRACE"}, "method:"),
+        ({"callback_url": "http://x/", "header": {"bad name": "v"}}, "header.bad name:"),
+        ({"callback_url": "http://x/", "header": {"X-A": "a\r\nb"}}, "header.X-A:"),
+        ({"callback_url": "http://x/", "execute_at": "tomorrow"}, "execute_at: not an RFC 3339"),
+        ({"callback_url": "http://x/", "execute_at": 1, "delay_ms": 1}, "execute_at:"),
+        ({"callback_url": "http://x/", "delay_ms": -1}, "delay_ms:"),
+        ({"callback_url": "http://x/", "retry": {"max_attempts": 0}}, "retry.max_attempts:"),
+        ({"callback_url": "http://x/", "retry": {"backoff_ms": 0}}, "retry.backoff_ms:"),
+        ({"callback_url": "http://x/", "timeout_ms": 300001}, "timeout_ms:"),
+        ({"callback_url": "http://x/", "key": "a b"}, "key:"),
+        ({"callback_url": "http://x/", "colour": 1}, "colour: unknown field"),
+    ]
+    for body, msg in cases:
+        code, r = tickd.request("POST", "/v1/tasks", body)
+        assert code == 400, (body, code, r)
+        assert r["error"]["code"] == "invalid_argument"
+        assert r["error"]["message"].startswith(msg), (body, r)
+    # nothing half-written: no slice keys exist
+    assert redis.cli("--scan", "--pattern", "tickd:{*") == ""
+
+
+def test_http_errors(tickd):
+    code, r = tickd.request("POST", "/v1/tasks", raw=b"{not json")
+    assert code == 400 and r["error"]["message"].startswith("body: not valid JSON")
+    code, r = tickd.request("POST", "/v1/tasks", raw=b"{}", headers={"Content-Type": "text/plain"})
+    assert code == 415 and r["error"]["code"] == "unsupported_media_type"
+    code, r = tickd.request("PUT", "/v1/tasks", {"a": 1})
+    assert code == 405 and r["error"]["code"] == "method_not_allowed"
+    code, r = tickd.request("GET", "/nope")
+    assert code == 404 and r["error"]["code"] == "not_found"
+    code, r = tickd.get("202611220000.1.123.nokey")
+    assert code == 404
+    code, r = tickd.get("garbage")
+    assert code == 404
+    big = b'{"callback_url":"http://x/","req":"' + b"a" * (1 << 20) + b'"}'
+    code, r = tickd.request("POST", "/v1/tasks", raw=big)
+    # evhttp answers this one itself, before tickd sees the body
+    assert code == 413, (code, r)
+
+
+def test_idempotent_repost(tickd, receiver, redis):
+    body = {"callback_url": receiver.url(), "key": "same", "execute_at": now_ms() + 120000}
+    code1, a = tickd.request("POST", "/v1/tasks", body)
+    code2, b = tickd.request("POST", "/v1/tasks", body)
+    assert (code1, code2) == (201, 200)
+    assert a["id"] == b["id"]
+    slice_key = "tickd:{%s}:due" % a["id"].rsplit(".", 2)[0]
+    assert redis.cli("ZCARD", slice_key) == "1"
+    # another execute_at is another task
+    body["execute_at"] += 1
+    code3, c = tickd.request("POST", "/v1/tasks", body)
+    assert code3 == 201 and c["id"] != a["id"]
+
+
+def test_cancel(tickd, receiver, redis):
+    far = tickd.post({"callback_url": receiver.url(), "delay_ms": 10 * 60 * 1000})
+    near = tickd.post({"callback_url": receiver.url(), "delay_ms": 1500})
+    keep = tickd.post({"callback_url": receiver.url(), "delay_ms": 1500})
+    assert tickd.delete(far["id"])[0] == 204
+    assert tickd.delete(near["id"])[0] == 204
+    assert tickd.delete(near["id"])[0] == 204  # cancelling twice is fine
+    assert tickd.get(far["id"])[1]["status"] == "cancelled"
+    wait_for(lambda: tickd.get(keep["id"])[1]["status"] == "succeeded", 6, what="keep fired")
+    time.sleep(0.5)
+    ids = set(receiver.by_task())
+    assert keep["id"] in ids and near["id"] not in ids and far["id"] not in ids
+    assert tickd.delete(keep["id"])[0] == 409
+    assert tickd.delete("202611220000.1.123.unknown")[0] == 404
+    # the cancelled far task's tombstone does not expire before its minute
+    home = far["id"].rsplit(".", 2)[0]
+    assert redis.cli("SISMEMBER", "tickd:{%s}:del" % home, far["id"]) == "1"
+    assert int(redis.cli("PTTL", "tickd:{%s}:del" % home)) > 10 * 60 * 1000
+
+
+def test_batch_with_one_bad_task(tickd, receiver):
+    tasks = [{"callback_url": receiver.url(), "delay_ms": 300, "key": f"b{i}"} for i in range(5)]
+    tasks[2] = {"callback_url": "nope"}
+    res = tickd.batch(tasks)
+    assert len(res) == 5
+    assert res[2]["error"]["code"] == "invalid_argument"
+    assert res[2]["error"]["message"].startswith("tasks[2].callback_url:")
+    ok = [r["id"] for i, r in enumerate(res) if i != 2]
+    wait_for(lambda: set(ok) <= set(receiver.by_task()), 5, what="batch delivered")
+    code, r = tickd.request("POST", "/v1/tasks/batch", {"tasks": [{}] * 1001})
+    assert code == 400 and r["error"]["message"].startswith("tasks:")
+
+
+def test_healthz(tickd, redis):
+    assert tickd.request("GET", "/healthz") == (200, {"redis": "ok"})
