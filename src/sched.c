@@ -145,10 +145,17 @@ typedef struct chain {
     job *j;
     step steps[3];
     int n, at, tries;
+    int64_t retry_due_ms;   /* a retry was scheduled for then (0: none) */
     struct event *retry_ev;
 } chain;
 
 static void chain_run(chain *c);
+
+static int sched_bucket_of(const char *slice)
+{
+    const char *dot = strchr(slice, '.');
+    return dot ? atoi(dot + 1) : 0;
+}
 
 static void chain_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -160,6 +167,9 @@ static void chain_done(chain *c)
 {
     sched *sc = c->sc;
     if (c->retry_ev) event_free(c->retry_ev);
+    /* a retry due within the lookahead is claimed now, not at the next tick */
+    if (c->retry_due_ms && c->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
+        sched_kick(sc, sched_bucket_of(c->j->home));
     sc->settled++;
     sched_job_gone(sc, c->j);
     free(c);
@@ -223,7 +233,7 @@ static void chain_settle(chain *c, const char *outcome, int64_t next_due, const 
     snprintf(st->args[0], sizeof(st->args[0]), "%s", j->id);
     snprintf(st->args[1], sizeof(st->args[1]), "%s", outcome);
     snprintf(st->args[2], sizeof(st->args[2]), "%d", j->attempt);
-    if (j->status_code) snprintf(st->args[3], sizeof(st->args[3]), "%ld", j->status_code);
+    if (j->status_code && !j->ok) snprintf(st->args[3], sizeof(st->args[3]), "%ld", j->status_code);
     else st->args[3][0] = '\0';
     snprintf(st->args[4], sizeof(st->args[4]), "%s", j->ok ? "" : j->err);
     snprintf(st->args[5], sizeof(st->args[5]), "%lld", (long long)next_due);
@@ -250,11 +260,6 @@ static chain *chain_new(sched *sc, job *j)
     return c;
 }
 
-static int sched_bucket_of(const char *slice)
-{
-    const char *dot = strchr(slice, '.');
-    return dot ? atoi(dot + 1) : 0;
-}
 
 /* An attempt finished: record it, as ordered steps on one slice each. A crash
  * between steps can repeat an attempt, never lose one: the retry's pointer is
@@ -282,6 +287,7 @@ void sched_on_done(sched *sc, job *j)
         task_slice_name(next, sched_bucket_of(j->home), slice);
         log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
                   (long long)next);
+        c->retry_due_ms = next;
         if (local && strcmp(slice, j->home) == 0) {
             chain_settle(c, "retry", next, "");
         } else {

@@ -118,10 +118,13 @@ class Receiver:
                     code = 500
                 elif parts[0] == "slow":
                     time.sleep(int(parts[1]) / 1000)
-                self.send_response(code)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the caller gave up (timeout tests)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
 

@@ -1,0 +1,114 @@
+"""Callbacks: timing to the millisecond, the request as the task says, retries,
+final failure, and the states GET shows along the way."""
+import json
+import time
+
+from harness import now_ms, percentile, wait_for
+
+# Lateness bound asserted for 1000 tasks on a 2-core machine, receiver in the
+# same (Python) process as the test: arrival - due.
+LATE_P50_MS = 20
+LATE_P99_MS = 60
+
+
+def test_1000_tasks_fire_on_their_millisecond(tickd, receiver):
+    base = now_ms() + 3000
+    tasks = [{"callback_url": receiver.url("/ok"), "key": f"t{i}",
+              "execute_at": base + (i * 7) % 4000} for i in range(1000)]
+    due = {}
+    for i in range(0, 1000, 250):
+        for r, t in zip(tickd.batch(tasks[i:i + 250]), tasks[i:i + 250]):
+            due[r["id"]] = t["execute_at"]
+    wait_for(lambda: receiver.count() >= 1000, 20, what="1000 callbacks")
+    time.sleep(0.3)
+    calls = receiver.by_task()
+    assert set(calls) == set(due)
+    assert all(len(c) == 1 for c in calls.values()), "a task fired twice"
+    late = [c[0]["t"] - due[tid] for tid, c in calls.items()]
+    early = [x for x in late if x < -1.0]
+    assert not early, f"{len(early)} tasks fired early, worst {min(early):.1f} ms"
+    p50, p99 = percentile(late, 50), percentile(late, 99)
+    print(f"\nlateness over 1000 tasks: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(late):.1f} ms")
+    assert p50 <= LATE_P50_MS and p99 <= LATE_P99_MS, (p50, p99)
+
+
+def test_request_arrives_exactly(tickd, receiver):
+    a = tickd.post({"callback_url": receiver.url("/a?x=1"), "method": "PUT",
+                    "header": {"X-Trace": "abc", "Authorization": "Bearer t"},
+                    "req": {"n": 1, "s": "é"}, "delay_ms": 200})
+    b = tickd.post({"callback_url": receiver.url("/b"), "method": "POST",
+                    "header": {"Content-Type": "text/plain"}, "req": "raw text\nline 2"})
+    c = tickd.post({"callback_url": receiver.url("/c"), "method": "GET", "req": {"ignored": 1}})
+    d = tickd.post({"callback_url": receiver.url("/d"), "method": "DELETE", "req": "x"})
+    e = tickd.post({"callback_url": receiver.url("/e"), "method": "PATCH", "req": [1, 2]})
+    wait_for(lambda: receiver.count() >= 5, 5, what="5 callbacks")
+    got = {tid: c[0] for tid, c in receiver.by_task().items()}
+    ca = got[a["id"]]
+    assert ca["method"] == "PUT" and ca["path"] == "/a?x=1"
+    assert ca["headers"]["x-trace"] == "abc" and ca["headers"]["authorization"] == "Bearer t"
+    assert ca["headers"]["content-type"] == "application/json"
+    assert json.loads(ca["body"]) == {"n": 1, "s": "é"}
+    assert ca["headers"]["tickd-task-id"] == a["id"]
+    assert ca["headers"]["tickd-attempt"] == "1"
+    assert ca["headers"]["tickd-scheduled-at"] == str(a["execute_at"])
+    cb = got[b["id"]]
+    assert cb["method"] == "POST" and cb["body"] == b"raw text\nline 2"
+    assert cb["headers"]["content-type"] == "text/plain"
+    cc = got[c["id"]]
+    assert cc["method"] == "GET" and cc["body"] == b""
+    assert got[d["id"]]["method"] == "DELETE" and got[d["id"]]["body"] == b"x"
+    assert "content-type" not in got[d["id"]]["headers"]
+    assert got[e["id"]]["method"] == "PATCH" and json.loads(got[e["id"]]["body"]) == [1, 2]
+
+
+def test_500_then_200_is_retried_and_succeeds(tickd, receiver):
+    t = tickd.post({"callback_url": receiver.url("/fail/1"),
+                    "retry": {"max_attempts": 3, "backoff_ms": 300}})
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "succeeded", 10, what="succeeded")
+    calls = receiver.by_task()[t["id"]]
+    assert [c["headers"]["tickd-attempt"] for c in calls] == ["1", "2"]
+    gap = calls[1]["t"] - calls[0]["t"]
+    assert 240 - 5 <= gap <= 300 + 150, gap  # backoff 300 ms less up to 20 % jitter
+    g = tickd.get(t["id"])[1]
+    assert g["attempts"] == 2 and g["last_status_code"] == 500 and g["last_error"] == "HTTP 500"
+
+
+def test_always_500_fails_after_max_attempts(tickd, receiver):
+    t = tickd.post({"callback_url": receiver.url("/status/500"),
+                    "retry": {"max_attempts": 4, "backoff_ms": 100}})
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 10, what="failed")
+    time.sleep(0.5)
+    assert len(receiver.by_task()[t["id"]]) == 4
+    g = tickd.get(t["id"])[1]
+    assert g["attempts"] == 4 and g["last_status_code"] == 500 and "finished_at" in g
+
+
+def test_connection_error_and_timeout_are_retried(tickd, receiver):
+    t = tickd.post({"callback_url": "http://127.0.0.1:1/nothing-listens",
+                    "retry": {"max_attempts": 2, "backoff_ms": 50}})
+    s = tickd.post({"callback_url": receiver.url("/slow/1500"), "timeout_ms": 300,
+                    "retry": {"max_attempts": 2, "backoff_ms": 50}})
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 10, what="refused fails")
+    wait_for(lambda: tickd.get(s["id"])[1]["status"] == "failed", 10, what="timeout fails")
+    assert "onnect" in tickd.get(t["id"])[1]["last_error"]
+    assert "imeout" in tickd.get(s["id"])[1]["last_error"] or \
+        "timed out" in tickd.get(s["id"])[1]["last_error"]
+
+
+def test_get_shows_each_state(tickd, receiver):
+    # claimed (running) from lookahead_ms (1500) before it is due
+    t = tickd.post({"callback_url": receiver.url("/slow/1500"), "delay_ms": 2500})
+    assert tickd.get(t["id"])[1]["status"] == "scheduled"
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "running", 5, what="running")
+    assert tickd.delete(t["id"])[0] == 409  # its callback is being made
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "succeeded", 5, what="succeeded")
+    r = tickd.post({"callback_url": receiver.url("/fail/1"), "retry": {"backoff_ms": 3000}})
+    wait_for(lambda: tickd.get(r["id"])[1].get("attempts") == 1, 5, what="first attempt")
+    g = tickd.get(r["id"])[1]
+    assert g["status"] == "scheduled" and g["last_error"] == "HTTP 500"
+    assert g["next_attempt_at"] > now_ms()
+    # a task waiting for its retry can be cancelled: it never fires again
+    assert tickd.delete(r["id"])[0] == 204
+    time.sleep(3.5)
+    assert len(receiver.by_task()[r["id"]]) == 1
+    assert tickd.get(r["id"])[1]["status"] == "cancelled"
