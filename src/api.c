@@ -465,6 +465,13 @@ static void api_route(struct evhttp_request *req, void *arg)
         a->be.health(a->be.self, api_health_cb, r);
         return;
     }
+    if (strcmp(path, "/v1/stats") == 0 && m == EVHTTP_REQ_GET) {
+        cJSON *body = cJSON_CreateObject();
+        a->be.stats(a->be.self, body);
+        api_send_json(req, 200, "OK", body);
+        cJSON_Delete(body);
+        return;
+    }
     api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
 }
 

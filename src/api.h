@@ -22,6 +22,8 @@ typedef struct api_backend {
     void (*cancel)(void *self, const char *id, store_cancel_fn *cb, void *priv);
     void (*health)(void *self, store_health_fn *cb, void *priv);
     int64_t (*now_ms)(void *self);
+    /* counters for GET /v1/stats: adds its fields to obj */
+    void (*stats)(void *self, cJSON *obj);
 } api_backend;
 
 /* Listen on host:port ("127.0.0.1:0" picks a free port). Returns NULL + err. */

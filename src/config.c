@@ -7,6 +7,7 @@
 #include <ini.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "log.h"
@@ -55,7 +56,7 @@ static const config_key keys[] = {
     {"scheduler", "tick_ms", CT_INT, "1000", 10, 60000, F(tick_ms),
      "how often each bucket is scanned for due tasks"},
     {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),
-     "tasks due before now + this are claimed and wait on the in-process wheel (>= tick_ms)"},
+     "tasks due before now + this are claimed and wait on the in-process wheel (>= 1.25 x tick_ms)"},
     {"scheduler", "batch", CT_INT, "256", 1, 10000, F(batch),
      "most tasks one claim call takes"},
     {"scheduler", "buckets", CT_INT, "16", 1, 1024, F(buckets),
@@ -64,8 +65,8 @@ static const config_key keys[] = {
      "a claim's lease is the task's due time + its timeout + this; an expired lease is claimed again"},
     {"scheduler", "retention_ms", CT_INT, "86400000", 1000, 365 * DAY_MS, F(retention_ms),
      "how long finished tasks stay readable"},
-    {"scheduler", "slice_grace_ms", CT_INT, "10000", 1000, 600000, F(slice_grace_ms),
-     "a drained minute slice is passed by the scan only this long after it ended"},
+    {"scheduler", "slice_grace_ms", CT_INT, "60000", 2000, 600000, F(slice_grace_ms),
+     "a drained minute slice is passed by the scan only this long after it ended; a task whose execute_at is up to half this past its minute still goes to that minute (so re-POSTs stay idempotent)"},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -164,8 +165,78 @@ static int config_ini_handler(void *user, const char *section, const char *name,
     return 1;
 }
 
+/* inih (as Debian builds it) splits lines over 199 bytes, joins an indented
+ * line to the value above, goes on after a syntax error, and says nothing of
+ * an empty unknown section. None of that is what a config file means, so the
+ * file is checked line by line first and inih only sees files it reads right. */
+#define CONFIG_MAX_LINE 199
+
+static int config_section_known(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strlen(keys[i].section) == len && strncmp(keys[i].section, name, len) == 0) return 1;
+    return 0;
+}
+
+static int config_precheck(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int lineno = 0, rc = 0;
+    struct stat sb;
+
+    if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: %s", path, f ? "not a regular file" : strerror(errno));
+        if (f) fclose(f);
+        return -1;
+    }
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+        const char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p || *p == ';' || *p == '#') continue;
+        if (n > CONFIG_MAX_LINE) {
+            snprintf(err, errlen, "%s:%d: line longer than %d bytes (use the environment "
+                     "variable for longer values)", path, lineno, CONFIG_MAX_LINE);
+            rc = -1;
+            break;
+        }
+        if (p != line) {
+            snprintf(err, errlen, "%s:%d: indented line (write each key at the line start)",
+                     path, lineno);
+            rc = -1;
+            break;
+        }
+        if (*p == '[') {
+            const char *e = strchr(p, ']');
+            if (!e) {
+                snprintf(err, errlen, "%s:%d: syntax error", path, lineno);
+                rc = -1;
+                break;
+            }
+            if (!config_section_known(p + 1, (size_t)(e - p - 1))) {
+                snprintf(err, errlen, "%s:%d: [%.*s]: unknown section", path, lineno,
+                         (int)(e - p - 1), p + 1);
+                rc = -1;
+                break;
+            }
+        } else if (!strchr(p, '=') && !strchr(p, ':')) {
+            snprintf(err, errlen, "%s:%d: syntax error (want key = value)", path, lineno);
+            rc = -1;
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 int config_load_file(config *c, const char *path, char *err, size_t errlen)
 {
+    if (config_precheck(path, err, errlen) != 0) return -1;
     load_ctx lc = {c, path, err, errlen, 0, ""};
     int rc = ini_parse(path, config_ini_handler, &lc);
     if (lc.failed) {
@@ -201,9 +272,17 @@ int config_load_env(config *c, char *err, size_t errlen)
 
 int config_validate(const config *c, char *err, size_t errlen)
 {
-    if (c->lookahead_ms < c->tick_ms) {
-        snprintf(err, errlen, "scheduler.lookahead_ms: must be >= tick_ms (%lld)",
-                 (long long)c->tick_ms);
+    /* ticks come every tick_ms +-25 %: the lookahead covers the longest gap */
+    if (c->lookahead_ms < c->tick_ms * 5 / 4) {
+        snprintf(err, errlen, "scheduler.lookahead_ms: must be >= 1.25 x tick_ms (%lld)",
+                 (long long)(c->tick_ms * 5 / 4));
+        return -1;
+    }
+    const char *colon = strrchr(c->listen, ':');
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || colon == c->listen || colon[1] == '\0' || *end || port < 0 || port > 65535) {
+        snprintf(err, errlen, "server.listen: \"%s\" is not host:port (port 0..65535)", c->listen);
         return -1;
     }
     if (c->nodes[0] == '\0') {

@@ -32,6 +32,7 @@ struct memstore {
     mtask **tab;
     size_t tabsize, count;
     int calling;
+    int64_t fired;
 };
 
 static int64_t mem_now_ms(void)
@@ -180,6 +181,7 @@ static void mem_fire(wheel *w, wheel_timer *tm, void *arg)
     snprintf(t->status, sizeof(t->status), "running");
     t->j.attempt = t->attempts + 1;
     m->calling++;
+    m->fired++;
     dispatch_submit(m->d, &t->j);
 }
 
@@ -234,8 +236,9 @@ void memstore_add(void *self, const task_input *ti, store_add_fn *cb, void *priv
     memstore *m = self;
     char slice[TASK_SLICE_MAX], id[TASK_ID_MAX];
     int64_t now = mem_now_ms();
-    task_slice_name(ti->due_ms > now ? ti->due_ms : now, task_bucket(ti->key, (int)m->cfg->buckets),
-                    slice);
+    /* the Redis store's rule, so both give the same ids */
+    task_slice_name(task_home_ms(ti->execute_at_ms, now, m->cfg->slice_grace_ms),
+                    task_bucket(ti->key, (int)m->cfg->buckets), slice);
     task_id_make(slice, ti->execute_at_ms, ti->key, id, sizeof(id));
     mtask *t = mem_find(m, id);
     if (t) {
@@ -290,6 +293,14 @@ void memstore_health(void *self, store_health_fn *cb, void *priv)
 }
 
 int memstore_calling(const memstore *m) { return m->calling; }
+
+void memstore_stats(void *self, cJSON *obj)
+{
+    memstore *m = self;
+    cJSON_AddNumberToObject(obj, "fired", (double)m->fired);
+    cJSON_AddNumberToObject(obj, "tasks", (double)m->count);
+    cJSON_AddNumberToObject(obj, "calling", m->calling);
+}
 
 memstore *memstore_create(struct event_base *base, const config *cfg)
 {

@@ -22,6 +22,7 @@ void memstore_get(void *self, const char *id, store_get_fn *cb, void *priv);
 void memstore_cancel(void *self, const char *id, store_cancel_fn *cb, void *priv);
 void memstore_health(void *self, store_health_fn *cb, void *priv);
 int64_t memstore_now(void *self);
+void memstore_stats(void *self, cJSON *obj);
 
 /* A callback of a memstore job finished (dispatch's done callback). */
 void memstore_on_done(memstore *m, job *j);

@@ -19,13 +19,16 @@
 #define RC_REFRESH_MS 2000
 #define RC_BACKOFF_MIN_MS 50
 #define RC_BACKOFF_MAX_MS 2000
+#define RC_LANES 2
 
-typedef struct rc_node {
-    rcluster *c;
-    int idx;
-    char host[256];
-    int port;
-    char name[300];
+typedef struct rc_node rc_node;
+
+/* One connection to a node. Lane 0 carries every command and is watched by
+ * PING; lane 1 carries only writes followed by WAIT, which may block their
+ * connection for up to wait_timeout_ms and so must not hold up lane 0. */
+typedef struct rc_link {
+    rc_node *n;
+    int lane;
     redisAsyncContext *ac;
     int up;                 /* the connect callback said yes */
     int64_t connect_ms;     /* when the current attempt started */
@@ -33,7 +36,16 @@ typedef struct rc_node {
     struct event *retry_ev; /* pending reconnect */
     int ping_out;
     int64_t ping_ms;
-} rc_node;
+} rc_link;
+
+struct rc_node {
+    rcluster *c;
+    int idx;
+    char host[256];
+    int port;
+    char name[300];
+    rc_link link[RC_LANES];
+};
 
 struct rcluster {
     struct event_base *base;
@@ -60,6 +72,10 @@ typedef struct rc_req {
     int slot;   /* -1: sent to a fixed node */
     int node;
     int redirects;
+    int lane;
+    int tries;
+    int64_t deadline_ms;        /* retry transient failures until then */
+    struct event *retry_ev;
 } rc_req;
 
 static int64_t rc_now_ms(void)
@@ -94,7 +110,7 @@ unsigned rc_key_slot(const char *key, size_t len)
 
 int rc_is_cluster(const rcluster *c) { return c->cluster; }
 int rc_node_count(const rcluster *c) { return c->nnodes; }
-int rc_node_up(const rcluster *c, int node) { return c->nodes[node]->up; }
+int rc_node_up(const rcluster *c, int node) { return c->nodes[node]->link[0].up; }
 const char *rc_node_name(const rcluster *c, int node) { return c->nodes[node]->name; }
 
 int rc_node_serves(const rcluster *c, int node)
@@ -123,7 +139,7 @@ static int rc_node_find(rcluster *c, const char *host, int port)
     return -1;
 }
 
-static void rc_node_connect(rc_node *n);
+static void rc_link_connect(rc_link *l);
 
 static int rc_node_add(rcluster *c, const char *host, int port)
 {
@@ -142,9 +158,13 @@ static int rc_node_add(rcluster *c, const char *host, int port)
     snprintf(n->host, sizeof(n->host), "%s", host);
     n->port = port;
     snprintf(n->name, sizeof(n->name), "%s:%d", host, port);
-    n->backoff_ms = RC_BACKOFF_MIN_MS;
+    for (int l = 0; l < RC_LANES; l++) {
+        n->link[l].n = n;
+        n->link[l].lane = l;
+        n->link[l].backoff_ms = RC_BACKOFF_MIN_MS;
+    }
     c->nodes[c->nnodes++] = n;
-    if (c->base && !c->freeing) rc_node_connect(n);
+    if (c->base && !c->freeing) rc_link_connect(&n->link[0]);
     return n->idx;
 }
 
@@ -153,66 +173,70 @@ static int rc_node_add(rcluster *c, const char *host, int port)
 static void rc_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
-    rc_node_connect(arg);
+    rc_link_connect(arg);
 }
 
-static void rc_node_schedule(rc_node *n)
+static void rc_link_schedule(rc_link *l)
 {
-    if (n->c->freeing) return;
-    struct timeval tv = {n->backoff_ms / 1000, (n->backoff_ms % 1000) * 1000};
-    if (!n->retry_ev) n->retry_ev = evtimer_new(n->c->base, rc_retry_cb, n);
-    if (n->retry_ev) evtimer_add(n->retry_ev, &tv);
-    n->backoff_ms = n->backoff_ms * 2 > RC_BACKOFF_MAX_MS ? RC_BACKOFF_MAX_MS : n->backoff_ms * 2;
+    if (l->n->c->freeing) return;
+    struct timeval tv = {l->backoff_ms / 1000, (l->backoff_ms % 1000) * 1000};
+    if (!l->retry_ev) l->retry_ev = evtimer_new(l->n->c->base, rc_retry_cb, l);
+    if (l->retry_ev) evtimer_add(l->retry_ev, &tv);
+    l->backoff_ms = l->backoff_ms * 2 > RC_BACKOFF_MAX_MS ? RC_BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
 
 static void rc_refresh(rcluster *c);
 
 static void rc_on_connect(const redisAsyncContext *ac, int status)
 {
-    rc_node *n = ac->data;
+    rc_link *l = ac->data;
+    rc_node *n = l->n;
     if (status != REDIS_OK) {
-        log_warn("redis %s: connect failed: %s", n->name, ac->errstr);
-        n->ac = NULL; /* hiredis frees the context after this callback */
-        rc_node_schedule(n);
+        if (l->lane == 0) log_warn("redis %s: connect failed: %s", n->name, ac->errstr);
+        l->ac = NULL; /* hiredis frees the context after this callback */
+        rc_link_schedule(l);
         return;
     }
+    l->up = 1;
+    l->backoff_ms = RC_BACKOFF_MIN_MS;
+    l->ping_out = 0;
+    if (l->lane != 0) return;
     log_info("redis %s: connected", n->name);
-    n->up = 1;
-    n->backoff_ms = RC_BACKOFF_MIN_MS;
-    n->ping_out = 0;
     if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
 }
 
 static void rc_on_disconnect(const redisAsyncContext *ac, int status)
 {
-    rc_node *n = ac->data;
+    rc_link *l = ac->data;
+    rc_node *n = l->n;
     (void)status;
-    if (!n->c->freeing) log_warn("redis %s: connection lost%s%s", n->name,
-                                 ac->errstr[0] ? ": " : "", ac->errstr);
-    n->ac = NULL;
-    n->up = 0;
+    if (!n->c->freeing && l->lane == 0)
+        log_warn("redis %s: connection lost%s%s", n->name, ac->errstr[0] ? ": " : "", ac->errstr);
+    l->ac = NULL;
+    l->up = 0;
     if (n->c->cluster) rc_refresh(n->c);
-    rc_node_schedule(n);
+    rc_link_schedule(l);
 }
 
-static void rc_node_connect(rc_node *n)
+static void rc_link_connect(rc_link *l)
 {
-    if (n->ac || n->c->freeing) return;
+    rc_node *n = l->n;
+    if (l->ac || n->c->freeing) return;
     redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
     if (!ac) {
-        rc_node_schedule(n);
+        rc_link_schedule(l);
         return;
     }
     if (ac->err) {
         log_warn("redis %s: %s", n->name, ac->errstr);
         redisAsyncFree(ac);
-        rc_node_schedule(n);
+        rc_link_schedule(l);
         return;
     }
-    ac->data = n;
-    n->ac = ac;
-    n->up = 0;
-    n->connect_ms = rc_now_ms();
+    ac->data = l;
+    l->ac = ac;
+    l->up = 0;
+    l->connect_ms = rc_now_ms();
     redisLibeventAttach(ac, n->c->base);
     redisAsyncSetConnectCallback(ac, rc_on_connect);
     redisAsyncSetDisconnectCallback(ac, rc_on_disconnect);
@@ -221,35 +245,47 @@ static void rc_node_connect(rc_node *n)
 static void rc_ping_cb(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)priv;
-    if (r && ac->data) ((rc_node *)ac->data)->ping_out = 0;
+    if (r && ac->data) ((rc_link *)ac->data)->ping_out = 0;
 }
 
-/* Watchdog: a node silent past timeout_ms (PING unanswered, or a connect that
- * never completes) is dropped; its pending commands fail, and it reconnects. */
+static void rc_link_drop(rc_link *l)
+{
+    redisAsyncContext *ac = l->ac;
+    int was_up = l->up;
+    l->ac = NULL;
+    l->up = 0;
+    redisAsyncFree(ac); /* fails pending commands; disconnect cb if it was up */
+    if (!was_up) rc_link_schedule(l);
+}
+
+/* Watchdog: a node silent past timeout_ms (PING unanswered on lane 0, or a
+ * connect that never completes) is dropped; its pending commands fail (and
+ * are retried), and it reconnects. */
 static void rc_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
     rcluster *c = arg;
     int64_t now = rc_now_ms();
     (void)fd, (void)what;
     for (int i = 0; i < c->nnodes; i++) {
-        rc_node *n = c->nodes[i];
-        if (!n->ac) continue;
-        if ((!n->up && now - n->connect_ms > c->timeout_ms) ||
-            (n->up && n->ping_out && now - n->ping_ms > c->timeout_ms)) {
-            log_warn("redis %s: no answer for %lld ms, reconnecting", n->name,
-                     (long long)c->timeout_ms);
-            redisAsyncContext *ac = n->ac;
-            int was_up = n->up;
-            n->ac = NULL;
-            n->up = 0;
-            redisAsyncFree(ac); /* fails pending commands; disconnect cb if it was up */
-            if (!was_up) rc_node_schedule(n);
-            continue;
-        }
-        if (n->up && !n->ping_out &&
-            redisAsyncCommand(n->ac, rc_ping_cb, NULL, "PING") == REDIS_OK) {
-            n->ping_out = 1;
-            n->ping_ms = now;
+        for (int lane = 0; lane < RC_LANES; lane++) {
+            rc_link *l = &c->nodes[i]->link[lane];
+            if (!l->ac) continue;
+            if (!l->up && now - l->connect_ms > c->timeout_ms) {
+                rc_link_drop(l);
+                continue;
+            }
+            if (lane != 0) continue;
+            if (l->up && l->ping_out && now - l->ping_ms > c->timeout_ms) {
+                log_warn("redis %s: no answer for %lld ms, reconnecting", c->nodes[i]->name,
+                         (long long)c->timeout_ms);
+                rc_link_drop(l);
+                continue;
+            }
+            if (l->up && !l->ping_out &&
+                redisAsyncCommand(l->ac, rc_ping_cb, NULL, "PING") == REDIS_OK) {
+                l->ping_out = 1;
+                l->ping_ms = now;
+            }
         }
     }
     if (c->cluster && now - c->refresh_ms >= RC_REFRESH_MS) rc_refresh(c);
@@ -290,8 +326,8 @@ static void rc_refresh_cb(redisAsyncContext *ac, void *r, void *priv)
     rcluster *c = priv;
     c->refreshing = 0;
     if (!r || c->freeing) return;
-    rc_node *n = ac->data;
-    if (rc_apply_slots(c, r, n ? n->host : "127.0.0.1") < 0)
+    rc_link *l = ac->data;
+    if (rc_apply_slots(c, r, l ? l->n->host : "127.0.0.1") < 0)
         log_warn("redis: CLUSTER SLOTS gave no usable slot map");
 }
 
@@ -302,7 +338,8 @@ static void rc_refresh(rcluster *c)
     c->refresh_ms = rc_now_ms();
     for (int i = 0; i < c->nnodes; i++) {
         rc_node *n = c->nodes[(i + (int)(c->refresh_ms / RC_REFRESH_MS)) % c->nnodes];
-        if (n->up && redisAsyncCommand(n->ac, rc_refresh_cb, c, "CLUSTER SLOTS") == REDIS_OK) {
+        if (n->link[0].up &&
+            redisAsyncCommand(n->link[0].ac, rc_refresh_cb, c, "CLUSTER SLOTS") == REDIS_OK) {
             c->refreshing = 1;
             return;
         }
@@ -338,6 +375,7 @@ int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_
 
 static void rc_req_free(rc_req *q)
 {
+    if (q->retry_ev) event_free(q->retry_ev);
     for (int i = 0; i < q->argc; i++) free(q->argv[i]);
     free(q->argv);
     free(q->argvlen);
@@ -376,12 +414,46 @@ static void rc_fail_later(rc_req *q, const char *err)
 
 static void rc_send(rc_req *q, int node, int asking);
 
+static void rc_req_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rc_req *q = arg;
+    (void)fd, (void)what;
+    rc_send(q, q->slot >= 0 ? q->c->slots[q->slot] : q->node, 0);
+}
+
+/* A transient failure (no connection, connection lost, cluster failing
+ * over): refresh the slot map and send again with backoff until the
+ * request's deadline (timeout_ms after it was made). Every command tickd
+ * sends may be repeated: its scripts are idempotent, or (claim) a repeat
+ * only claims what is still unclaimed. Returns 0 if a retry is scheduled. */
+static int rc_retry(rc_req *q)
+{
+    rcluster *c = q->c;
+    if (c->freeing || rc_now_ms() >= q->deadline_ms) return -1;
+    if (c->cluster) rc_refresh(c);
+    int64_t ms = 25LL << (q->tries < 5 ? q->tries : 5);
+    q->tries++;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    if (!q->retry_ev && !(q->retry_ev = evtimer_new(c->base, rc_req_retry_cb, q))) return -1;
+    return evtimer_add(q->retry_ev, &tv);
+}
+
+static int rc_transient(const redisReply *r)
+{
+    static const char *codes[] = {"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"};
+    if (r->type != REDIS_REPLY_ERROR) return 0;
+    for (size_t i = 0; i < sizeof(codes) / sizeof(*codes); i++)
+        if (strncmp(r->str, codes[i], strlen(codes[i])) == 0) return 1;
+    return 0;
+}
+
 static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
 {
     rc_req *q = priv;
     redisReply *r = rv;
     (void)ac;
     if (!r) {
+        if (rc_retry(q) == 0) return;
         q->cb(NULL, q->c->freeing ? "shutting down" : "redis connection lost", q->priv);
         rc_req_free(q);
         return;
@@ -404,9 +476,7 @@ static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
             }
         }
     }
-    if (r->type == REDIS_REPLY_ERROR && q->c->cluster &&
-        (strncmp(r->str, "CLUSTERDOWN", 11) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0))
-        rc_refresh(q->c);
+    if (rc_transient(r) && rc_retry(q) == 0) return;
     q->cb(r, NULL, q->priv);
     rc_req_free(q);
 }
@@ -418,14 +488,15 @@ static void rc_send(rc_req *q, int node, int asking)
         rc_fail_later(q, "shutting down");
         return;
     }
-    if (!n || !n->ac) {
-        if (q->c->cluster) rc_refresh(q->c);
-        rc_fail_later(q, "redis unavailable");
+    rc_link *l = n ? &n->link[q->lane] : NULL;
+    if (l && !l->ac) rc_link_connect(l); /* lane 1 connects on first use */
+    if (!l || !l->ac) {
+        if (rc_retry(q) != 0) rc_fail_later(q, "redis unavailable");
         return;
     }
-    if (asking) redisAsyncCommand(n->ac, NULL, NULL, "ASKING");
-    if (redisAsyncCommandArgv(n->ac, rc_on_reply, q, q->argc, (const char **)q->argv,
-                              q->argvlen) != REDIS_OK)
+    if (asking) redisAsyncCommand(l->ac, NULL, NULL, "ASKING");
+    if (redisAsyncCommandArgv(l->ac, rc_on_reply, q, q->argc, (const char **)q->argv,
+                              q->argvlen) != REDIS_OK && rc_retry(q) != 0)
         rc_fail_later(q, "redis unavailable");
 }
 
@@ -468,7 +539,7 @@ static void rc_oom_cb(evutil_socket_t fd, short what, void *arg)
     free(o);
 }
 
-static void rc_start(rcluster *c, int slot, int node, rc_reply_fn *cb, void *priv,
+static void rc_start(rcluster *c, int slot, int node, int lane, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen)
 {
     rc_req *q = rc_req_new(c, cb, priv, argc, argv, argvlen);
@@ -484,21 +555,29 @@ static void rc_start(rcluster *c, int slot, int node, rc_reply_fn *cb, void *pri
     }
     q->slot = slot;
     q->node = node;
+    q->lane = lane;
+    q->deadline_ms = rc_now_ms() + c->timeout_ms;
     rc_send(q, node, 0);
+}
+
+void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
+                     int argc, const char **argv, const size_t *argvlen)
+{
+    int slot = c->cluster ? (int)rc_key_slot(route, strlen(route)) : -1;
+    int node = c->cluster ? c->slots[slot] : 0;
+    rc_start(c, slot, node, lane, cb, priv, argc, argv, argvlen);
 }
 
 void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
                 int argc, const char **argv, const size_t *argvlen)
 {
-    int slot = c->cluster ? (int)rc_key_slot(route, strlen(route)) : -1;
-    int node = c->cluster ? c->slots[slot] : 0;
-    rc_start(c, slot, node, cb, priv, argc, argv, argvlen);
+    rc_command_lane(c, route, 0, cb, priv, argc, argv, argvlen);
 }
 
 void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen)
 {
-    rc_start(c, -1, node, cb, priv, argc, argv, argvlen);
+    rc_start(c, -1, node, 0, cb, priv, argc, argv, argvlen);
 }
 
 /* ---- life -------------------------------------------------------------- */
@@ -598,7 +677,7 @@ rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_
     }
 found:
     c->base = base;
-    for (int i = 0; i < c->nnodes; i++) rc_node_connect(c->nodes[i]);
+    for (int i = 0; i < c->nnodes; i++) rc_link_connect(&c->nodes[i]->link[0]);
     c->watch_ev = event_new(base, -1, EV_PERSIST, rc_watch_cb, c);
     struct timeval wt = {0, RC_WATCH_MS * 1000};
     if (!c->watch_ev || event_add(c->watch_ev, &wt) != 0) goto oom;
@@ -619,12 +698,14 @@ void rc_free(rcluster *c)
     c->freeing = 1;
     for (int i = 0; i < c->nnodes; i++) {
         rc_node *n = c->nodes[i];
-        if (n->ac) {
-            redisAsyncContext *ac = n->ac;
-            n->ac = NULL;
-            redisAsyncFree(ac);
+        for (int l = 0; l < RC_LANES; l++) {
+            if (n->link[l].ac) {
+                redisAsyncContext *ac = n->link[l].ac;
+                n->link[l].ac = NULL;
+                redisAsyncFree(ac);
+            }
+            if (n->link[l].retry_ev) event_free(n->link[l].retry_ev);
         }
-        if (n->retry_ev) event_free(n->retry_ev);
         free(n);
     }
     if (c->watch_ev) event_free(c->watch_ev);

@@ -45,6 +45,11 @@ int rc_is_cluster(const rcluster *c);
 void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
                 int argc, const char **argv, const size_t *argvlen);
 
+/* The same on lane 1: a second connection per node for commands that may
+ * block it (WAIT), so they never hold up the others. */
+void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
+                     int argc, const char **argv, const size_t *argvlen);
+
 /* Send a command to node `node` (not redirected). Same contract. */
 void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen);

@@ -123,9 +123,8 @@ static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
 
 static void sched_wait(sched *sc, job *j)
 {
-    int64_t now = store_now_ms(sc->s);
-    /* the wheel never goes back: an overdue task fires on the next advance */
-    wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->due_ms > now ? j->due_ms : now), 0, 1);
+    /* an overdue task fires on the next advance, oldest first */
+    wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->due_ms > 0 ? j->due_ms : 0), 0, 1);
     sched_wheel_arm(sc);
 }
 
@@ -553,10 +552,21 @@ static void sched_time_cb(redisReply *r, const char *err, void *priv)
     }
 }
 
+/* The next tick in tick_ms +-25 %: replicas drift apart in phase, so each
+ * claims its share of every minute instead of the first to tick taking all.
+ * lookahead_ms >= 1.25 tick_ms keeps tasks claimed before they are due. */
+static void sched_tick_arm(sched *sc)
+{
+    int64_t ms = sc->cfg->tick_ms * 3 / 4 + random() % (sc->cfg->tick_ms / 2 + 1);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(sc->tick_ev, &tv);
+}
+
 static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
     (void)fd, (void)what;
+    if (!sc->stopping) sched_tick_arm(sc);
     const char *argv[] = {"TIME"};
     sc->pending++;
     rc_node_command(sc->s->rc, 0, sched_time_cb, sc, 1, argv, NULL);
@@ -574,7 +584,7 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->cfg = cfg;
     sc->nb = (int)cfg->buckets;
     sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
-    sc->tick_ev = event_new(base, -1, EV_PERSIST, sched_tick_cb, sc);
+    sc->tick_ev = evtimer_new(base, sched_tick_cb, sc);
     sc->wheel_ev = evtimer_new(base, sched_wheel_cb, sc);
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));
     if (!sc->w || !sc->tick_ev || !sc->wheel_ev) {
@@ -609,8 +619,6 @@ void sched_set_dispatch(sched *sc, dispatch *d) { sc->d = d; }
 
 void sched_start(sched *sc)
 {
-    struct timeval tv = {sc->cfg->tick_ms / 1000, (sc->cfg->tick_ms % 1000) * 1000};
-    event_add(sc->tick_ev, &tv);
     sched_tick_cb(-1, 0, sc);
 }
 
@@ -632,6 +640,15 @@ void sched_stop(sched *sc)
 }
 
 int sched_inflight(const sched *sc) { return sc->calling; }
+
+void sched_stats(const sched *sc, cJSON *obj)
+{
+    cJSON_AddNumberToObject(obj, "claimed", (double)sc->claimed);
+    cJSON_AddNumberToObject(obj, "fired", (double)sc->fired);
+    cJSON_AddNumberToObject(obj, "settled", (double)sc->settled);
+    cJSON_AddNumberToObject(obj, "held", sc->held);
+    cJSON_AddNumberToObject(obj, "calling", sc->calling);
+}
 
 int sched_idle(const sched *sc) { return sc->held == 0 && sc->pending == 0; }
 

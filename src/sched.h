@@ -46,6 +46,9 @@ int sched_inflight(const sched *sc);
 /* 1 when nothing is held and no Redis call of the scheduler is pending. */
 int sched_idle(const sched *sc);
 
+/* Add the scheduler's counters to a JSON object (GET /v1/stats). */
+void sched_stats(const sched *sc, cJSON *obj);
+
 void sched_free(sched *sc);
 
 #endif

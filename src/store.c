@@ -188,6 +188,7 @@ typedef struct store_call {
     rc_reply_fn *cb;
     void *priv;
     int tried_eval;
+    int lane;
 } store_call;
 
 static void store_call_free(store_call *c)
@@ -206,7 +207,7 @@ static void store_eval_cb(redisReply *r, const char *err, void *priv)
         c->tried_eval = 1;
         c->argv[0] = "EVAL";
         c->argv[1] = c->s->src[c->sc];
-        rc_command(c->s->rc, c->route, store_eval_cb, c, c->argc, c->argv, NULL);
+        rc_command_lane(c->s->rc, c->route, c->lane, store_eval_cb, c, c->argc, c->argv, NULL);
         return;
     }
     c->cb(r, err, c->priv);
@@ -216,7 +217,14 @@ static void store_eval_cb(redisReply *r, const char *err, void *priv)
 void store_eval(store *s, store_script sc, int nkeys, const char **keys, int nargs,
                 const char **args, rc_reply_fn *cb, void *priv)
 {
+    store_eval_lane(s, 0, sc, nkeys, keys, nargs, args, cb, priv);
+}
+
+void store_eval_lane(store *s, int lane, store_script sc, int nkeys, const char **keys,
+                     int nargs, const char **args, rc_reply_fn *cb, void *priv)
+{
     store_call *c = xcalloc(1, sizeof(*c));
+    c->lane = lane;
     c->s = s;
     c->sc = sc;
     c->cb = cb;
@@ -230,7 +238,7 @@ void store_eval(store *s, store_script sc, int nkeys, const char **keys, int nar
     c->argv[0] = "EVALSHA";
     c->argv[1] = s->sha[sc];
     c->argv[2] = c->nkeys;
-    rc_command(s->rc, c->route, store_eval_cb, c, c->argc, c->argv, NULL);
+    rc_command_lane(s->rc, c->route, lane, store_eval_cb, c, c->argc, c->argv, NULL);
 }
 
 /* ---- API operations ---------------------------------------------------- */
@@ -295,7 +303,7 @@ static void store_add_cb(redisReply *r, const char *err, void *priv)
         snprintf(n, sizeof(n), "%lld", (long long)op->s->wait_replicas);
         snprintf(ms, sizeof(ms), "%lld", (long long)op->s->wait_timeout_ms);
         const char *argv[] = {"WAIT", n, ms};
-        rc_command(op->s->rc, op->route, store_wait_cb, op, 3, argv, NULL);
+        rc_command_lane(op->s->rc, op->route, 1, store_wait_cb, op, 3, argv, NULL);
         return;
     }
     cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->err, NULL, op->priv);
@@ -305,8 +313,7 @@ static void store_add_cb(redisReply *r, const char *err, void *priv)
 static void store_add_send(store_op *op)
 {
     store *s = op->s;
-    int64_t now = store_now_ms(s);
-    int64_t home = op->t.due_ms > now ? op->t.due_ms : now;
+    int64_t home = task_home_ms(op->t.execute_at_ms, store_now_ms(s), s->slice_grace_ms);
     slice_keys k;
     char due[24], to[24], end[24], grace[24];
 
@@ -322,7 +329,9 @@ static void store_add_send(store_op *op)
     snprintf(grace, sizeof(grace), "%lld", (long long)(s->slice_grace_ms / 2));
     const char *keys[] = {k.k[0], k.k[1], k.k[2]};
     const char *args[] = {op->id, op->t.spec, due, to, end, grace};
-    store_eval(s, SCRIPT_ADD, 3, keys, 6, args, store_add_cb, op);
+    /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
+     * of its own connection, and blocks none but that one */
+    store_eval_lane(s, s->wait_replicas > 0, SCRIPT_ADD, 3, keys, 6, args, store_add_cb, op);
 }
 
 void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv)

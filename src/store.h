@@ -57,6 +57,10 @@ int64_t store_now_ms(const store *s);
 void store_eval(store *s, store_script sc, int nkeys, const char **keys, int nargs,
                 const char **args, rc_reply_fn *cb, void *priv);
 
+/* The same on a given rcluster lane (see rc_command_lane). */
+void store_eval_lane(store *s, int lane, store_script sc, int nkeys, const char **keys,
+                     int nargs, const char **args, rc_reply_fn *cb, void *priv);
+
 /* ---- API operations ---- */
 
 typedef enum { ST_OK, ST_EXISTS, ST_NOTFOUND, ST_CONFLICT, ST_UNAVAILABLE } store_status;

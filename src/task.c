@@ -72,7 +72,13 @@ int64_t task_slice_minute(const char *slice)
     tm.tm_mday = atoi((char[]){slice[6], slice[7], 0});
     tm.tm_hour = atoi((char[]){slice[8], slice[9], 0});
     tm.tm_min = atoi((char[]){slice[10], slice[11], 0});
-    return (int64_t)timegm(&tm) / 60;
+    int64_t minute = (int64_t)timegm(&tm) / 60;
+    /* timegm normalizes 13th months and 99th minutes: only a name it gives
+     * back unchanged names a real minute */
+    char back[TASK_SLICE_MAX];
+    if (minute < 0) return -1;
+    task_slice_name(minute * 60000, 0, back);
+    return memcmp(back, slice, 12) == 0 ? minute : -1;
 }
 
 void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
@@ -157,6 +163,14 @@ fail:
     return -1;
 }
 
+int64_t task_home_ms(int64_t execute_at_ms, int64_t now_ms, int64_t grace_ms)
+{
+    int64_t end = (execute_at_ms / 60000 + 1) * 60000;
+    /* 1 s of the half grace is kept for the request's way to Redis */
+    if (execute_at_ms >= now_ms || end + grace_ms / 2 > now_ms + 1000) return execute_at_ms;
+    return now_ms;
+}
+
 int64_t task_backoff_ms(int64_t backoff_ms, int attempt, double jitter01)
 {
     int64_t d = backoff_ms;
@@ -191,6 +205,8 @@ static int task_check_url(const char *url, char *err, size_t errlen)
     if (strlen(url) > TASK_URL_MAX) FAIL("callback_url: longer than %d bytes", TASK_URL_MAX);
     if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
         FAIL("callback_url: must be an absolute http:// or https:// URL");
+    if (url[strncasecmp(url, "http://", 7) == 0 ? 7 : 8] == '/')
+        FAIL("callback_url: no host");
     if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host)

@@ -9,7 +9,7 @@
  * the user asked for, and the key. Every character is URL-safe. The id names
  * the home slice, so GET and DELETE go straight to the right keys; the same
  * key and execute_at give the same id, which is what makes a re-POST
- * idempotent. */
+ * idempotent (see task_home_ms for an execute_at far in the past). */
 #ifndef TICKD_TASK_H
 #define TICKD_TASK_H
 
@@ -65,6 +65,12 @@ int task_key_valid(const char *s);
 
 /* Random URL-safe key of 22 characters into out (>= 23 bytes). */
 void task_key_random(char *out);
+
+/* The time whose minute is a new task's home slice: its execute_at, unless
+ * that minute ended so long ago (more than grace_ms / 2, less a margin) that
+ * the scan may have passed it; then now. The id names the home slice, so a
+ * re-POST is idempotent as long as its execute_at still gets the same home. */
+int64_t task_home_ms(int64_t execute_at_ms, int64_t now_ms, int64_t grace_ms);
 
 /* Wait before attempt `attempt` + 1, after `attempt` (>= 1) failed:
  * backoff_ms * 2^(attempt-1), capped at one hour, then reduced by up to 20 %

@@ -116,6 +116,11 @@ static int64_t redis_now(void *self)
     return store_now_ms(&((tickd *)self)->st);
 }
 
+static void redis_stats(void *self, cJSON *obj)
+{
+    sched_stats(((tickd *)self)->sc, obj);
+}
+
 static void tickd_done(job *j, void *priv)
 {
     tickd *t = priv;
@@ -249,7 +254,7 @@ int main(int argc, char **argv)
         log_warn("store = memory: tasks live in this process only and are lost on exit");
         t.mem = memstore_create(t.base, &t.cfg);
         be = (api_backend){t.mem, memstore_add, memstore_get, memstore_cancel,
-                           memstore_health, memstore_now};
+                           memstore_health, memstore_now, memstore_stats};
     } else {
         tickd_scripts_dir(&t.cfg, dir, sizeof(dir));
         if (!(t.rc = rc_create(t.base, t.cfg.nodes, t.cfg.timeout_ms, STARTUP_WAIT_MS, err,
@@ -270,7 +275,7 @@ int main(int argc, char **argv)
             log_error("%s", err);
             goto done;
         }
-        be = (api_backend){&t, redis_add, redis_get, redis_cancel, redis_health, redis_now};
+        be = (api_backend){&t, redis_add, redis_get, redis_cancel, redis_health, redis_now, redis_stats};
     }
     if (!(t.d = dispatch_create(t.base, workers, tickd_done, &t, err, sizeof(err)))) {
         log_error("%s", err);

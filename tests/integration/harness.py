@@ -251,3 +251,98 @@ def percentile(values, p):
         return None
     k = min(len(v) - 1, max(0, int(round(p / 100 * (len(v) - 1)))))
     return v[k]
+
+
+def free_cluster_ports(n):
+    """n ports p such that p and its cluster bus port p + 10000 are free."""
+    import random
+    while True:
+        base = random.randrange(20000, 30000 - n)
+        ports = list(range(base, base + n))
+        ok = True
+        for p in ports + [p + 10000 for p in ports]:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return ports
+
+
+class Cluster:
+    """A local Redis Cluster of plain redis-server processes: `masters`
+    masters with `replicas` replicas each, made with redis-cli --cluster create."""
+
+    def __init__(self, tmp, masters=3, replicas=1, node_timeout_ms=2000):
+        n = masters * (replicas + 1)
+        self.nodes = [Redis(tmp, name="cluster", port=p, extra=[
+            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", str(node_timeout_ms),
+            "--cluster-replica-validity-factor", "0"]) for p in free_cluster_ports(n)]
+        self.replicas = replicas
+
+    def start(self):
+        for r in self.nodes:
+            r.start()
+        out = subprocess.run(["redis-cli", "--cluster", "create",
+                              *[r.addr for r in self.nodes],
+                              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        wait_for(self.healthy, 30, 0.2, what="cluster_state:ok on every node")
+        wait_for(self.replicas_synced, 30, 0.2, what="every replica synced")
+        return self
+
+    def replicas_synced(self):
+        for r in self.nodes:
+            info = r.cli("INFO", "replication")
+            if "role:slave" in info and "master_link_status:up" not in info:
+                return False
+        return len(self.masters()) == len(self.nodes) // (self.replicas + 1)
+
+    def failed_over(self, victim):
+        """A live node no longer lists `victim` as serving slots."""
+        for r in self.nodes:
+            if r.proc is None:
+                continue
+            try:
+                out = r.cli("CLUSTER", "SLOTS")
+            except Exception:
+                return False
+            return str(victim.port) not in out.split() and self.healthy()
+        return False
+
+    def healthy(self):
+        for r in self.nodes:
+            if r.proc is None:
+                continue
+            try:
+                if "cluster_state:ok" not in r.cli("CLUSTER", "INFO"):
+                    return False
+            except Exception:
+                return False
+        return True
+
+    def masters(self):
+        out = []
+        for r in self.nodes:
+            if r.proc is not None and "role:master" in r.cli("INFO", "replication"):
+                out.append(r)
+        return out
+
+    def node(self, port):
+        return next(r for r in self.nodes if r.port == port)
+
+    def seeds(self, k=3):
+        return ",".join(r.addr for r in self.nodes[:k])
+
+    def keys(self, pattern):
+        """Keys matching pattern on each live master: {port: [keys]}."""
+        return {r.port: [k for k in r.cli("--scan", "--pattern", pattern).split("\n") if k]
+                for r in self.masters()}
+
+    def stop(self):
+        for r in self.nodes:
+            r.stop(signal.SIGKILL)

@@ -35,11 +35,12 @@ def test_stopped_90s_then_overdue_tasks_fire(redis, receiver, tickd_factory):
     wait_for(lambda: receiver.count() >= 100, 20, what="100 overdue callbacks")
     calls = receiver.by_task()
     assert set(calls) == set(ids) and all(len(c) == 1 for c in calls.values())
-    # oldest first
+    # oldest first: they are sent in due order (arrival order among calls
+    # made in parallel is the network's), so the first half to arrive is the
+    # older half, nearly all of it
     order = sorted(ids, key=lambda i: calls[i][0]["t"])
-    due = [int(i.split(".")[2]) for i in order]
-    inversions = sum(1 for a, b in zip(due, due[1:]) if a > b)
-    assert inversions <= len(ids) // 10, inversions
+    older = set(sorted(ids, key=lambda i: int(i.split(".")[2]))[:50])
+    assert len(older & set(order[:50])) >= 40, len(older & set(order[:50]))
 
 
 def test_redis_restart_while_running(redis, receiver, tickd_factory):

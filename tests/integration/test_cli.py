@@ -1,0 +1,300 @@
+"""The binary's start-up: flags, the ini file, TICKD_* environment overrides,
+their precedence, the errors a bad configuration gets, and a clean SIGTERM."""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from harness import ROOT, TICKD, free_port, wait_for
+
+CONF = os.path.join(ROOT, "conf", "tickd.ini")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKD_")}
+    env["TICKD_SERVER_WORKERS"] = "2"
+    env.update(extra)
+    return env
+
+
+def run(*args, env=None, timeout=10):
+    return subprocess.run([TICKD, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else clean_env())
+
+
+def write(tmp_path, text, name="t.ini"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def answers(port):
+    """Whether an HTTP server answers GET /healthz with 200 on port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return s.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def assert_config_error(r, *fragments):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.startswith("tickd: config: "), r.stderr
+    for f in fragments:
+        assert f in r.stderr, (f, r.stderr)
+
+
+# ---- flags that print and exit ----------------------------------------------
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith("tickd ") and r.stdout.split()[1][0].isdigit(), r.stdout
+    assert run("-v").stdout == r.stdout
+
+
+def test_help():
+    r = run("--help")
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith("usage: tickd")
+    for opt in ("--config", "--listen", "--redis", "--store", "--print-config", "--version",
+                "--help", "TICKD_<SECTION>_<KEY>"):
+        assert opt in r.stdout, opt
+    assert run("-h").stdout == r.stdout
+
+
+def test_print_config_is_the_committed_file():
+    r = run("--print-config")
+    assert r.returncode == 0 and r.stderr == ""
+    with open(CONF, "rb") as f:
+        committed = f.read()
+    assert r.stdout.encode() == committed, \
+        "conf/tickd.ini is out of date: run `make conf/tickd.ini`"
+
+
+def test_printed_config_loads(tmp_path):
+    """The default file, as printed, is accepted by the parser (every key,
+    including the empty scripts_dir) and gives a working tickd."""
+    port = free_port()
+    text = run("--print-config").stdout
+    text = text.replace("listen = 127.0.0.1:8080", f"listen = 127.0.0.1:{port}")
+    text = text.replace("store = redis", "store = memory")
+    p = subprocess.Popen([TICKD, "-c", write(tmp_path, text)], env=clean_env(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: p.poll() is not None or answers(port), 10, what="tickd up")
+        assert p.poll() is None, p.stderr.read()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(5) == 0
+
+
+# ---- the ini file ---------------------------------------------------------------
+
+def test_unknown_key_names_file_line_and_key(tmp_path):
+    path = write(tmp_path, "; comment\n[server]\nlisten = 127.0.0.1:0\n\ncolour = red\n")
+    assert_config_error(run("-c", path), f"{path}:5:", "colour", "unknown key")
+    # --config is the same as -c
+    assert_config_error(run("--config", path), f"{path}:5:", "colour")
+
+
+@pytest.mark.parametrize("text,line,key,why", [
+    ("[scheduler]\n\ntick_ms = 5\n", 3, "tick_ms", "out of range 10..60000"),
+    ("[server]\nmax_body = abc\n", 2, "max_body", "not an integer"),
+    ("[server]\nmax_body = 12x\n", 2, "max_body", "not an integer"),
+    ("[server]\nworkers = 257\n", 2, "workers", "out of range"),
+    ("[server]\nworkers =\n", 2, "workers", "not an integer"),
+    ("[server]\nstore = disk\n", 2, "store", "redis or memory"),
+    ("[server]\nlog_level = loud\n", 2, "log_level", "debug, info, warn or error"),
+    ("[redis]\nprefix = a b\n", 2, "prefix", "only letters"),
+    ("[scheduler]\nbuckets = 0\n", 2, "buckets", "out of range 1..1024"),
+    ("[redis]\nprefix = " + "x" * 70 + "\n", 2, "prefix", "longer than 63 bytes"),
+])
+def test_bad_value_names_file_line_and_key(tmp_path, text, line, key, why):
+    path = write(tmp_path, text)
+    assert_config_error(run("-c", path), f"{path}:{line}: {key}:", why)
+
+
+def test_first_error_is_reported(tmp_path):
+    path = write(tmp_path, "[server]\nworkers = 1\nmax_body = x\nworkers = y\n")
+    r = run("-c", path)
+    assert_config_error(r, f"{path}:3: max_body:")
+    assert "workers" not in r.stderr
+
+
+def test_unknown_section(tmp_path):
+    path = write(tmp_path, "[server]\nworkers = 1\n[schedular]\ntick_ms = 100\n")
+    assert_config_error(run("-c", path), f"{path}:3:", "[schedular]", "unknown section")
+
+
+def test_empty_unknown_section(tmp_path):
+    port = free_port()
+    path = write(tmp_path, f"[schedular]\n[server]\nlisten = 127.0.0.1:{port}\n")
+    try:
+        r = run("-c", path, "--store", "memory", timeout=2)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("tickd started with an unknown section in its file")
+    assert_config_error(r, f"{path}:1:", "schedular")
+
+
+def test_keys_before_any_section(tmp_path):
+    path = write(tmp_path, "listen = 127.0.0.1:0\n")
+    assert_config_error(run("-c", path), f"{path}:1:", "listen")
+
+
+def test_syntax_error_and_missing_file(tmp_path):
+    path = write(tmp_path, "[server]\nworkers = 1\nthis is not ini\n")
+    assert_config_error(run("-c", path), f"{path}:3:", "syntax error")
+    missing = str(tmp_path / "nope.ini")
+    assert_config_error(run("-c", missing), missing, "No such file")
+
+
+def test_relation_between_keys_is_checked(tmp_path, tickd_factory):
+    path = write(tmp_path, "[scheduler]\ntick_ms = 2000\n")  # lookahead 1500 < 2500
+    assert_config_error(run("-c", path), "scheduler.lookahead_ms", ">= 1.25 x tick_ms")
+    path = write(tmp_path, "[scheduler]\ntick_ms = 2000\nlookahead_ms = 2500\n", "ok.ini")
+    tickd_factory(None, store="memory", args=["-c", path]).start()
+
+
+def test_error_line_matches_its_message(tmp_path):
+    path = write(tmp_path, "[server]\nthis is not ini\nworkers = 1\ncolour = red\n")
+    r = run("-c", path)
+    assert r.returncode == 2
+    assert (f"{path}:2: syntax error" in r.stderr) or (f"{path}:4: colour:" in r.stderr), r.stderr
+
+
+def test_long_line_in_file_is_refused_clearly(tmp_path, redis, tickd_factory):
+    """inih (as Debian builds it) cuts lines at 199 bytes: tickd refuses a
+    longer line with its number instead of misreading it; the environment
+    takes long values."""
+    lua = os.path.join(ROOT, "lua")
+    long_dir = os.path.join(ROOT, *(["."] * 120), "lua")  # same directory, 260+ bytes
+    assert len(long_dir) > 250 and os.path.samefile(long_dir, lua)
+    t = tickd_factory(redis, env={"TICKD_REDIS_SCRIPTS_DIR": long_dir}).start()
+    assert t.stop() == 0
+    path = write(tmp_path, f"[redis]\nscripts_dir = {long_dir}\n")
+    assert_config_error(run("-c", path), f"{path}:2:", "line longer than 199 bytes")
+
+
+# ---- the environment and precedence -------------------------------------------
+
+def test_bad_env_value_names_the_variable():
+    r = run(env=clean_env(TICKD_SCHEDULER_TICK_MS="5"))
+    assert_config_error(r, "TICKD_SCHEDULER_TICK_MS", "tick_ms", "out of range")
+    r = run(env=clean_env(TICKD_SERVER_MAX_BODY="abc"))
+    assert_config_error(r, "TICKD_SERVER_MAX_BODY", "not an integer")
+    r = run(env=clean_env(TICKD_SERVER_STORE="disk"))
+    assert_config_error(r, "TICKD_SERVER_STORE")
+
+
+def test_env_beats_file_and_is_checked_after_it(tmp_path):
+    path = write(tmp_path, "[scheduler]\ntick_ms = 5\n")
+    # the file is read first: its error is the one reported
+    assert_config_error(run("-c", path, env=clean_env(TICKD_SCHEDULER_TICK_MS="100")),
+                        f"{path}:2: tick_ms:")
+    path = write(tmp_path, "[server]\nmax_body = 2048\n", "ok.ini")
+    assert_config_error(run("-c", path, env=clean_env(TICKD_SERVER_MAX_BODY="1")),
+                        "TICKD_SERVER_MAX_BODY")
+
+
+def start_raw(tmp_path, *args, env):
+    log = open(tmp_path / f"raw-{time.monotonic_ns()}.log", "wb")
+    return subprocess.Popen([TICKD, *args], env=env, stdout=log, stderr=log)
+
+
+def stop_raw(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        return p.wait(5)
+    return p.returncode
+
+
+def test_listen_precedence_flag_over_env_over_file(tmp_path):
+    a, b, c = free_port(), free_port(), free_port()
+    assert len({a, b, c}) == 3
+    path = write(tmp_path, f"[server]\nlisten = 127.0.0.1:{a}\nstore = memory\n")
+    cases = [
+        ((), clean_env(), a),
+        ((), clean_env(TICKD_SERVER_LISTEN=f"127.0.0.1:{b}"), b),
+        (("--listen", f"127.0.0.1:{c}"), clean_env(TICKD_SERVER_LISTEN=f"127.0.0.1:{b}"), c),
+    ]
+    for flags, env, want in cases:
+        p = start_raw(tmp_path, "-c", path, *flags, env=env)
+        try:
+            wait_for(lambda: p.poll() is not None or answers(want), 10, what=f"tickd on :{want}")
+            assert p.poll() is None, f"tickd exited {p.returncode}"
+            for other in {a, b, c} - {want}:
+                assert not answers(other), (flags, want, other)
+        finally:
+            assert stop_raw(p) == 0
+    # TICKD_SERVER_STORE alone selects the memory store too
+    p = start_raw(tmp_path, "--listen", f"127.0.0.1:{a}",
+                  env=clean_env(TICKD_SERVER_STORE="memory"))
+    try:
+        wait_for(lambda: p.poll() is not None or answers(a), 10, what="tickd on env store")
+        assert p.poll() is None
+    finally:
+        assert stop_raw(p) == 0
+
+
+def test_redis_flag_beats_env(redis, tickd_factory):
+    t = tickd_factory(redis, env={"TICKD_REDIS_NODES": "127.0.0.1:1"}).start()
+    assert t.request("GET", "/healthz") == (200, {"redis": "ok"})
+
+
+def test_unexpected_arguments():
+    r = run("extra")
+    assert r.returncode == 2 and "unexpected argument: extra" in r.stderr
+    assert "usage: tickd" in r.stderr and r.stdout == ""
+    r = run("--store", "memory", "--listen", "127.0.0.1:0", "extra")
+    assert r.returncode == 2 and "unexpected argument: extra" in r.stderr
+    r = run("--bogus")
+    assert r.returncode == 2 and "usage: tickd" in r.stderr
+    r = run("--listen")  # missing its value
+    assert r.returncode == 2 and "usage: tickd" in r.stderr
+    r = run("--store", "disk")
+    assert_config_error(r, "store", "redis or memory")
+
+
+# ---- the keyspace's bucket count ------------------------------------------------
+
+def test_buckets_mismatch_is_refused(redis, tickd_factory):
+    first = tickd_factory(redis).start()
+    assert first.stop() == 0
+    assert redis.cli("HGET", "tickd:meta", "buckets") == "16"
+    bad = tickd_factory(redis, env={"TICKD_SCHEDULER_BUCKETS": "8"}).start(wait=False)
+    rc = bad.proc.wait(15)
+    assert rc != 0
+    log = bad.logtext()
+    assert "scheduler.buckets" in log and "16" in log, log
+    assert redis.cli("HGET", "tickd:meta", "buckets") == "16"  # keyspace untouched
+    # the matching count still starts; another prefix is another keyspace
+    again = tickd_factory(redis).start()
+    assert again.stop() == 0
+    other = tickd_factory(redis, env={"TICKD_SCHEDULER_BUCKETS": "8",
+                                      "TICKD_REDIS_PREFIX": "other"}).start()
+    assert other.stop() == 0
+    assert redis.cli("HGET", "other:meta", "buckets") == "8"
+
+
+# ---- signals -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("store,sig", [("memory", signal.SIGTERM), ("redis", signal.SIGTERM),
+                                       ("memory", signal.SIGINT)])
+def test_idle_tickd_exits_0_on_signal(request, tickd_factory, store, sig):
+    if store == "redis":
+        t = tickd_factory(request.getfixturevalue("redis")).start()
+    else:
+        t = tickd_factory(None, store="memory").start()
+    t0 = time.monotonic()
+    t.proc.send_signal(sig)
+    rc = t.proc.wait(5)
+    took = time.monotonic() - t0
+    assert rc == 0, (rc, t.logtext())
+    assert took < 1.5, took
+    assert "shutting down" in t.logtext() and "stopped" in t.logtext()
+    assert not answers(t.port)
