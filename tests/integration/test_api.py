@@ -85,13 +85,14 @@ def test_idempotent_repost(tickd, receiver, redis):
 
 def test_cancel(tickd, receiver, redis):
     far = tickd.post({"callback_url": receiver.url(), "delay_ms": 10 * 60 * 1000})
-    near = tickd.post({"callback_url": receiver.url(), "delay_ms": 1500})
-    keep = tickd.post({"callback_url": receiver.url(), "delay_ms": 1500})
+    # cancellable until claimed, lookahead_ms (1500) before it is due
+    near = tickd.post({"callback_url": receiver.url(), "delay_ms": 3000})
+    keep = tickd.post({"callback_url": receiver.url(), "delay_ms": 3000})
     assert tickd.delete(far["id"])[0] == 204
     assert tickd.delete(near["id"])[0] == 204
     assert tickd.delete(near["id"])[0] == 204  # cancelling twice is fine
     assert tickd.get(far["id"])[1]["status"] == "cancelled"
-    wait_for(lambda: tickd.get(keep["id"])[1]["status"] == "succeeded", 6, what="keep fired")
+    wait_for(lambda: tickd.get(keep["id"])[1]["status"] == "succeeded", 8, what="keep fired")
     time.sleep(0.5)
     ids = set(receiver.by_task())
     assert keep["id"] in ids and near["id"] not in ids and far["id"] not in ids
