@@ -348,9 +348,7 @@ static void store_get_cb(redisReply *r, const char *err, void *priv)
 {
     store_op *op = priv;
     store_get_fn *cb = (store_get_fn *)op->cb;
-    if (op->tries == -1 && r)
-        cb(ST_NOTFOUND, NULL, NULL, NULL, op->priv);
-    else if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
         cb(ST_UNAVAILABLE, NULL, NULL, r && r->type == REDIS_REPLY_ERROR ? r->str : err, op->priv);
     else if (r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         cb(ST_NOTFOUND, NULL, NULL, NULL, op->priv);
@@ -359,24 +357,29 @@ static void store_get_cb(redisReply *r, const char *err, void *priv)
     free(op);
 }
 
-void store_get(store *s, const char *id, store_get_fn *cb, void *priv)
+/* A new operation on the task `id`, with the keys of its home slice. An id
+ * tickd never made names no slice: it is looked up in the slice of minute 0,
+ * which holds nothing, so it is answered "unknown" from Redis like any other. */
+static store_op *store_op_for_id(store *s, const char *id, void *cb, void *priv,
+                                 slice_keys *k)
 {
     store_op *op = xcalloc(1, sizeof(*op));
-    char key[TASK_KEY_MAX + 1], field[TASK_ID_MAX + 4];
+    char key[TASK_KEY_MAX + 1];
     int64_t at;
-    slice_keys k;
     op->s = s;
-    op->cb = (void *)cb;
+    op->cb = cb;
     op->priv = priv;
-    if (task_id_parse(id, op->slice, &at, key) != 0) {
-        /* not an id tickd makes: unknown. Still answered from the loop. */
-        const char *argv[] = {"PING"};
-        op->tries = -1;
-        snprintf(op->route, sizeof(op->route), "{x}");
-        rc_command(s->rc, op->route, store_get_cb, op, 1, argv, NULL);
-        return;
-    }
-    store_slice_keys(s, op->slice, &k);
+    if (task_id_parse(id, op->slice, &at, key) != 0)
+        snprintf(op->slice, sizeof(op->slice), "000000000000.0");
+    store_slice_keys(s, op->slice, k);
+    return op;
+}
+
+void store_get(store *s, const char *id, store_get_fn *cb, void *priv)
+{
+    char field[TASK_ID_MAX + 4];
+    slice_keys k;
+    store_op *op = store_op_for_id(s, id, (void *)cb, priv, &k);
     snprintf(field, sizeof(field), "s:%s", id);
     const char *argv[] = {"HMGET", k.k[1], id, field};
     rc_command(s->rc, k.k[1], store_get_cb, op, 4, argv, NULL);
@@ -401,19 +404,9 @@ static void store_cancel_cb(redisReply *r, const char *err, void *priv)
 
 void store_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
 {
-    store_op *op = xcalloc(1, sizeof(*op));
-    char key[TASK_KEY_MAX + 1], ret[24];
-    int64_t at;
+    char ret[24];
     slice_keys k;
-    op->s = s;
-    op->cb = (void *)cb;
-    op->priv = priv;
-    if (task_id_parse(id, op->slice, &at, key) != 0) {
-        /* an id tickd never made: unknown (cancel.lua answers notfound for a
-         * slice that holds no such id) */
-        snprintf(op->slice, sizeof(op->slice), "000000000000.0");
-    }
-    store_slice_keys(s, op->slice, &k);
+    store_op *op = store_op_for_id(s, id, (void *)cb, priv, &k);
     snprintf(ret, sizeof(ret), "%lld", (long long)s->retention_ms);
     const char *keys[] = {k.k[1], k.k[2]};
     const char *args[] = {id, ret};

@@ -4,6 +4,7 @@ import json
 import time
 
 from harness import now_ms, wait_for
+from scenarios import batch_with_one_bad_task
 
 
 def test_create_and_deliver(tickd, receiver):
@@ -105,16 +106,7 @@ def test_cancel(tickd, receiver, redis):
 
 
 def test_batch_with_one_bad_task(tickd, receiver):
-    tasks = [{"callback_url": receiver.url(), "delay_ms": 300, "key": f"b{i}"} for i in range(5)]
-    tasks[2] = {"callback_url": "nope"}
-    res = tickd.batch(tasks)
-    assert len(res) == 5
-    assert res[2]["error"]["code"] == "invalid_argument"
-    assert res[2]["error"]["message"].startswith("tasks[2].callback_url:")
-    ok = [r["id"] for i, r in enumerate(res) if i != 2]
-    wait_for(lambda: set(ok) <= set(receiver.by_task()), 5, what="batch delivered")
-    code, r = tickd.request("POST", "/v1/tasks/batch", {"tasks": [{}] * 1001})
-    assert code == 400 and r["error"]["message"].startswith("tasks:")
+    batch_with_one_bad_task(tickd, receiver)
 
 
 def test_healthz(tickd, redis):

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from harness import Receiver, Redis, Tickd, now_ms, percentile, wait_for
+from scenarios import batch_with_one_bad_task, request_arrives_exactly
 
 LATE_P99_MS = 50
 
@@ -124,32 +125,7 @@ def test_200_tasks_fire_on_their_millisecond(mem, receiver):
 
 
 def test_request_arrives_exactly(mem, receiver):
-    a = mem.post({"callback_url": receiver.url("/a?x=1"), "method": "PUT",
-                  "header": {"X-Trace": "abc", "Authorization": "Bearer t"},
-                  "req": {"n": 1, "s": "é"}, "delay_ms": 200})
-    b = mem.post({"callback_url": receiver.url("/b"), "method": "POST",
-                  "header": {"Content-Type": "text/plain"}, "req": "raw text\nline 2"})
-    c = mem.post({"callback_url": receiver.url("/c"), "method": "GET", "req": {"ignored": 1}})
-    d = mem.post({"callback_url": receiver.url("/d"), "method": "DELETE", "req": "x"})
-    e = mem.post({"callback_url": receiver.url("/e"), "method": "PATCH", "req": [1, 2]})
-    wait_for(lambda: receiver.count() >= 5, 5, what="5 callbacks")
-    got = {tid: c[0] for tid, c in receiver.by_task().items()}
-    ca = got[a["id"]]
-    assert ca["method"] == "PUT" and ca["path"] == "/a?x=1"
-    assert ca["headers"]["x-trace"] == "abc" and ca["headers"]["authorization"] == "Bearer t"
-    assert ca["headers"]["content-type"] == "application/json"
-    assert json.loads(ca["body"]) == {"n": 1, "s": "é"}
-    assert ca["headers"]["tickd-task-id"] == a["id"]
-    assert ca["headers"]["tickd-attempt"] == "1"
-    assert ca["headers"]["tickd-scheduled-at"] == str(a["execute_at"])
-    cb = got[b["id"]]
-    assert cb["method"] == "POST" and cb["body"] == b"raw text\nline 2"
-    assert cb["headers"]["content-type"] == "text/plain"
-    cc = got[c["id"]]
-    assert cc["method"] == "GET" and cc["body"] == b""
-    assert got[d["id"]]["method"] == "DELETE" and got[d["id"]]["body"] == b"x"
-    assert "content-type" not in got[d["id"]]["headers"]
-    assert got[e["id"]]["method"] == "PATCH" and json.loads(got[e["id"]]["body"]) == [1, 2]
+    request_arrives_exactly(mem, receiver)
 
 
 def test_500_then_200_is_retried_and_succeeds(mem, receiver):
@@ -230,17 +206,7 @@ def test_running_task_cannot_be_cancelled(mem, receiver):
 
 
 def test_batch_with_one_bad_task(mem, receiver):
-    tasks = [{"callback_url": receiver.url(), "delay_ms": 300, "key": f"b{i}"} for i in range(5)]
-    tasks[2] = {"callback_url": "nope"}
-    res = mem.batch(tasks)
-    assert len(res) == 5
-    assert res[2]["error"]["code"] == "invalid_argument"
-    assert res[2]["error"]["message"].startswith("tasks[2].callback_url:")
-    ok = [r["id"] for i, r in enumerate(res) if i != 2]
-    assert all(res[i]["key"] == f"b{i}" for i in (0, 1, 3, 4))
-    wait_for(lambda: set(ok) <= set(receiver.by_task()), 5, what="batch delivered")
-    time.sleep(0.2)
-    assert receiver.count() == 4
+    batch_with_one_bad_task(mem, receiver)
 
 
 def test_finished_tasks_expire_after_retention(tickd_factory, receiver):
