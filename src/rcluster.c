@@ -293,10 +293,7 @@ static void rc_watch_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- slot map ---------------------------------------------------------- */
 
-/* Apply a CLUSTER SLOTS reply; `from` is the host asked, used when a node
- * announces an empty address. Returns the number of slot ranges, -1 if the
- * reply is not a slot map. */
-static int rc_apply_slots(rcluster *c, const redisReply *r, const char *from)
+int rc_apply_slots(rcluster *c, const redisReply *r, const char *from)
 {
     int ranges = 0;
     if (!r || r->type != REDIS_REPLY_ARRAY) return -1;
@@ -346,9 +343,6 @@ static void rc_refresh(rcluster *c)
     }
 }
 
-/* Parse "MOVED 3999 127.0.0.1:6381" or "ASK 3999 127.0.0.1:6381". */
-int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_t hostlen,
-                      int *port);
 int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_t hostlen,
                       int *port)
 {
@@ -690,6 +684,16 @@ oom:
 fail:
     rc_free(c);
     return NULL;
+}
+
+rcluster *rc_create_offline(void)
+{
+    rcluster *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->cluster = 1;
+        memset(c->slots, 0xff, sizeof(c->slots));
+    }
+    return c;
 }
 
 void rc_free(rcluster *c)

@@ -69,6 +69,20 @@ unsigned rc_key_slot(const char *key, size_t len);
 /* The node serving a slot, or -1 if unknown. */
 int rc_slot_node(const rcluster *c, unsigned slot);
 
+/* ---- parts exposed for unit tests ---- */
+
+/* An rcluster with no loop and no connections: slot map and parsing only. */
+rcluster *rc_create_offline(void);
+
+/* Apply a CLUSTER SLOTS reply (nodes with an empty address are `from`).
+ * Returns the number of slot ranges, or -1 if it is not a slot map. */
+int rc_apply_slots(rcluster *c, const redisReply *r, const char *from);
+
+/* Parse "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381". Returns 0
+ * and fills ask (1 for ASK), slot, host and port; -1 if malformed. */
+int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_t hostlen,
+                      int *port);
+
 /* Run a blocking command on the first reachable node and return its reply
  * (caller frees with freeReplyObject), or NULL + err. For start-up checks
  * before the loop runs. */
