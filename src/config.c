@@ -35,6 +35,8 @@ static const config_key keys[] = {
      "dispatch threads making the callbacks; 0 = one per CPU"},
     {"server", "max_inflight", CT_INT, "1024", 1, 1000000, F(max_inflight),
      "claimed tasks held at once (waiting for their ms or calling back); claiming pauses at this bound"},
+    {"server", "host_connections", CT_INT, "32", 1, 10000, F(host_connections),
+     "connections each dispatch worker keeps to one receiving host; more callbacks to it wait their turn on them (kept alive)"},
     {"server", "shutdown_grace_ms", CT_INT, "10000", 0, 600000, F(shutdown_grace_ms),
      "on SIGTERM/SIGINT, how long callbacks in flight may finish before exit"},
     {"server", "store", CT_STR, "redis", 0, 0, F(store),

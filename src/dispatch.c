@@ -14,17 +14,32 @@
 #include "util.h"
 
 typedef struct worker worker;
+typedef struct xfer xfer;
+
+/* The transfers of one worker to one receiving host (scheme://authority).
+ * At most host_connections of them run in curl at once; the rest wait here,
+ * first in first out. curl could queue them itself, but its pending list is
+ * scanned on every transfer removal, which costs O(n^2) in a burst. */
+typedef struct hostq {
+    char *key;
+    int active;
+    xfer *head, *tail;
+    struct hostq *next;
+} hostq;
+
+#define HOSTQ_BUCKETS 256
 
 /* One transfer in a worker: the job and what curl needs alive meanwhile. */
-typedef struct xfer {
+struct xfer {
     job *j;
     worker *w;
+    hostq *hq;
     CURL *easy;
     struct curl_slist *hdrs;
     char *body;
     char errbuf[CURL_ERROR_SIZE];
     struct xfer *next, *prev;
-} xfer;
+};
 
 struct worker {
     dispatch *d;
@@ -38,6 +53,8 @@ struct worker {
     job *in_head, *in_tail;
     int stop;
     xfer *active;               /* transfers running, for abort on stop */
+    hostq *hq[HOSTQ_BUCKETS];
+    int host_connections;
 };
 
 struct dispatch {
@@ -111,6 +128,33 @@ static void xfer_free(xfer *x)
     free(x);
 }
 
+static void worker_start(worker *w, xfer *x)
+{
+    x->hq->active++;
+    x->prev = NULL;
+    x->next = w->active;
+    if (w->active) w->active->prev = x;
+    w->active = x;
+    curl_multi_add_handle(w->multi, x->easy);
+}
+
+/* The queue of the host of url: scheme and authority, up to the path. */
+static hostq *worker_hostq(worker *w, const char *url)
+{
+    const char *p = strstr(url, "://");
+    size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strlen(url);
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)url[i]) * 16777619u;
+    hostq **b = &w->hq[h % HOSTQ_BUCKETS];
+    for (hostq *q = *b; q; q = q->next)
+        if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) return q;
+    hostq *q = xcalloc(1, sizeof(*q));
+    q->key = xstrndup(url, n);
+    q->next = *b;
+    *b = q;
+    return q;
+}
+
 static void worker_complete(worker *w, xfer *x, CURLcode rc)
 {
     job *j = x->j;
@@ -130,8 +174,16 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     else w->active = x->next;
     if (x->next) x->next->prev = x->prev;
     curl_multi_remove_handle(w->multi, x->easy);
+    hostq *hq = x->hq;
     xfer_free(x);
     dispatch_finish(w->d, j);
+    hq->active--;
+    if (hq->head) {
+        xfer *next = hq->head;
+        hq->head = next->next;
+        if (!hq->head) hq->tail = NULL;
+        worker_start(w, next);
+    }
 }
 
 static void worker_check(worker *w)
@@ -241,6 +293,7 @@ static int xfer_build(xfer *x)
         snprintf(j->err, sizeof(j->err), "stored task lacks callback_url or method");
         goto done;
     }
+    x->hq = worker_hostq(x->w, url->valuestring);
     if (!(x->easy = curl_easy_init())) abort();
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
@@ -325,33 +378,52 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
             dispatch_finish(w->d, j);
             continue;
         }
-        x->next = w->active;
-        if (w->active) w->active->prev = x;
-        w->active = x;
-        curl_multi_add_handle(w->multi, x->easy);
+        if (x->hq->active < w->host_connections) {
+            worker_start(w, x);
+        } else {
+            x->next = NULL;
+            if (x->hq->tail) x->hq->tail->next = x;
+            else x->hq->head = x;
+            x->hq->tail = x;
+        }
     }
     if (stop) event_base_loopbreak(w->base);
+}
+
+static void worker_abort(worker *w, xfer *x)
+{
+    x->j->aborted = 1;
+    snprintf(x->j->err, sizeof(x->j->err), "tickd stopped before the answer");
+    dispatch_finish(w->d, x->j);
+    xfer_free(x);
 }
 
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     event_base_dispatch(w->base);
-    /* stopping: abort what is still running */
+    /* stopping: abort what waits for a connection, then what runs */
+    for (int b = 0; b < HOSTQ_BUCKETS; b++)
+        for (hostq *q = w->hq[b], *qn; q; q = qn) {
+            qn = q->next;
+            for (xfer *x = q->head, *xn; x; x = xn) {
+                xn = x->next;
+                worker_abort(w, x);
+            }
+            free(q->key);
+            free(q);
+        }
     while (w->active) {
         xfer *x = w->active;
         w->active = x->next;
         curl_multi_remove_handle(w->multi, x->easy);
-        x->j->aborted = 1;
-        snprintf(x->j->err, sizeof(x->j->err), "tickd stopped before the answer");
-        dispatch_finish(w->d, x->j);
-        xfer_free(x);
+        worker_abort(w, x);
     }
     return NULL;
 }
 
-dispatch *dispatch_create(struct event_base *main_base, int workers, dispatch_done_fn *done,
-                          void *priv, char *err, size_t errlen)
+dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
+                          dispatch_done_fn *done, void *priv, char *err, size_t errlen)
 {
     dispatch *d = xcalloc(1, sizeof(*d));
     d->main_base = main_base;
@@ -364,6 +436,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, dispatch_do
         worker *w = &d->w[i];
         w->d = d;
         w->idx = i;
+        w->host_connections = host_connections;
         pthread_mutex_init(&w->mu, NULL);
         w->base = event_base_new();
         w->multi = curl_multi_init();
@@ -382,7 +455,8 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, dispatch_do
         curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
         curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
         curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
-        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, 256L);
+        curl_multi_setopt(w->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)host_connections);
+        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, (long)host_connections * 8);
         d->nworkers = i + 1;
         if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
             snprintf(err, errlen, "dispatch: cannot start worker thread %d", i);

@@ -45,10 +45,12 @@ struct job {
  * by dispatch_free). */
 typedef void dispatch_done_fn(job *j, void *priv);
 
-/* Start `workers` threads. Returns NULL + err. Call evthread_use_pthreads()
+/* Start `workers` threads, each keeping at most `host_connections`
+ * connections to one host (transfers beyond wait for one, reusing it rather
+ * than opening a connection per callback). Returns NULL + err. Call evthread_use_pthreads()
  * before creating `main_base`. */
-dispatch *dispatch_create(struct event_base *main_base, int workers, dispatch_done_fn *done,
-                          void *priv, char *err, size_t errlen);
+dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
+                          dispatch_done_fn *done, void *priv, char *err, size_t errlen);
 
 /* Hand a fired job to a worker (round robin). Main thread only. */
 void dispatch_submit(dispatch *d, job *j);
