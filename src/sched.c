@@ -2,6 +2,7 @@
 #include "sched.h"
 
 #include <event2/event.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,8 @@ struct sched {
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     int64_t claimed, fired, settled;
+    struct chain *batches;  /* settle batches filling in this loop turn */
+    struct event *flush_ev;
 };
 
 /* ---- bookkeeping ------------------------------------------------------- */
@@ -136,17 +139,23 @@ typedef struct step {
     store_script sc;
     int nkeys, nargs;
     char keys[5][128];
-    char args[9][320];
+    char **args;            /* owned */
 } step;
 
+/* The steps recording one attempt, or (a batch) one settle step recording
+ * the attempts of several jobs of one home slice. */
 typedef struct chain {
     sched *sc;
-    job *j;
+    job **jobs;
+    int njobs;
     step steps[3];
     int n, at, tries;
     int64_t retry_due_ms;   /* a retry was scheduled for then (0: none) */
     struct event *retry_ev;
+    struct chain *next;     /* open batches */
 } chain;
+
+#define SETTLE_BATCH 256
 
 static void chain_run(chain *c);
 
@@ -168,9 +177,16 @@ static void chain_done(chain *c)
     if (c->retry_ev) event_free(c->retry_ev);
     /* a retry due within the lookahead is claimed now, not at the next tick */
     if (c->retry_due_ms && c->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
-        sched_kick(sc, sched_bucket_of(c->j->home));
-    sc->settled++;
-    sched_job_gone(sc, c->j);
+        sched_kick(sc, sched_bucket_of(c->jobs[0]->home));
+    for (int i = 0; i < c->njobs; i++) {
+        sc->settled++;
+        sched_job_gone(sc, c->jobs[i]);
+    }
+    for (int i = 0; i < c->n; i++) {
+        for (int a = 0; a < c->steps[i].nargs; a++) free(c->steps[i].args[a]);
+        free(c->steps[i].args);
+    }
+    free(c->jobs);
     free(c);
 }
 
@@ -182,7 +198,8 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
     if (!r) {
         if (++c->tries >= SETTLE_TRIES) {
             /* the lease in Redis will expire and the task run again */
-            log_error("task %s: giving up recording attempt %d: %s", c->j->id, c->j->attempt, err);
+            log_error("task %s%s: giving up recording attempt %d: %s", c->jobs[0]->id,
+                      c->njobs > 1 ? " and others" : "", c->jobs[0]->attempt, err);
             chain_done(c);
             return;
         }
@@ -193,7 +210,7 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
         evtimer_add(c->retry_ev, &tv);
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR) log_error("task %s: %s", c->j->id, r->str);
+    if (r->type == REDIS_REPLY_ERROR) log_error("task %s: %s", c->jobs[0]->id, r->str);
     c->tries = 0;
     if (++c->at < c->n) chain_run(c);
     else chain_done(c);
@@ -202,11 +219,11 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
 static void chain_run(chain *c)
 {
     step *st = &c->steps[c->at];
-    const char *keys[5], *args[9];
+    const char *keys[5];
     for (int i = 0; i < st->nkeys; i++) keys[i] = st->keys[i];
-    for (int i = 0; i < st->nargs; i++) args[i] = st->args[i];
     c->sc->pending++;
-    store_eval(c->sc->s, st->sc, st->nkeys, keys, st->nargs, args, chain_cb, c);
+    store_eval(c->sc->s, st->sc, st->nkeys, keys, st->nargs, (const char **)st->args, chain_cb,
+               c);
 }
 
 static step *chain_add(chain *c, store_script script, const char *slice, const int *which,
@@ -221,44 +238,103 @@ static step *chain_add(chain *c, store_script script, const char *slice, const i
     return st;
 }
 
+static void step_arg(step *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void step_arg(step *st, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if ((st->nargs & 15) == 0)
+        st->args = xrealloc(st->args, sizeof(char *) * (size_t)(st->nargs + 16));
+    st->args[st->nargs++] = xstrdup(buf);
+}
+
 static const int KEYS_SETTLE[] = {0, 1, 2, 3};
 static const int KEYS_PTR[] = {0, 3, 4};
 
+/* The settle step's record of job j (settle.lua takes groups of 8). */
+static void step_settle_job(step *st, const job *j, const char *outcome, int64_t next_due,
+                            const char *next_slice)
+{
+    step_arg(st, "%s", j->id);
+    step_arg(st, "%s", outcome);
+    step_arg(st, "%d", j->attempt);
+    if (j->status_code && !j->ok) step_arg(st, "%ld", j->status_code);
+    else step_arg(st, "%s", "");
+    step_arg(st, "%s", j->ok ? "" : j->err);
+    step_arg(st, "%lld", (long long)next_due);
+    step_arg(st, "%d", strcmp(j->src, j->home) == 0);
+    step_arg(st, "%s", next_slice);
+}
+
+static step *chain_settle_step(chain *c)
+{
+    step *st = chain_add(c, SCRIPT_SETTLE, c->jobs[0]->home, KEYS_SETTLE, 4);
+    step_arg(st, "%lld", (long long)c->sc->cfg->retention_ms);
+    return st;
+}
+
 static void chain_settle(chain *c, const char *outcome, int64_t next_due, const char *next_slice)
 {
-    job *j = c->j;
-    step *st = chain_add(c, SCRIPT_SETTLE, j->home, KEYS_SETTLE, 4);
-    st->nargs = 9;
-    snprintf(st->args[0], sizeof(st->args[0]), "%s", j->id);
-    snprintf(st->args[1], sizeof(st->args[1]), "%s", outcome);
-    snprintf(st->args[2], sizeof(st->args[2]), "%d", j->attempt);
-    if (j->status_code && !j->ok) snprintf(st->args[3], sizeof(st->args[3]), "%ld", j->status_code);
-    else st->args[3][0] = '\0';
-    snprintf(st->args[4], sizeof(st->args[4]), "%s", j->ok ? "" : j->err);
-    snprintf(st->args[5], sizeof(st->args[5]), "%lld", (long long)next_due);
-    snprintf(st->args[6], sizeof(st->args[6]), "%d", strcmp(j->src, j->home) == 0);
-    snprintf(st->args[7], sizeof(st->args[7]), "%lld", (long long)c->sc->cfg->retention_ms);
-    snprintf(st->args[8], sizeof(st->args[8]), "%s", next_slice);
+    step_settle_job(chain_settle_step(c), c->jobs[0], outcome, next_due, next_slice);
 }
 
 static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
 {
     step *st = chain_add(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
-    st->nargs = 4;
-    snprintf(st->args[0], sizeof(st->args[0]), "%s", c->j->id);
-    snprintf(st->args[1], sizeof(st->args[1]), "%s", op);
-    snprintf(st->args[2], sizeof(st->args[2]), "%lld", (long long)due);
-    snprintf(st->args[3], sizeof(st->args[3]), "%lld", (long long)to);
+    step_arg(st, "%s", c->jobs[0]->id);
+    step_arg(st, "%s", op);
+    step_arg(st, "%lld", (long long)due);
+    step_arg(st, "%lld", (long long)to);
 }
 
 static chain *chain_new(sched *sc, job *j)
 {
     chain *c = xcalloc(1, sizeof(*c));
     c->sc = sc;
-    c->j = j;
+    c->jobs = xmalloc(sizeof(job *));
+    c->jobs[0] = j;
+    c->njobs = 1;
     return c;
 }
 
+/* Final outcomes of attempts leased in their home slice are one settle step
+ * each: those finishing in one turn of the loop go to Redis as one call per
+ * home slice (sent by sched_flush_cb once the turn's callbacks have run). */
+static void sched_batch_settle(sched *sc, job *j, const char *outcome)
+{
+    chain *c;
+    for (c = sc->batches; c; c = c->next)
+        if (strcmp(c->jobs[0]->home, j->home) == 0 && c->njobs < SETTLE_BATCH) break;
+    if (!c) {
+        c = chain_new(sc, j);
+        chain_settle_step(c);
+        c->next = sc->batches;
+        sc->batches = c;
+        c->njobs = 0;
+        event_active(sc->flush_ev, EV_READ, 0);
+    }
+    c->jobs = xrealloc(c->jobs, sizeof(job *) * (size_t)(c->njobs + 1));
+    c->jobs[c->njobs++] = j;
+    step_settle_job(&c->steps[0], j, outcome, 0, "");
+}
+
+static void sched_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    sched *sc = arg;
+    chain *list = sc->batches;
+    (void)fd, (void)what;
+    sc->batches = NULL;
+    while (list) {
+        chain *c = list;
+        list = c->next;
+        c->next = NULL;
+        chain_run(c);
+    }
+}
 
 /* An attempt finished: record it, as ordered steps on one slice each. A crash
  * between steps can repeat an attempt, never lose one: the retry's pointer is
@@ -272,14 +348,20 @@ void sched_on_done(sched *sc, job *j)
         return;
     }
     int local = strcmp(j->src, j->home) == 0;
-    chain *c = chain_new(sc, j);
     int64_t now = store_now_ms(sc->s);
     if (j->ok || j->attempt >= j->max_attempts) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
         if (!j->ok) log_info("task %s failed after %d attempts: %s", j->id, j->attempt, j->err);
+        if (local) {
+            sched_batch_settle(sc, j, j->ok ? "ok" : "fail");
+            return;
+        }
+        chain *c = chain_new(sc, j);
         chain_settle(c, j->ok ? "ok" : "fail", 0, "");
-        if (!local) chain_ptr(c, j->src, "done", 0, 0);
+        chain_ptr(c, j->src, "done", 0, 0);
+        chain_run(c);
     } else {
+        chain *c = chain_new(sc, j);
         double jitter = (double)(random() % 1000) / 1000.0;
         int64_t next = now + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
         char slice[TASK_SLICE_MAX];
@@ -294,8 +376,8 @@ void sched_on_done(sched *sc, job *j)
             chain_settle(c, "retry", next, slice);
             if (!local && strcmp(slice, j->src) != 0) chain_ptr(c, j->src, "done", 0, 0);
         }
+        chain_run(c);
     }
-    chain_run(c);
 }
 
 /* Give an unfired claim back: due again where it was. */
@@ -586,8 +668,9 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
     sc->tick_ev = evtimer_new(base, sched_tick_cb, sc);
     sc->wheel_ev = evtimer_new(base, sched_wheel_cb, sc);
+    sc->flush_ev = event_new(base, -1, EV_READ, sched_flush_cb, sc);
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));
-    if (!sc->w || !sc->tick_ev || !sc->wheel_ev) {
+    if (!sc->w || !sc->tick_ev || !sc->wheel_ev || !sc->flush_ev) {
         snprintf(err, errlen, "scheduler: out of memory");
         sched_free(sc);
         return NULL;
@@ -662,6 +745,7 @@ void sched_free(sched *sc)
     if (sc->w) wheel_free(sc->w);
     if (sc->tick_ev) event_free(sc->tick_ev);
     if (sc->wheel_ev) event_free(sc->wheel_ev);
+    if (sc->flush_ev) event_free(sc->flush_ev);
     free(sc->bk);
     free(sc);
 }
