@@ -310,6 +310,7 @@ memstore *memstore_create(struct event_base *base, const config *cfg)
     m->w = wheel_create(1, (uint64_t)mem_now_ms());
     if (!m->w) abort();
     m->wheel_ev = evtimer_new(base, mem_wheel_cb, m);
+    if (m->wheel_ev) event_priority_set(m->wheel_ev, 0); /* as in sched.c */
     m->tabsize = 1024;
     m->tab = xcalloc(m->tabsize, sizeof(*m->tab));
     return m;

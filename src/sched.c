@@ -668,6 +668,9 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
     sc->tick_ev = evtimer_new(base, sched_tick_cb, sc);
     sc->wheel_ev = evtimer_new(base, sched_wheel_cb, sc);
+    /* a due task is never kept waiting by other ready work (main.c sets up
+     * two priorities; where the base has one, this fails harmlessly) */
+    if (sc->wheel_ev) event_priority_set(sc->wheel_ev, 0);
     sc->flush_ev = event_new(base, -1, EV_READ, sched_flush_cb, sc);
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));
     if (!sc->w || !sc->tick_ev || !sc->wheel_ev || !sc->flush_ev) {

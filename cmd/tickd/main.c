@@ -241,8 +241,10 @@ int main(int argc, char **argv)
     if (tickd_args(&t, argc, argv) != 0) return 2;
     log_level = log_level_parse(t.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
+    /* two priorities: the fire wheel's timer (0) runs before API requests,
+     * claims and completions (1) that are ready at the same time */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || evthread_use_pthreads() != 0 ||
-        !(t.base = event_base_new())) {
+        !(t.base = event_base_new()) || event_base_priority_init(t.base, 2) != 0) {
         log_error("cannot initialise libcurl or libevent");
         return 1;
     }
