@@ -28,6 +28,7 @@ typedef struct hostq {
 } hostq;
 
 #define HOSTQ_BUCKETS 256
+#define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
 
 /* One transfer in a worker: the job and what curl needs alive meanwhile. */
 struct xfer {
@@ -55,6 +56,8 @@ struct worker {
     xfer *active;               /* transfers running, for abort on stop */
     hostq *hq[HOSTQ_BUCKETS];
     int host_connections;
+    CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
+    int nspare;
 };
 
 struct dispatch {
@@ -122,7 +125,14 @@ static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
 
 static void xfer_free(xfer *x)
 {
-    if (x->easy) curl_easy_cleanup(x->easy);
+    worker *w = x->w;
+    /* keep the handle: curl_easy_init and cleanup cost more than a reset */
+    if (x->easy && w && w->nspare < EASY_SPARE) {
+        curl_easy_reset(x->easy);
+        w->spare[w->nspare++] = x->easy;
+    } else if (x->easy) {
+        curl_easy_cleanup(x->easy);
+    }
     curl_slist_free_all(x->hdrs);
     free(x->body);
     free(x);
@@ -294,7 +304,8 @@ static int xfer_build(xfer *x)
         goto done;
     }
     x->hq = worker_hostq(x->w, url->valuestring);
-    if (!(x->easy = curl_easy_init())) abort();
+    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : curl_easy_init();
+    if (!x->easy) abort();
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -494,6 +505,7 @@ void dispatch_free(dispatch *d)
         }
         event_free(w->timer_ev);
         event_free(w->wake_ev);
+        while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
         curl_multi_cleanup(w->multi);
         event_base_free(w->base);
         pthread_mutex_destroy(&w->mu);

@@ -1,0 +1,110 @@
+#!/usr/bin/env node
+// Callback receiver of the benchmarks: one node HTTP/1.1 server, keep-alive,
+// answering 200 at once. It records for each callback its arrival time and
+// its due time (tickd: the tickd-scheduled-at header; the BullMQ worker of
+// bullmq.js: x-due), so lateness = arrival - due is measured where a user
+// would see it.
+//
+//   node receiver.js PORT            (PORT 0 = any; the port is printed)
+//   GET  /reset                      forget every recorded callback
+//   GET  /stats[?since=MS]           {count, unique, dups, first, last,
+//                                     p50, p99, max, mean, slow_open, conns, ...}
+//   ANY  /slow[?ms=N]                answer after N ms (default 20000); not
+//                                     recorded, counted in slow_open/slow_total
+//   ANY  other path                  200 "ok", recorded
+'use strict';
+const http = require('http');
+const { performance } = require('perf_hooks');
+
+const port = Number(process.argv[2] || 0);
+const nowMs = () => performance.timeOrigin + performance.now();
+
+let arrivals = [], dues = [], ids = new Map(), dups = 0, nodue = 0;
+let slowOpen = 0, slowTotal = 0;
+let conns = 0, epoch = 0; // conns: TCP connections that carried recorded callbacks since /reset
+
+function reset() {
+  arrivals = []; dues = []; ids = new Map(); dups = 0; nodue = 0; conns = 0; epoch++;
+}
+
+function pct(sorted, p) {
+  if (!sorted.length) return null;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
+  return sorted[i];
+}
+
+function stats(since) {
+  const lat = [];
+  let first = null, last = null, count = 0;
+  for (let i = 0; i < arrivals.length; i++) {
+    const a = arrivals[i];
+    if (a < since) continue;
+    count++;
+    if (first === null || a < first) first = a;
+    if (last === null || a > last) last = a;
+    if (dues[i] > 0) lat.push(a - dues[i]);
+  }
+  const s = Float64Array.from(lat).sort();
+  const r3 = (x) => (x === null ? null : Math.round(x * 1000) / 1000);
+  let sum = 0;
+  for (const x of s) sum += x;
+  return {
+    count, unique: ids.size, dups, nodue, first: r3(first), last: r3(last),
+    with_due: s.length,
+    p50: r3(pct(s, 0.5)), p99: r3(pct(s, 0.99)), max: r3(s.length ? s[s.length - 1] : null),
+    min: r3(s.length ? s[0] : null), mean: r3(s.length ? sum / s.length : null),
+    slow_open: slowOpen, slow_total: slowTotal, conns, now: r3(nowMs()),
+  };
+}
+
+function json(res, obj) {
+  const b = JSON.stringify(obj);
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(b) });
+  res.end(b);
+}
+
+const server = http.createServer((req, res) => {
+  const t = nowMs();
+  req.resume(); // the body is not needed; drain it so the connection is reused
+  const q = req.url.indexOf('?');
+  const path = q < 0 ? req.url : req.url.slice(0, q);
+  const params = new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1));
+  if (path === '/reset') { reset(); return json(res, { ok: true }); }
+  if (path === '/stats') return json(res, stats(Number(params.get('since') || 0)));
+  if (path === '/slow' || path.startsWith('/slow/')) {
+    const ms = Number(params.get('ms') || path.slice(6) || 20000);
+    slowOpen++; slowTotal++;
+    let done = false;
+    const finish = () => { if (!done) { done = true; slowOpen--; } };
+    const tm = setTimeout(() => {
+      finish();
+      if (!res.destroyed) { res.writeHead(200, { 'Content-Length': 2 }); res.end('ok'); }
+    }, ms);
+    res.on('close', () => { clearTimeout(tm); finish(); });
+    return;
+  }
+  const h = req.headers;
+  const due = Number(h['tickd-scheduled-at'] || h['x-due'] || 0);
+  const id = h['tickd-task-id'] || h['x-job-id'] || '';
+  if (req.socket.benchEpoch !== epoch) { req.socket.benchEpoch = epoch; conns++; }
+  arrivals.push(t);
+  dues.push(due);
+  if (!due) nodue++;
+  if (id) {
+    const n = ids.get(id) || 0;
+    if (n) dups++;
+    ids.set(id, n + 1);
+  }
+  res.writeHead(200, { 'Content-Length': 2 });
+  res.end('ok');
+});
+server.keepAliveTimeout = 65000;
+server.headersTimeout = 70000;
+server.requestTimeout = 0;
+server.maxHeadersCount = 200;
+server.on('clientError', (err, sock) => { if (sock.writable) sock.end('HTTP/1.1 400 Bad Request\r\n\r\n'); });
+server.listen({ port, host: '127.0.0.1', backlog: 4096 }, () => {
+  console.log(`receiver listening on ${server.address().port}`);
+});
+process.on('SIGTERM', () => process.exit(0));
+process.on('SIGINT', () => process.exit(0));

@@ -1,0 +1,555 @@
+#!/usr/bin/env bash
+# tickd benchmarks against BullMQ and Redis itself (bench/README.md).
+#
+#   bench/run.sh          (or: make bench, from the repo root)
+#
+# One redis-server (no persistence) on a free port, one callback receiver
+# (bench/receiver.js), and tickd started fresh (Redis flushed) for each of
+# its workloads; the BullMQ side (bench/bullmq.js) runs on the same Redis and
+# the same receiver. Prints a markdown table and writes it, with the
+# machine's details, to bench/results.md. About 4 minutes.
+#
+# Environment: TICKD_* is passed to tickd as usual (e.g. TICKD_SERVER_WORKERS);
+# BENCH_ONLY="ingest burst steady memory" runs a subset; BENCH_TICKD=path
+# benchmarks another tickd binary (its scripts from ../lua beside it);
+# BENCH_KEEP=1 keeps the temp dir (logs) after the run.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$ROOT/bench
+cd "$ROOT"
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ---- what the benchmarks need -------------------------------------------
+
+# command -> Debian package (only the missing ones are installed)
+declare -A PKG=([node]=nodejs [npm]=npm [wrk]=wrk [redis-server]=redis-server
+                [redis-cli]=redis-tools [redis-benchmark]=redis-tools [curl]=curl [jq]=jq)
+missing=()
+for c in "${!PKG[@]}"; do
+  command -v "$c" >/dev/null 2>&1 || missing+=("${PKG[$c]}")
+done
+if ((${#missing[@]})); then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+  [ "$(id -u)" = 0 ] || die "missing; run: sudo apt-get install -y ${missing[*]}"
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 300 apt-get update -qq || die "apt-get update failed"
+  timeout 600 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    die "apt-get install ${missing[*]} failed"
+fi
+want_bullmq=$(jq -r '.dependencies.bullmq' "$BENCH/package.json")
+have_bullmq=$(jq -r '.version' "$BENCH/node_modules/bullmq/package.json" 2>/dev/null || true)
+if [ "$have_bullmq" != "$want_bullmq" ] || [ ! -d "$BENCH/node_modules/ioredis" ]; then
+  log "npm: installing bench/package.json (bullmq $want_bullmq, ioredis) into bench/node_modules"
+  if [ -f "$BENCH/package-lock.json" ]; then npm_cmd=ci; else npm_cmd=install; fi
+  timeout 300 npm "$npm_cmd" --prefix "$BENCH" --no-audit --no-fund --loglevel=error >&2 ||
+    die "npm $npm_cmd --prefix bench failed"
+fi
+TICKD_SRC=${BENCH_TICKD:-$ROOT/build/tickd}
+if [ -n "${BENCH_TICKD:-}" ]; then
+  [ -x "$BENCH_TICKD" ] || die "BENCH_TICKD=$BENCH_TICKD is not an executable"
+elif [ ! -x "$ROOT/build/tickd" ]; then
+  log "build/tickd missing: make build/tickd"
+  make -C "$ROOT" build/tickd >&2 || die "make build/tickd failed"
+fi
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+(( $(ulimit -n) >= 12000 )) || log "warning: ulimit -n is $(ulimit -n); the 10,000-callback memory run needs ~12,000"
+
+cpu_busy() { # percent of CPU time busy over the next second, all CPUs
+  local a b
+  a=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  sleep 1
+  b=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x, " "); split(b, y, " ");
+    t = y[2] - x[2]; v = (t > 0) ? 100 * (y[1] - x[1]) / t : 0; printf "%.0f", v}'
+}
+BUSY0=$(cpu_busy)
+((BUSY0 < 20)) ||
+  log "warning: the CPUs were ${BUSY0} % busy before the run: other processes compete for them, the numbers will be low"
+
+# ---- processes ----------------------------------------------------------
+
+TMP=$(mktemp -d /tmp/tickd-bench.XXXXXX)
+GPIDS=$TMP/pids.global   # redis, receiver
+WPIDS=$TMP/pids.wl       # those of the workload running
+RES=$TMP/results         # key=value, one a line, appended by the workloads
+: >"$GPIDS"; : >"$WPIDS"; : >"$RES"
+
+kill_list() { # TERM each pid of the file still alive, then KILL what is left
+  local f=$1 p
+  [ -s "$f" ] || return 0
+  while read -r p; do kill -TERM "$p" 2>/dev/null || true; done <"$f"
+  for _ in $(seq 50); do
+    local alive=0
+    while read -r p; do kill -0 "$p" 2>/dev/null && alive=1; done <"$f"
+    ((alive)) || break
+    sleep 0.1
+  done
+  while read -r p; do kill -KILL "$p" 2>/dev/null || true; done <"$f"
+  : >"$f"
+}
+WL_PID=   # the subshell running a workload
+cleanup() {
+  local rc=$? c
+  trap - EXIT INT TERM
+  if [ -n "$WL_PID" ]; then
+    for c in $(ps -o pid= --ppid "$WL_PID" 2>/dev/null); do kill -TERM "$c" 2>/dev/null || true; done
+    kill -TERM "$WL_PID" 2>/dev/null || true
+  fi
+  kill_list "$WPIDS"
+  kill_list "$GPIDS"
+  if [ "${BENCH_KEEP:-0}" = 1 ] || ((rc != 0)); then log "logs kept in $TMP"; else rm -rf "$TMP"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+  node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+now_ms() { date +%s%3N; }
+put() { echo "$1=$2" >>"$RES"; }
+get() { local v; v=$(grep "^$1=" "$RES" | tail -1 | cut -d= -f2-); echo "${v:-}"; }
+wait_until() { # wait_until SECONDS DESCRIPTION CMD...: poll CMD every 0.1 s
+  local secs=$1 what=$2 end
+  shift 2
+  end=$(($(date +%s) + secs))
+  until "$@"; do
+    (($(date +%s) < end)) || { log "timed out after ${secs}s waiting for $what"; return 1; }
+    sleep 0.1
+  done
+}
+
+# a copy of the binary and its scripts: a rebuild during the run changes nothing
+mkdir -p "$TMP/tickd/bin"
+cp "$TICKD_SRC" "$TMP/tickd/bin/tickd"
+if [ -d "$(dirname "$TICKD_SRC")/../lua" ]; then cp -r "$(dirname "$TICKD_SRC")/../lua" "$TMP/tickd/lua"
+else cp -r "$ROOT/lua" "$TMP/tickd/lua"; fi
+TICKD=$TMP/tickd/bin/tickd
+LUA=$TMP/tickd/lua
+
+RPORT=$(free_port)
+CPORT=$(free_port)
+TPORT=$(free_port)
+RADDR=127.0.0.1:$RPORT
+CB=http://127.0.0.1:$CPORT
+TURL=http://127.0.0.1:$TPORT
+
+rcli() { timeout 30 redis-cli -h 127.0.0.1 -p "$RPORT" "$@"; }
+mkdir -p "$TMP/redis"
+redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$TMP/redis" --save '' --appendonly no \
+  --logfile "$TMP/redis/log" --daemonize no >/dev/null 2>&1 &
+echo $! >>"$GPIDS"
+wait_until 10 "redis-server :$RPORT" sh -c "[ \"\$(redis-cli -p $RPORT PING 2>/dev/null)\" = PONG ]" ||
+  die "redis-server did not start: $(tail -5 "$TMP/redis/log" 2>/dev/null)"
+
+node "$BENCH/receiver.js" "$CPORT" >"$TMP/receiver.log" 2>&1 &
+echo $! >>"$GPIDS"
+wait_until 10 "receiver :$CPORT" curl -sf -o /dev/null "$CB/stats" ||
+  die "receiver did not start: $(cat "$TMP/receiver.log")"
+
+rstats() { curl -sf --max-time 10 "$CB/stats"; }
+rreset() { curl -sf --max-time 10 -o /dev/null "$CB/reset"; }
+rcount() { rstats | jq -r .count; }
+used_memory() { rcli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
+tickd_stored() { # tasks in every :due zset of the keyspace
+  local n=0 k
+  for k in $(rcli --scan --pattern 'tickd:*:due'); do n=$((n + $(rcli ZCARD "$k"))); done
+  echo "$n"
+}
+
+TICKD_PID=
+tickd_start() { # tickd_start [VAR=value...]: Redis flushed, a fresh tickd
+  tickd_stop
+  rcli FLUSHALL >/dev/null
+  env TICKD_SERVER_SHUTDOWN_GRACE_MS=1000 "$@" "$TICKD" --listen "127.0.0.1:$TPORT" \
+    --redis "$RADDR" >>"$TMP/tickd.log" 2>&1 &
+  TICKD_PID=$!
+  echo "$TICKD_PID" >>"$WPIDS"
+  local i
+  for i in $(seq 150); do
+    kill -0 "$TICKD_PID" 2>/dev/null || { log "tickd exited:"; tail -20 "$TMP/tickd.log" >&2; return 1; }
+    curl -sf -o /dev/null --max-time 2 "$TURL/healthz" && return 0
+    sleep 0.1
+  done
+  log "tickd not healthy after 15 s"
+  return 1
+}
+tickd_stop() {
+  [ -n "$TICKD_PID" ] || return 0
+  kill -TERM "$TICKD_PID" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$TICKD_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$TICKD_PID" 2>/dev/null || true
+  wait "$TICKD_PID" 2>/dev/null || true
+  TICKD_PID=
+}
+flush() { rcli FLUSHALL >/dev/null; }
+
+BWORKER_PID=
+BWORKER_LOG=
+bworker_start() { # bworker_start CONC: a BullMQ worker, running until bworker_stop
+  BWORKER_LOG=$TMP/bworker.$(date +%s%N)
+  node "$BENCH/bullmq.js" worker --redis "$RADDR" --conc "$1" >"$BWORKER_LOG.out" 2>"$BWORKER_LOG.log" &
+  BWORKER_PID=$!
+  echo "$BWORKER_PID" >>"$WPIDS"
+  wait_until 15 "BullMQ worker ready" grep -q 'worker ready' "$BWORKER_LOG.log" ||
+    { tail -5 "$BWORKER_LOG.log" >&2; return 1; }
+}
+bworker_stop() {
+  [ -n "$BWORKER_PID" ] || return 0
+  kill -TERM "$BWORKER_PID" 2>/dev/null || true
+  for _ in $(seq 80); do kill -0 "$BWORKER_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$BWORKER_PID" 2>/dev/null || true
+  wait "$BWORKER_PID" 2>/dev/null || true
+  BWORKER_PID=
+  log "BullMQ worker: $(tail -1 "$BWORKER_LOG.out" 2>/dev/null)"
+}
+
+wrk_rate() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
+wrk_reqs() { awk '/requests in/ {print $1}' "$1"; }
+wrk_errors() { # non-2xx responses + socket errors
+  awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$1"
+}
+mem_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+
+# ---- 1. ingest ----------------------------------------------------------
+
+wl_ingest() {
+  local f n stored rate
+  export BENCH_CB_URL=$CB/cb
+  log "ingest: tickd POST /v1/tasks, wrk -t2 -c64 -d10s"
+  tickd_start
+  f=$TMP/wrk-single.txt
+  timeout 60 wrk -t2 -c64 -d10s --timeout 10s -s "$BENCH/post.lua" "$TURL/v1/tasks" >"$f"
+  cat "$f" >&2
+  rate=$(wrk_rate "$f"); n=$(wrk_reqs "$f"); stored=$(tickd_stored)
+  log "ingest single: $n requests, $stored tasks stored, $(wrk_errors "$f") errors"
+  (($(wrk_errors "$f") == 0)) || { log "wrk saw errors"; return 1; }
+  ((stored >= n)) || { log "fewer tasks stored ($stored) than answered ($n)"; return 1; }
+  put ingest_single_tickd "$rate"
+
+  log "ingest: tickd POST /v1/tasks/batch (1000 tasks), wrk -t2 -c4 -d10s"
+  tickd_start
+  f=$TMP/wrk-batch.txt
+  BENCH_BATCH=1000 timeout 60 wrk -t2 -c4 -d10s --timeout 30s -s "$BENCH/batch.lua" "$TURL/v1/tasks/batch" >"$f"
+  cat "$f" >&2
+  rate=$(wrk_rate "$f"); n=$(wrk_reqs "$f"); stored=$(tickd_stored)
+  log "ingest batch: $n requests, $stored tasks stored, $(wrk_errors "$f") errors"
+  (($(wrk_errors "$f") == 0)) || { log "wrk saw errors"; return 1; }
+  ((stored >= n * 1000)) || { log "fewer tasks stored ($stored) than answered ($((n * 1000)))"; return 1; }
+  put ingest_batch_tickd "$(awk -v r="$rate" 'BEGIN {printf "%.0f", r * 1000}')"
+  tickd_stop
+
+  log "ingest: BullMQ Queue.add, 64 in flight, 10 s"
+  flush
+  f=$(timeout 60 node "$BENCH/bullmq.js" add --redis "$RADDR" --secs 10 --conc 64 --cb "$CB/cb")
+  log "$f"
+  put ingest_single_bullmq "$(jq -r .rate <<<"$f")"
+
+  log "ingest: BullMQ Queue.addBulk (1000 jobs), 4 in flight, 10 s"
+  flush
+  f=$(timeout 60 node "$BENCH/bullmq.js" addbulk --redis "$RADDR" --secs 10 --conc 4 --batch 1000 --cb "$CB/cb")
+  log "$f"
+  put ingest_batch_bullmq "$(jq -r .rate <<<"$f")"
+
+  # Redis's own limit for tickd's add: EVALSHA of lua/lib.lua + lua/add.lua,
+  # pipelined, into one slice 10 minutes ahead (so the STALE check passes)
+  log "ingest: redis-benchmark EVALSHA add.lua -c 32 -P 64"
+  flush
+  local sha sec slice due end total=500000
+  sha=$(rcli SCRIPT LOAD "$(cat "$LUA/lib.lua"; echo; cat "$LUA/add.lua")")
+  [[ $sha =~ ^[0-9a-f]{40}$ ]] || { log "SCRIPT LOAD failed: $sha"; return 1; }
+  sec=$(($(date +%s) + 600))
+  slice=$(date -u -d "@$sec" +%Y%m%d%H%M).3
+  due=$(((sec / 60) * 60000 + 30000))
+  end=$(((sec / 60 + 1) * 60000))
+  local spec="{\"key\":\"k__rand_int__\",\"callback_url\":\"$CB/cb\",\"method\":\"POST\",\"execute_at\":$due,\"retry\":{\"max_attempts\":5,\"backoff_ms\":1000},\"timeout_ms\":10000}"
+  f=$TMP/redis-benchmark.txt
+  timeout 120 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c 32 -P 64 -n "$total" -r 1000000000 -q \
+    EVALSHA "$sha" 3 "tickd:{$slice}:due" "tickd:{$slice}:task" "tickd:{$slice}:del" \
+    "$slice.$due.k__rand_int__" "$spec" "$due" 10000 "$end" 30000 >"$f" 2>&1
+  rate=$(tr '\r' '\n' <"$f" | grep -oE '[0-9]+(\.[0-9]+)? requests per second' | tail -1 | awk '{print $1}')
+  stored=$(rcli ZCARD "tickd:{$slice}:due")
+  log "redis-benchmark: $rate ops/s; $stored of $total stored"
+  ((stored >= total * 99 / 100)) || { log "EVALSHA did not store the tasks: $(rcli EVALSHA "$sha" 3 a b c id '{}' 1 1 "$end" 30000 2>&1)"; return 1; }
+  put ingest_redis_evalsha "$rate"
+  flush
+}
+
+# ---- 2. burst dispatch --------------------------------------------------
+
+BURST_N=20000
+burst_wait() { # burst_wait T: until every task arrived, or T + 60 s
+  local t=$1 deadline=$(($1 + 60000)) c
+  while :; do
+    c=$(rcount)
+    ((c >= BURST_N)) && return 0
+    (($(now_ms) < deadline)) || { log "burst: only $c of $BURST_N arrived by T + 60 s"; return 0; }
+    sleep 0.2
+  done
+}
+burst_record() { # burst_record NAME T
+  local s
+  sleep 1 # late duplicates, if any
+  s=$(rstats)
+  log "burst $1: $s"
+  put "burst_count_$1" "$(jq -r .count <<<"$s")"
+  put "burst_dups_$1" "$(jq -r .dups <<<"$s")"
+  put "burst_p50_$1" "$(jq -r .p50 <<<"$s")"
+  put "burst_p99_$1" "$(jq -r .p99 <<<"$s")"
+  put "burst_max_$1" "$(jq -r .max <<<"$s")"
+  put "burst_conns_$1" "$(jq -r .conns <<<"$s")"
+  # tasks/s over the whole burst: N / (last arrival - T); short of N counts as missed
+  put "burst_rate_$1" "$(jq -r --argjson t "$2" --argjson n "$BURST_N" \
+    'if .count >= $n then ($n / ((.last - $t) / 1000) | floor) else 0 end' <<<"$s")"
+}
+
+wl_burst() {
+  local t r
+  log "burst: tickd, $BURST_N tasks due at one instant T"
+  tickd_start
+  rreset
+  t=$(($(now_ms) + 8000))
+  r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BURST_N" \
+    --batch 1000 --conc 4 --at "$t")
+  log "inserted: $r (T - end = $((t - $(jq -r .end <<<"$r"))) ms)"
+  burst_wait "$t"
+  burst_record tickd "$t"
+  tickd_stop
+
+  log "burst: BullMQ, $BURST_N jobs due at T, Worker concurrency 200"
+  flush
+  rreset
+  bworker_start 200
+  t=$(($(now_ms) + 8000))
+  r=$(timeout 60 node "$BENCH/bullmq.js" insert --redis "$RADDR" --cb "$CB/cb" --n "$BURST_N" \
+    --batch 1000 --conc 4 --at "$t")
+  log "inserted: $r (T - end = $((t - $(jq -r .end <<<"$r"))) ms)"
+  burst_wait "$t"
+  burst_record bullmq "$t"
+  bworker_stop
+  flush
+}
+
+# ---- 3. steady timing ---------------------------------------------------
+
+steady_record() { # steady_record NAME SENT
+  local s sent=$2
+  wait_until 15 "steady $1: all $sent callbacks" sh -c "[ \$(curl -sf $CB/stats | jq -r .count) -ge $sent ]" || true
+  s=$(rstats)
+  log "steady $1: $s"
+  put "steady_count_$1" "$(jq -r .count <<<"$s")"
+  put "steady_sent_$1" "$sent"
+  put "steady_p50_$1" "$(jq -r .p50 <<<"$s")"
+  put "steady_p99_$1" "$(jq -r .p99 <<<"$s")"
+  put "steady_max_$1" "$(jq -r .max <<<"$s")"
+}
+
+wl_steady() {
+  local r
+  log "steady: tickd, 100 tasks / 50 ms (2,000/s), each due 2 s after, 15 s"
+  tickd_start
+  rreset
+  r=$(timeout 60 node "$BENCH/tickd_load.js" steady --url "$TURL" --cb "$CB/cb" --secs 15 --batch 100 \
+    --every 50 --ahead 2000)
+  log "generator: $r"
+  steady_record tickd "$(jq -r .sent <<<"$r")"
+  tickd_stop
+
+  log "steady: BullMQ, addBulk of 100 / 50 ms, delay 2 s, 15 s, Worker concurrency 200"
+  flush
+  bworker_start 200
+  rreset
+  r=$(timeout 60 node "$BENCH/bullmq.js" steady --redis "$RADDR" --cb "$CB/cb" --secs 15 --batch 100 \
+    --every 50 --ahead 2000)
+  log "generator: $r"
+  steady_record bullmq "$(jq -r .sent <<<"$r")"
+  bworker_stop
+  flush
+}
+
+# ---- 4. memory ----------------------------------------------------------
+
+MEM_N=100000
+INFLIGHT_N=10000
+wl_memory() {
+  local before after r n
+  log "memory: tickd, Redis used_memory for $MEM_N pending tasks (200-byte body, due in 1 h)"
+  tickd_start
+  sleep 0.5
+  before=$(used_memory)
+  r=$(timeout 120 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$MEM_N" \
+    --batch 1000 --conc 4 --delay 3600000 --req-bytes 200)
+  log "inserted: $r"
+  sleep 0.5
+  after=$(used_memory)
+  n=$(tickd_stored)
+  ((n == MEM_N)) || { log "tickd stored $n tasks, not $MEM_N"; return 1; }
+  put mem_tickd "$(((after - before) / MEM_N))"
+  log "tickd: used_memory $before -> $after"
+  tickd_stop
+
+  log "memory: BullMQ, Redis used_memory for $MEM_N delayed jobs (200-byte body, due in 1 h)"
+  flush
+  before=$(used_memory)
+  r=$(timeout 120 node "$BENCH/bullmq.js" insert --redis "$RADDR" --cb "$CB/cb" --n "$MEM_N" \
+    --batch 1000 --conc 4 --delay 3600000 --req-bytes 200)
+  log "inserted: $r"
+  sleep 0.5
+  after=$(used_memory)
+  n=$(rcli ZCARD bull:bench:delayed)
+  ((n == MEM_N)) || { log "BullMQ holds $n delayed jobs, not $MEM_N"; return 1; }
+  put mem_bullmq "$(((after - before) / MEM_N))"
+  log "BullMQ: used_memory $before -> $after"
+  flush
+
+  log "memory: tickd RSS with $INFLIGHT_N callbacks in flight to $CB/slow (20 s)"
+  # every callback on its own connection: a tickd that caps connections per
+  # receiving host (server.host_connections) gets the cap lifted for this run
+  local extra=(TICKD_SERVER_MAX_INFLIGHT=$((INFLIGHT_N + 2000)))
+  grep -q '^host_connections' <<<"$("$TICKD" --print-config)" &&
+    extra+=(TICKD_SERVER_HOST_CONNECTIONS=$INFLIGHT_N)
+  tickd_start "${extra[@]}"
+  sleep 0.5
+  put rss_idle_tickd "$(mem_kb "$TICKD_PID")"
+  rreset
+  r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/slow?ms=20000" \
+    --n "$INFLIGHT_N" --batch 1000 --conc 4 --delay 2000 --timeout-ms 60000)
+  log "inserted: $r"
+  wait_until 30 "receiver slow_open >= $((INFLIGHT_N * 99 / 100))" \
+    sh -c "[ \$(curl -sf $CB/stats | jq -r .slow_open) -ge $((INFLIGHT_N * 99 / 100)) ]" || true
+  sleep 1
+  put rss_tickd "$(mem_kb "$TICKD_PID")"
+  put rss_calling_tickd "$(rstats | jq -r .slow_open)"
+  log "tickd: $(curl -sf "$TURL/v1/stats"); receiver: $(rstats | jq -c '{slow_open, slow_total}'); RSS $(get rss_tickd) kB"
+  tickd_stop
+  flush
+
+  log "memory: BullMQ worker RSS with $INFLIGHT_N jobs in flight to $CB/slow (20 s)"
+  sleep 1 # the receiver sees the closed sockets go
+  bworker_start "$INFLIGHT_N"
+  put rss_idle_bullmq "$(mem_kb "$BWORKER_PID")"
+  r=$(timeout 60 node "$BENCH/bullmq.js" insert --redis "$RADDR" --cb "$CB/slow?ms=20000" \
+    --n "$INFLIGHT_N" --batch 1000 --conc 4 --delay 2000)
+  log "inserted: $r"
+  wait_until 30 "receiver slow_open >= $((INFLIGHT_N * 99 / 100))" \
+    sh -c "[ \$(curl -sf $CB/stats | jq -r .slow_open) -ge $((INFLIGHT_N * 99 / 100)) ]" || true
+  sleep 1
+  put rss_bullmq "$(mem_kb "$BWORKER_PID")"
+  put rss_calling_bullmq "$(rstats | jq -r .slow_open)"
+  log "BullMQ worker: receiver $(rstats | jq -c '{slow_open, slow_total}'); RSS $(get rss_bullmq) kB"
+  bworker_stop
+  flush
+}
+
+# ---- run ----------------------------------------------------------------
+
+run_wl() { # run_wl NAME: the workload in a subshell with errexit; a failure is reported, not fatal
+  local rc=0
+  log "=== $1"
+  (set -e; "wl_$1") &
+  WL_PID=$!
+  wait "$WL_PID" || rc=$?
+  WL_PID=
+  kill_list "$WPIDS"
+  ((rc == 0)) || { log "workload $1 FAILED (rc=$rc); logs in $TMP"; put "failed_$1" 1; BENCH_KEEP=1; }
+}
+
+started=$(date +%s)
+only=${BENCH_ONLY:-ingest burst steady memory}
+for w in $only; do run_wl "$w"; done
+log "workloads done in $(($(date +%s) - started)) s"
+
+# ---- report -------------------------------------------------------------
+
+num() { local v; v=$(get "$1"); [[ $v =~ ^-?[0-9.]+$ ]] && echo "$v" || echo ""; }
+fmt() { # fmt VALUE [DECIMALS]: thousands grouped, "n/a" when empty
+  [ -n "$1" ] || { echo "n/a"; return; }
+  LC_ALL=C awk -v v="$1" -v d="${2:-0}" 'BEGIN {
+    s = sprintf("%." d "f", v); split(s, p, "."); i = p[1]; neg = (i ~ /^-/); sub(/^-/, "", i)
+    o = ""; while (length(i) > 3) { o = "," substr(i, length(i) - 2) o; i = substr(i, 1, length(i) - 3) }
+    o = i o; if (neg) o = "-" o; if (d > 0) o = o "." p[2]; print o }'
+}
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f×", a / b; else print "n/a"}' || echo "n/a"; }
+judge() { # judge AWK-CONDITION a b: met / missed / n/a
+  [ -n "$2" ] && { [ -n "${3:-}" ] || [[ $1 != *b* ]]; } || { echo "n/a"; return; }
+  awk -v a="$2" -v b="${3:-0}" "BEGIN {print ($1) ? \"met\" : \"**missed**\"}"
+}
+
+ist=$(num ingest_single_tickd); isb=$(num ingest_single_bullmq)
+ibt=$(num ingest_batch_tickd); ibr=$(num ingest_redis_evalsha); ibb=$(num ingest_batch_bullmq)
+brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq)
+bpt=$(num burst_p99_tickd); bpb=$(num burst_p99_bullmq)
+b5t=$(num burst_p50_tickd); b5b=$(num burst_p50_bullmq)
+spt=$(num steady_p99_tickd); spb=$(num steady_p99_bullmq)
+s5t=$(num steady_p50_tickd); s5b=$(num steady_p50_bullmq)
+smt=$(num steady_max_tickd); smb=$(num steady_max_bullmq)
+mt=$(num mem_tickd); mb=$(num mem_bullmq)
+rt=$(num rss_tickd); rb=$(num rss_bullmq)
+mib() { [ -n "$1" ] && awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}' || echo ""; }
+# burst complete? (every task delivered once)
+for s in tickd bullmq; do
+  c=$(num "burst_count_$s")
+  [ -z "$c" ] || ((c >= BURST_N)) || log "burst $s delivered $c of $BURST_N"
+done
+
+table=$(
+  echo "| workload | tickd | BullMQ / Redis | tickd ÷ peer | target | result |"
+  echo "| --- | ---: | ---: | ---: | --- | --- |"
+  echo "| ingest, single POST /v1/tasks vs Queue.add, 64 in flight (tasks/s) | $(fmt "$ist") | $(fmt "$isb") (BullMQ) | $(ratio "$ist" "$isb") | ≥ 3× BullMQ | $(judge 'a >= 3 * b' "$ist" "$isb") |"
+  echo "| ingest, batch of 1000 vs redis-benchmark EVALSHA add.lua -P 64 (tasks/s) | $(fmt "$ibt") | $(fmt "$ibr") (Redis) | $(ratio "$ibt" "$ibr") | ≥ 60 % of Redis | $(judge 'a >= 0.6 * b' "$ibt" "$ibr") |"
+  echo "| ingest, batch of 1000 vs Queue.addBulk of 1000 (tasks/s) | $(fmt "$ibt") | $(fmt "$ibb") (BullMQ) | $(ratio "$ibt" "$ibb") | — | info |"
+  echo "| burst, $(fmt $BURST_N) due at one instant (tasks/s) | $(fmt "$brt") | $(fmt "$brb") | $(ratio "$brt" "$brb") | ≥ 3× BullMQ | $(judge 'a >= 3 * b && a > 0' "$brt" "$brb") |"
+  echo "| burst lateness p99 (ms) | $(fmt "$bpt" 1) | $(fmt "$bpb" 1) | $(ratio "$bpt" "$bpb") | lower than BullMQ | $(judge 'a < b' "$bpt" "$bpb") |"
+  echo "| burst lateness p50 (ms) | $(fmt "$b5t" 1) | $(fmt "$b5b" 1) | $(ratio "$b5t" "$b5b") | — | info |"
+  echo "| steady 2,000/s due +2 s, lateness p50 (ms) | $(fmt "$s5t" 1) | $(fmt "$s5b" 1) | $(ratio "$s5t" "$s5b") | — | info |"
+  echo "| steady 2,000/s due +2 s, lateness p99 (ms) | $(fmt "$spt" 1) | $(fmt "$spb" 1) | $(ratio "$spt" "$spb") | ≤ 20 ms | $(judge 'a <= 20' "$spt") |"
+  echo "| steady 2,000/s due +2 s, lateness max (ms) | $(fmt "$smt" 1) | $(fmt "$smb" 1) | $(ratio "$smt" "$smb") | — | info |"
+  echo "| Redis used_memory per pending task, 200-byte body (bytes) | $(fmt "$mt") | $(fmt "$mb") | $(ratio "$mt" "$mb") | ≤ BullMQ | $(judge 'a <= b' "$mt" "$mb") |"
+  echo "| process RSS, $(fmt $INFLIGHT_N) callbacks in flight (MiB; tickd vs BullMQ worker) | $(fmt "$(mib "$rt")" 1) | $(fmt "$(mib "$rb")" 1) | $(ratio "$rt" "$rb") | — | info |"
+)
+notes=$(
+  for s in tickd bullmq; do
+    c=$(num "burst_count_$s"); d=$(num "burst_dups_$s")
+    echo "- burst $s: $(fmt "$c") of $(fmt $BURST_N) callbacks arrived, $(fmt "$d") duplicates, over $(fmt "$(num "burst_conns_$s")") new TCP connections to the receiver"
+    echo "- steady $s: $(fmt "$(num "steady_count_$s")") of $(fmt "$(num "steady_sent_$s")") callbacks arrived"
+  done
+  echo "- idle RSS: tickd $(fmt "$(mib "$(num rss_idle_tickd)")" 1) MiB, BullMQ worker $(fmt "$(mib "$(num rss_idle_bullmq)")" 1) MiB; in flight at the RSS reading: tickd $(fmt "$(num rss_calling_tickd)"), BullMQ $(fmt "$(num rss_calling_bullmq)")"
+  for w in ingest burst steady memory; do
+    [ -z "$(get "failed_$w")" ] || echo "- workload $w FAILED; its cells are n/a or partial"
+  done
+)
+
+echo
+echo "$table"
+echo
+echo "$notes"
+
+if [ -n "${BENCH_ONLY:-}" ] || [ -n "${BENCH_TICKD:-}" ]; then
+  log "BENCH_ONLY / BENCH_TICKD set: bench/results.md left as it was"
+  exit 0
+fi
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+{
+  echo "# tickd benchmark results"
+  echo
+  echo "Written by bench/run.sh ($(date -u +%Y-%m-%dT%H:%MZ)); see bench/README.md for what each row measures."
+  echo
+  echo "$table"
+  echo
+  echo "$notes"
+  echo
+  echo "## Machine"
+  echo
+  echo "- CPUs: $(nproc) × ${cpu:-unknown}"
+  echo "- kernel: $(uname -sr); CPUs busy before the run (other processes) ${BUSY0} %"
+  echo "- tickd: $("$TICKD" --version 2>/dev/null) ($(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')), default config$(env | grep -q '^TICKD_' && echo " with $(env | grep '^TICKD_' | sort | tr '\n' ' ')") (workers = nproc) except the RSS run (max_inflight $((INFLIGHT_N + 2000)), no connection cap per host)"
+  echo "- redis-server: $(redis-server --version | awk '{print $3}' | sed 's/v=//'), no persistence, on the same machine"
+  echo "- node: $(node --version), bullmq $(jq -r .version "$BENCH/node_modules/bullmq/package.json"), ioredis $(jq -r .version "$BENCH/node_modules/ioredis/package.json")"
+  echo "- wrk: $(wrk -v 2>&1 | head -1 | awk '{print $2}')"
+} >"$BENCH/results.md"
+log "wrote bench/results.md"
