@@ -214,8 +214,9 @@ static void worker_sock_ev(evutil_socket_t fd, short kind, void *arg)
     int running;
     int action = ((kind & EV_READ) ? CURL_CSELECT_IN : 0) | ((kind & EV_WRITE) ? CURL_CSELECT_OUT : 0);
     curl_multi_socket_action(w->multi, fd, action, &running);
+    /* curl keeps its timer through worker_timer_cb; completions may start
+     * queued transfers, whose timer must stay armed */
     worker_check(w);
-    if (running <= 0 && evtimer_pending(w->timer_ev, NULL)) evtimer_del(w->timer_ev);
 }
 
 static void worker_timer_ev(evutil_socket_t fd, short kind, void *arg)

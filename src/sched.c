@@ -14,6 +14,7 @@
 
 #define SETTLE_TRIES 40
 #define SETTLE_BACKOFF_MAX_MS 2000
+#define BACKLOG_GATHER_MS 20
 
 typedef struct bucket_scan {
     sched *sc;
@@ -45,6 +46,7 @@ struct sched {
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     int64_t claimed, fired, settled;
+    int64_t backlog_until_ms; /* overdue claims gather until then */
     struct chain *batches;  /* settle batches filling in this loop turn */
     struct event *flush_ev;
 };
@@ -100,6 +102,7 @@ static void sched_wheel_arm(sched *sc)
     }
     int64_t now = store_now_ms(sc->s);
     int64_t delay = (int64_t)next - now;
+    if (delay < sc->backlog_until_ms - now) delay = sc->backlog_until_ms - now;
     if (delay < 0) delay = 0;
     struct timeval tv = {delay / 1000, (delay % 1000) * 1000};
     event_add(sc->wheel_ev, &tv);
@@ -126,7 +129,14 @@ static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
 
 static void sched_wait(sched *sc, job *j)
 {
-    /* an overdue task fires on the next advance, oldest first */
+    int64_t now = store_now_ms(sc->s);
+    /* An overdue task fires on the next advance, oldest first. A backlog
+     * (catching up after downtime) comes in one claim reply per bucket and
+     * slice, a round trip apart: the wheel waits BACKLOG_GATHER_MS for the
+     * other buckets' replies so that their tasks too go out oldest first.
+     * Tasks due now are not held: only those later than the lookahead. */
+    if (j->due_ms + sc->cfg->lookahead_ms < now && sc->backlog_until_ms < now)
+        sc->backlog_until_ms = now + BACKLOG_GATHER_MS;
     wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->due_ms > 0 ? j->due_ms : 0), 0, 1);
     sched_wheel_arm(sc);
 }

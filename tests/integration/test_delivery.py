@@ -88,3 +88,17 @@ def test_get_shows_each_state(tickd, receiver):
     time.sleep(3.5)
     assert len(receiver.by_task()[r["id"]]) == 1
     assert tickd.get(r["id"])[1]["status"] == "cancelled"
+
+
+def test_callbacks_queue_per_host_in_order(redis, receiver, tickd_factory):
+    """With one connection per host, callbacks beyond it wait their turn and
+    all go out, in due order."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
+                                  "TICKD_SERVER_HOST_CONNECTIONS": "1"}).start()
+    base = now_ms() + 2000
+    res = t.batch([{"callback_url": receiver.url("/slow/20"), "key": f"q{i}",
+                    "execute_at": base + i} for i in range(60)])
+    wait_for(lambda: receiver.count() >= 60, 15, what="60 queued callbacks")
+    calls = receiver.by_task()
+    order = sorted(calls, key=lambda i: calls[i][0]["t"])
+    assert order == [r["id"] for r in res]
