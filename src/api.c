@@ -142,7 +142,9 @@ static void api_finish_error(api_req *r, int status, const char *code, const cha
 
 /* ---- rendering --------------------------------------------------------- */
 
-char *api_render_task(const char *id, const char *spec, const char *state)
+/* Render a stored task for GET: the spec plus id, status, attempts and the
+ * last failure. A malloc'd JSON string, or NULL if spec or state is not JSON. */
+static char *api_render_task(const char *id, const char *spec, const char *state)
 {
     cJSON *o = cJSON_Parse(spec), *st = cJSON_Parse(state);
     char *out = NULL;

@@ -41,9 +41,4 @@ int api_busy(const api *a);
 
 void api_free(api *a);
 
-/* Render a stored task for GET: the spec plus id, status, attempts and the
- * last failure. Returns a malloc'd JSON string, or NULL if spec or state is
- * not valid JSON. */
-char *api_render_task(const char *id, const char *spec, const char *state);
-
 #endif

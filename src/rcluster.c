@@ -110,7 +110,6 @@ unsigned rc_key_slot(const char *key, size_t len)
 
 int rc_is_cluster(const rcluster *c) { return c->cluster; }
 int rc_node_count(const rcluster *c) { return c->nnodes; }
-int rc_node_up(const rcluster *c, int node) { return c->nodes[node]->link[0].up; }
 const char *rc_node_name(const rcluster *c, int node) { return c->nodes[node]->name; }
 
 int rc_node_serves(const rcluster *c, int node)

@@ -54,10 +54,8 @@ void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, 
 void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen);
 
-/* Number of nodes known (masters in cluster mode), and whether node i is
- * connected now. */
+/* Number of nodes known (masters in cluster mode). */
 int rc_node_count(const rcluster *c);
-int rc_node_up(const rcluster *c, int node);
 const char *rc_node_name(const rcluster *c, int node);
 
 /* 1 if node i serves at least one slot (always, for a single server). */

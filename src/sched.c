@@ -735,7 +735,7 @@ void sched_stop(sched *sc)
              sc->held - sc->calling, sc->held - sc->calling == 1 ? "" : "s", sc->calling);
 }
 
-int sched_inflight(const sched *sc) { return sc->calling; }
+int sched_calling(const sched *sc) { return sc->calling; }
 
 void sched_stats(const sched *sc, cJSON *obj)
 {

@@ -41,8 +41,8 @@ void sched_kick(sched *sc, int bucket);
 /* Stop claiming; give back to Redis every claimed task not yet fired. */
 void sched_stop(sched *sc);
 
-/* Jobs held (claimed, not settled), and those being called now. */
-int sched_inflight(const sched *sc);
+/* Callbacks being made now. */
+int sched_calling(const sched *sc);
 /* 1 when nothing is held and no Redis call of the scheduler is pending. */
 int sched_idle(const sched *sc);
 

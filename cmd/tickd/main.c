@@ -132,7 +132,7 @@ static void tickd_done(job *j, void *priv)
 
 static int tickd_calling(const tickd *t)
 {
-    return t->sc ? sched_inflight(t->sc) : memstore_calling(t->mem);
+    return t->sc ? sched_calling(t->sc) : memstore_calling(t->mem);
 }
 
 static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
