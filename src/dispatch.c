@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "log.h"
 #include "util.h"
@@ -39,6 +40,7 @@ struct xfer {
     struct curl_slist *hdrs;
     char *body;
     char errbuf[CURL_ERROR_SIZE];
+    int64_t queued_ms;          /* monotonic: when the worker took it */
     struct xfer *next, *prev;
 };
 
@@ -138,8 +140,36 @@ static void xfer_free(xfer *x)
     free(x);
 }
 
+static int64_t dispatch_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Start x in curl, or queue it behind its host's busy connections. The
+ * task's timeout_ms covers the whole attempt, the wait for a connection
+ * included, so an attempt always ends (and is recorded) within its lease. */
 static void worker_start(worker *w, xfer *x)
 {
+    if (x->hq->active >= w->host_connections) {
+        x->next = NULL;
+        if (x->hq->tail) x->hq->tail->next = x;
+        else x->hq->head = x;
+        x->hq->tail = x;
+        return;
+    }
+    int64_t left = x->j->timeout_ms - (dispatch_mono_ms() - x->queued_ms);
+    if (left <= 0) {
+        job *j = x->j;
+        snprintf(j->err, sizeof(j->err),
+                 "timeout: no connection to the host was free within timeout_ms");
+        xfer_free(x);
+        dispatch_finish(w->d, j);
+        return;
+    }
+    curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)left);
+    if (left < 10000) curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
     x->hq->active++;
     x->prev = NULL;
     x->next = w->active;
@@ -188,7 +218,8 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     xfer_free(x);
     dispatch_finish(w->d, j);
     hq->active--;
-    if (hq->head) {
+    /* the next queued transfer (several, if some had run out of time) */
+    while (hq->head && hq->active < w->host_connections) {
         xfer *next = hq->head;
         hq->head = next->next;
         if (!hq->head) hq->tail = NULL;
@@ -311,9 +342,7 @@ static int xfer_build(xfer *x)
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, cJSON_IsNumber(to) ? (long)to->valuedouble : 10000L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     cJSON_IsNumber(to) && to->valuedouble < 10000 ? (long)to->valuedouble : 10000L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
@@ -390,14 +419,8 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
             dispatch_finish(w->d, j);
             continue;
         }
-        if (x->hq->active < w->host_connections) {
-            worker_start(w, x);
-        } else {
-            x->next = NULL;
-            if (x->hq->tail) x->hq->tail->next = x;
-            else x->hq->head = x;
-            x->hq->tail = x;
-        }
+        x->queued_ms = dispatch_mono_ms();
+        worker_start(w, x);
     }
     if (stop) event_base_loopbreak(w->base);
 }

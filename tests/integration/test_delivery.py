@@ -102,3 +102,20 @@ def test_callbacks_queue_per_host_in_order(redis, receiver, tickd_factory):
     calls = receiver.by_task()
     order = sorted(calls, key=lambda i: calls[i][0]["t"])
     assert order == [r["id"] for r in res]
+
+
+def test_timeout_covers_the_wait_for_a_connection(redis, receiver, tickd_factory):
+    """timeout_ms bounds the whole attempt, queueing for a connection to the
+    host included, so an attempt always ends within its lease."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
+                                  "TICKD_SERVER_HOST_CONNECTIONS": "1"}).start()
+    due = now_ms() + 2000
+    res = t.batch([{"callback_url": receiver.url("/slow/1500"), "timeout_ms": 1000,
+                    "retry": {"max_attempts": 1}, "key": f"w{i}", "execute_at": due}
+                   for i in range(3)])
+    ids = [r["id"] for r in res]
+    wait_for(lambda: all(t.get(i)[1]["status"] == "failed" for i in ids), 10, what="all failed")
+    done = now_ms()
+    assert done - due < 2500, done - due  # not 3 x 1000 ms one after the other
+    errors = [t.get(i)[1]["last_error"] for i in ids]
+    assert any("no connection to the host was free" in e for e in errors), errors
