@@ -49,3 +49,32 @@ def batch_with_one_bad_task(tickd, receiver):
     assert code == 400 and r["error"]["message"].startswith("tasks:")
     time.sleep(0.2)
     assert receiver.count() == 4
+
+
+def retried_then_succeeds(tickd, receiver):
+    """500 then 200: retried after the backoff, then succeeded."""
+    t = tickd.post({"callback_url": receiver.url("/fail/1"),
+                    "retry": {"max_attempts": 3, "backoff_ms": 300}})
+    wait_for(lambda: tickd.get(t["id"])[1].get("attempts") == 1, 5, what="first attempt")
+    g = tickd.get(t["id"])[1]
+    assert g["status"] in ("scheduled", "running") and g["last_error"] == "HTTP 500"
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "succeeded", 10, what="succeeded")
+    calls = receiver.by_task()[t["id"]]
+    assert [c["headers"]["tickd-attempt"] for c in calls] == ["1", "2"]
+    gap = calls[1]["t"] - calls[0]["t"]
+    assert 240 - 5 <= gap <= 300 + 150, gap  # backoff 300 ms less up to 20 % jitter
+    g = tickd.get(t["id"])[1]
+    assert g["attempts"] == 2 and g["last_status_code"] == 500 and g["last_error"] == "HTTP 500"
+
+
+def fails_after_max_attempts(tickd, receiver):
+    """Always 500: failed after max_attempts, the last error kept."""
+    t = tickd.post({"callback_url": receiver.url("/status/500"),
+                    "retry": {"max_attempts": 4, "backoff_ms": 100}})
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 10, what="failed")
+    time.sleep(0.5)
+    assert len(receiver.by_task()[t["id"]]) == 4
+    g = tickd.get(t["id"])[1]
+    assert g["attempts"] == 4 and g["last_status_code"] == 500 and "finished_at" in g
+    assert g["last_error"] == "HTTP 500" and "next_attempt_at" not in g
+    assert tickd.delete(t["id"])[0] == 409

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from harness import Receiver, Redis, Tickd, now_ms, percentile, wait_for
-from scenarios import batch_with_one_bad_task, request_arrives_exactly
+from scenarios import (batch_with_one_bad_task, fails_after_max_attempts,
+                       request_arrives_exactly, retried_then_succeeds)
 
 LATE_P99_MS = 50
 
@@ -129,30 +130,11 @@ def test_request_arrives_exactly(mem, receiver):
 
 
 def test_500_then_200_is_retried_and_succeeds(mem, receiver):
-    t = mem.post({"callback_url": receiver.url("/fail/1"),
-                  "retry": {"max_attempts": 3, "backoff_ms": 300}})
-    wait_for(lambda: mem.get(t["id"])[1].get("attempts") == 1, 5, what="first attempt")
-    g = mem.get(t["id"])[1]
-    assert g["status"] in ("scheduled", "running") and g["last_error"] == "HTTP 500"
-    wait_for(lambda: status(mem, t["id"]) == "succeeded", 10, what="succeeded")
-    calls = receiver.by_task()[t["id"]]
-    assert [c["headers"]["tickd-attempt"] for c in calls] == ["1", "2"]
-    gap = calls[1]["t"] - calls[0]["t"]
-    assert 240 - 5 <= gap <= 300 + 150, gap  # backoff 300 ms less up to 20 % jitter
-    g = mem.get(t["id"])[1]
-    assert g["attempts"] == 2 and g["last_status_code"] == 500 and g["last_error"] == "HTTP 500"
+    retried_then_succeeds(mem, receiver)
 
 
 def test_always_500_fails_after_max_attempts(mem, receiver):
-    t = mem.post({"callback_url": receiver.url("/status/500"),
-                  "retry": {"max_attempts": 4, "backoff_ms": 100}})
-    wait_for(lambda: status(mem, t["id"]) == "failed", 10, what="failed")
-    time.sleep(0.5)
-    assert len(receiver.by_task()[t["id"]]) == 4
-    g = mem.get(t["id"])[1]
-    assert g["attempts"] == 4 and g["last_status_code"] == 500 and "finished_at" in g
-    assert g["last_error"] == "HTTP 500" and "next_attempt_at" not in g
-    assert mem.delete(t["id"])[0] == 409
+    fails_after_max_attempts(mem, receiver)
 
 
 def test_get_states_match_redis_store(tickd, mem, receiver):
