@@ -255,7 +255,8 @@ typedef struct store_op {
     void *priv;
     int pending;           /* health: replies still to come */
     int failed;
-    char err[200];
+    char err[200];         /* health: the first failure */
+    char *state;           /* add: the task's state JSON as Redis answered */
 } store_op;
 
 static void store_add_send(store_op *op);
@@ -273,8 +274,9 @@ static void store_wait_cb(redisReply *r, const char *err, void *priv)
                  r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : (err ? err : "error"));
         cb(ST_UNAVAILABLE, op->id, NULL, why, op->priv);
     } else {
-        cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->err, NULL, op->priv);
+        cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->state, NULL, op->priv);
     }
+    free(op->state);
     free(op);
 }
 
@@ -297,7 +299,7 @@ static void store_add_cb(redisReply *r, const char *err, void *priv)
         return;
     }
     op->exists = r->element[0]->integer == 0;
-    snprintf(op->err, sizeof(op->err), "%s", r->element[1]->str); /* the state */
+    op->state = xstrndup(r->element[1]->str, r->element[1]->len);
     if (op->s->wait_replicas > 0 && !op->exists) {
         char n[24], ms[24];
         snprintf(n, sizeof(n), "%lld", (long long)op->s->wait_replicas);
@@ -306,7 +308,8 @@ static void store_add_cb(redisReply *r, const char *err, void *priv)
         rc_command_lane(op->s->rc, op->route, 1, store_wait_cb, op, 3, argv, NULL);
         return;
     }
-    cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->err, NULL, op->priv);
+    cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->state, NULL, op->priv);
+    free(op->state);
     free(op);
 }
 

@@ -111,3 +111,18 @@ def test_batch_with_one_bad_task(tickd, receiver):
 
 def test_healthz(tickd, redis):
     assert tickd.request("GET", "/healthz") == (200, {"redis": "ok"})
+
+
+def test_repost_of_a_finished_task_shows_its_status(tickd, redis):
+    """A re-POST answers 200 with the stored task's status, however long the
+    state Redis holds (here a last error of 500 bytes)."""
+    body = {"callback_url": "http://127.0.0.1:1/", "key": "done-once",
+            "execute_at": now_ms(), "retry": {"max_attempts": 1}}
+    first = tickd.post(body)
+    wait_for(lambda: tickd.get(first["id"])[1]["status"] == "failed", 10, what="failed")
+    key = "tickd:{%s}:task" % first["id"].rsplit(".", 2)[0]
+    state = json.loads(redis.cli("HGET", key, "s:" + first["id"]))
+    state["err"] = "e" * 500
+    redis.cli("HSET", key, "s:" + first["id"], json.dumps(state))
+    code, again = tickd.request("POST", "/v1/tasks", body)
+    assert code == 200 and again["id"] == first["id"] and again["status"] == "failed", again
