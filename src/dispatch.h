@@ -29,7 +29,6 @@ struct job {
     int64_t due_ms;
     int attempt;                /* 1, 2, ... */
     char *spec;                 /* task JSON (malloc'd, owned by the job) */
-    void *owner;                /* the store mode's own data */
     /* set by the pool */
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */

@@ -252,7 +252,6 @@ void memstore_add(void *self, const task_input *ti, store_add_fn *cb, void *priv
     snprintf(t->status, sizeof(t->status), "scheduled");
     t->j.due_ms = ti->due_ms;
     t->j.spec = xstrdup(ti->spec);
-    t->j.owner = m;
     wheel_timer_init(&t->j.timer, mem_fire, m);
     wheel_timer_init(&t->expire, mem_expire, m);
     mem_insert(m, t);

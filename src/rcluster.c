@@ -108,7 +108,6 @@ unsigned rc_key_slot(const char *key, size_t len)
     return rc_crc16(key, len) & (RC_SLOTS - 1);
 }
 
-int rc_is_cluster(const rcluster *c) { return c->cluster; }
 int rc_node_count(const rcluster *c) { return c->nnodes; }
 const char *rc_node_name(const rcluster *c, int node) { return c->nodes[node]->name; }
 

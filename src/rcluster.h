@@ -38,9 +38,6 @@ void rc_free(rcluster *c);
 
 void rc_set_connect_cb(rcluster *c, rc_connect_fn *fn, void *priv);
 
-/* 1 in cluster mode. */
-int rc_is_cluster(const rcluster *c);
-
 /* Send a command; see the contract above. */
 void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
                 int argc, const char **argv, const size_t *argvlen);
