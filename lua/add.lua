@@ -1,18 +1,45 @@
--- add: store a task in its home slice. Idempotent on the id.
--- KEYS: due, task, del. ARGV: id, spec, due_ms, timeout_ms, slice_end_ms, grace_ms
--- Returns {1, state} when stored, {0, state} when the id existed already.
--- Refuses (error STALE) a slice the scan may already have passed.
+-- add: store tasks in their home slice (this call's slice). Idempotent on the id.
+-- KEYS: due, task, del. ARGV: slice_end_ms, grace_ms, then per task a group
+-- of 4: id, spec, due_ms, timeout_ms (due_ms and timeout_ms as integers).
+-- Returns two elements per task, in order: 1 and its state when stored, or 0
+-- and the state already stored under that id (also for an id repeated within
+-- the call: the first one is stored).
+-- Refuses (error STALE) a slice the scan may already have passed: nothing is
+-- written then.
 local now = now_ms()
-if tonumber(ARGV[5]) + tonumber(ARGV[6]) <= now then
+if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
   return redis.error_reply('STALE slice already passed by the scan')
 end
-local old = redis.call('HGET', KEYS[2], 's:' .. ARGV[1])
-if old then return {0, old} end
-local st = cjson.encode({s = 'scheduled', a = 0, due = tonumber(ARGV[3]), to = tonumber(ARGV[4])})
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2], 's:' .. ARGV[1], st)
-redis.call('HINCRBY', KEYS[2], '#open', 1)
-redis.call('PERSIST', KEYS[2])
-redis.call('PERSIST', KEYS[3])
-redis.call('SREM', KEYS[3], ARGV[1])
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-return {1, st}
+local sfields = {}
+for i = 3, #ARGV, 4 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+local old = redis.call('HMGET', KEYS[2], unpack(sfields))
+local out, seen, hset, zadd, ids = {}, {}, {}, {}, {}
+for i = 3, #ARGV, 4 do
+  local id, n = ARGV[i], (i - 3) / 4 + 1
+  local prev = old[n] or seen[id]
+  if prev then
+    out[#out + 1] = 0
+    out[#out + 1] = prev
+  else
+    local st = '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] .. '}'
+    seen[id] = st
+    hset[#hset + 1] = id
+    hset[#hset + 1] = ARGV[i + 1]
+    hset[#hset + 1] = sfields[n]
+    hset[#hset + 1] = st
+    zadd[#zadd + 1] = ARGV[i + 2]
+    zadd[#zadd + 1] = id
+    ids[#ids + 1] = id
+    out[#out + 1] = 1
+    out[#out + 1] = st
+  end
+end
+if #ids > 0 then
+  redis.call('HSET', KEYS[2], unpack(hset))
+  redis.call('HINCRBY', KEYS[2], '#open', #ids)
+  redis.call('PERSIST', KEYS[2])
+  redis.call('PERSIST', KEYS[3])
+  redis.call('SREM', KEYS[3], unpack(ids))
+  redis.call('ZADD', KEYS[1], unpack(zadd))
+end
+return out

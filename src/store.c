@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 #include "log.h"
 #include "util.h"
 
@@ -76,6 +78,8 @@ static void store_on_connect(rcluster *rc, int node, void *priv)
     }
 }
 
+static void store_add_flush_cb(evutil_socket_t fd, short what, void *arg);
+
 static int store_sync_clock(store *s, char *err, size_t errlen)
 {
     int64_t t0 = store_realtime_ms();
@@ -94,7 +98,7 @@ static int store_sync_clock(store *s, char *err, size_t errlen)
     return 0;
 }
 
-int store_init(store *s, rcluster *rc, const char *prefix, const char *scripts_dir,
+int store_init(store *s, struct event_base *base, rcluster *rc, const char *prefix, const char *scripts_dir,
                int buckets, char *err, size_t errlen)
 {
     char path[1200], metakey[128];
@@ -103,6 +107,12 @@ int store_init(store *s, rcluster *rc, const char *prefix, const char *scripts_d
 
     memset(s->src, 0, sizeof(s->src));
     s->rc = rc;
+    s->adds = NULL;
+    s->add_bucket = (int)(random() % (buckets > 0 ? buckets : 1));
+    if (!(s->flush_ev = event_new(base, -1, EV_READ, store_add_flush_cb, s))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     s->buckets = buckets;
     snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
     snprintf(path, sizeof(path), "%s/lib.lua", scripts_dir);
@@ -170,6 +180,8 @@ fail:
 
 void store_free(store *s)
 {
+    if (s->flush_ev) event_free(s->flush_ev);
+    s->flush_ev = NULL;
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         free(s->src[i]);
         s->src[i] = NULL;
@@ -245,10 +257,13 @@ void store_eval_lane(store *s, int lane, store_script sc, int nkeys, const char 
 
 typedef struct store_op {
     store *s;
+    struct store_op *next; /* add: the next op of its batch */
     task_input t;          /* add: borrowed spec */
     char id[TASK_ID_MAX];
     char slice[TASK_SLICE_MAX];
     char route[TASK_SLICE_MAX + 4];
+    char due[24], to[24];  /* add: due_ms and timeout_ms as the script takes them */
+    int64_t end_ms;        /* add: end of the home slice's minute */
     int tries;
     int exists;
     void *cb;
@@ -256,85 +271,194 @@ typedef struct store_op {
     int pending;           /* health: replies still to come */
     int failed;
     char err[200];         /* health: the first failure */
-    char *state;           /* add: the task's state JSON as Redis answered */
+    char *state;           /* add: the task's state JSON, kept for the WAIT */
 } store_op;
+
+/* ---- add: gathered per slice ------------------------------------------- */
+
+/* The adds that reach the store in one loop turn go to Redis as one add.lua
+ * call per home slice (and lane), at most STORE_ADD_MAX tasks each, sent
+ * once the turn's requests have all been read (store_add_flush_cb). Under
+ * load that is one script call and one round trip for many tasks. */
+#define STORE_ADD_MAX 256
+
+struct store_add_batch {
+    struct store_add_batch *next;   /* open batches of this turn */
+    char slice[TASK_SLICE_MAX];
+    int lane;
+    int n;
+    store_op *ops, **tail;
+};
 
 static void store_add_send(store_op *op);
 
-static void store_wait_cb(redisReply *r, const char *err, void *priv)
+/* Answer an add. An unavailable one names its id only when it was written
+ * but not confirmed (err then says so in full). */
+static void store_add_done(store_op *op, store_status st, const char *state, const char *err)
 {
-    store_op *op = priv;
-    store_add_fn *cb = (store_add_fn *)op->cb;
-    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < op->s->wait_replicas) {
-        char why[200];
-        snprintf(why, sizeof(why), "stored on the master but not confirmed by %lld replica%s "
-                 "within %lld ms (%s); POST it again, the same key and execute_at is idempotent",
-                 (long long)op->s->wait_replicas, op->s->wait_replicas == 1 ? "" : "s",
-                 (long long)op->s->wait_timeout_ms,
-                 r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : (err ? err : "error"));
-        cb(ST_UNAVAILABLE, op->id, NULL, why, op->priv);
-    } else {
-        cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->state, NULL, op->priv);
-    }
+    ((store_add_fn *)op->cb)(st, st == ST_UNAVAILABLE && !op->state ? NULL : op->id, state, err,
+                             op->priv);
     free(op->state);
     free(op);
 }
 
-static void store_add_cb(redisReply *r, const char *err, void *priv)
+static void store_add_fail_all(store_op *ops, const char *err)
 {
-    store_op *op = priv;
-    store_add_fn *cb = (store_add_fn *)op->cb;
+    for (store_op *op = ops, *next; op; op = next) {
+        next = op->next;
+        store_add_done(op, ST_UNAVAILABLE, NULL, err);
+    }
+}
 
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "STALE", 5) == 0 &&
-        ++op->tries < 3) {
-        /* the minute turned while the request was on its way: re-slice */
-        store_add_send(op);
+static void store_wait_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    store *s = b->ops->s;
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= s->wait_replicas;
+    char why[300];
+    snprintf(why, sizeof(why), "stored on the master but not confirmed by %lld replica%s "
+             "within %lld ms (%s); POST it again, the same key and execute_at is idempotent",
+             (long long)s->wait_replicas, s->wait_replicas == 1 ? "" : "s",
+             (long long)s->wait_timeout_ms,
+             r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : (err ? err : "error"));
+    for (store_op *op = b->ops, *next; op; op = next) {
+        next = op->next;
+        /* an id stored before needed no confirmation of this call's writes */
+        if (op->exists) store_add_done(op, ST_EXISTS, op->state, NULL);
+        else if (ok) store_add_done(op, ST_OK, op->state, NULL);
+        else store_add_done(op, ST_UNAVAILABLE, NULL, why);
+    }
+    free(b);
+}
+
+static void store_add_batch_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    store_op *ops = b->ops;
+    store *s = ops->s;
+
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "STALE", 5) == 0) {
+        /* the minute turned while the requests were on their way: re-slice */
+        for (store_op *op = ops, *next; op; op = next) {
+            next = op->next;
+            if (++op->tries < 3) store_add_send(op);
+            else store_add_done(op, ST_UNAVAILABLE, NULL, r->str);
+        }
+        free(b);
         return;
     }
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[1]->type != REDIS_REPLY_STRING) {
-        cb(ST_UNAVAILABLE, NULL, NULL, r ? (r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply") : err,
-           op->priv);
-        free(op);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 * (size_t)b->n) {
+        store_add_fail_all(ops, r ? (r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply")
+                                  : err);
+        free(b);
         return;
     }
-    op->exists = r->element[0]->integer == 0;
-    op->state = xstrndup(r->element[1]->str, r->element[1]->len);
-    if (op->s->wait_replicas > 0 && !op->exists) {
+    int fresh = 0;
+    size_t i = 0;
+    for (store_op *op = ops; op; op = op->next, i += 2) {
+        op->exists = r->element[i]->integer == 0;
+        fresh += !op->exists;
+    }
+    if (s->wait_replicas > 0 && fresh) {
+        i = 0;
+        for (store_op *op = ops; op; op = op->next, i += 2)
+            op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
         char n[24], ms[24];
-        snprintf(n, sizeof(n), "%lld", (long long)op->s->wait_replicas);
-        snprintf(ms, sizeof(ms), "%lld", (long long)op->s->wait_timeout_ms);
+        snprintf(n, sizeof(n), "%lld", (long long)s->wait_replicas);
+        snprintf(ms, sizeof(ms), "%lld", (long long)s->wait_timeout_ms);
         const char *argv[] = {"WAIT", n, ms};
-        rc_command_lane(op->s->rc, op->route, 1, store_wait_cb, op, 3, argv, NULL);
+        rc_command_lane(s->rc, ops->route, 1, store_wait_cb, b, 3, argv, NULL);
         return;
     }
-    cb(op->exists ? ST_EXISTS : ST_OK, op->id, op->state, NULL, op->priv);
-    free(op->state);
-    free(op);
+    i = 0;
+    for (store_op *op = ops, *next; op; op = next, i += 2) {
+        next = op->next;
+        store_add_done(op, op->exists ? ST_EXISTS : ST_OK, r->element[i + 1]->str, NULL);
+    }
+    free(b);
+}
+
+static void store_add_batch_send(store *s, store_add_batch *b)
+{
+    slice_keys k;
+    char end[24], grace[24];
+    store_slice_keys(s, b->slice, &k);
+    snprintf(end, sizeof(end), "%lld", (long long)b->ops->end_ms);
+    /* half the scan's grace: the add refuses a slice well before the scan
+     * may pass it, so no clock difference between replicas loses a task */
+    snprintf(grace, sizeof(grace), "%lld", (long long)(s->slice_grace_ms / 2));
+    const char *keys[] = {k.k[0], k.k[1], k.k[2]};
+    const char *args[2 + 4 * STORE_ADD_MAX];
+    int n = 0;
+    args[n++] = end;
+    args[n++] = grace;
+    for (store_op *op = b->ops; op; op = op->next) {
+        args[n++] = op->id;
+        args[n++] = op->t.spec;
+        args[n++] = op->due;
+        args[n++] = op->to;
+    }
+    /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
+     * of its own connection, and blocks none but that one */
+    store_eval_lane(s, b->lane, SCRIPT_ADD, 3, keys, n, args, store_add_batch_cb, b);
+}
+
+static void store_add_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    store *s = arg;
+    store_add_batch *list = s->adds;
+    (void)fd;
+    (void)what;
+    s->adds = NULL;
+    s->add_bucket = (s->add_bucket + 1) % s->buckets;
+    for (store_add_batch *b = list, *next; b; b = next) {
+        next = b->next;
+        b->next = NULL;
+        store_add_batch_send(s, b);
+    }
 }
 
 static void store_add_send(store_op *op)
 {
     store *s = op->s;
     int64_t home = task_home_ms(op->t.execute_at_ms, store_now_ms(s), s->slice_grace_ms);
-    slice_keys k;
-    char due[24], to[24], end[24], grace[24];
+    int lane = s->wait_replicas > 0;
+    store_add_batch *b;
 
-    task_slice_name(home, task_bucket(op->t.key, s->buckets), op->slice);
+    /* A given key picks its bucket (so that a re-POST finds its id); a task
+     * without one goes to the bucket of this loop turn, so that the turn's
+     * adds share one slice and one script call. The bucket turns with each
+     * turn: over time they spread evenly, as the key hashes do. */
+    int bucket = op->t.key_generated ? s->add_bucket : task_bucket(op->t.key, s->buckets);
+    task_slice_name(home, bucket, op->slice);
     task_id_make(op->slice, op->t.execute_at_ms, op->t.key, op->id, sizeof(op->id));
     store_route(op->slice, op->route, sizeof(op->route));
-    store_slice_keys(s, op->slice, &k);
-    snprintf(due, sizeof(due), "%lld", (long long)op->t.due_ms);
-    snprintf(to, sizeof(to), "%lld", (long long)op->t.timeout_ms);
-    snprintf(end, sizeof(end), "%lld", (long long)((home / 60000 + 1) * 60000));
-    /* half the scan's grace: the add refuses a slice well before the scan
-     * may pass it, so no clock difference between replicas loses a task */
-    snprintf(grace, sizeof(grace), "%lld", (long long)(s->slice_grace_ms / 2));
-    const char *keys[] = {k.k[0], k.k[1], k.k[2]};
-    const char *args[] = {op->id, op->t.spec, due, to, end, grace};
-    /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
-     * of its own connection, and blocks none but that one */
-    store_eval_lane(s, s->wait_replicas > 0, SCRIPT_ADD, 3, keys, 6, args, store_add_cb, op);
+    snprintf(op->due, sizeof(op->due), "%lld", (long long)op->t.due_ms);
+    snprintf(op->to, sizeof(op->to), "%lld", (long long)op->t.timeout_ms);
+    op->end_ms = (home / 60000 + 1) * 60000;
+    op->next = NULL;
+
+    for (b = s->adds; b; b = b->next)
+        if (b->lane == lane && strcmp(b->slice, op->slice) == 0) break;
+    if (!b) {
+        b = xcalloc(1, sizeof(*b));
+        memcpy(b->slice, op->slice, sizeof(b->slice));
+        b->lane = lane;
+        b->tail = &b->ops;
+        b->next = s->adds;
+        if (!s->adds) event_active(s->flush_ev, EV_READ, 0);
+        s->adds = b;
+    }
+    *b->tail = op;
+    b->tail = &op->next;
+    if (++b->n == STORE_ADD_MAX) {
+        /* full: on its way now, so Redis works while the turn goes on */
+        store_add_batch **pp = &s->adds;
+        while (*pp != b) pp = &(*pp)->next;
+        *pp = b->next;
+        b->next = NULL;
+        store_add_batch_send(s, b);
+    }
 }
 
 void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv)

@@ -21,6 +21,9 @@ typedef enum {
     SCRIPT_PTR, SCRIPT_WM, SCRIPT_COUNT
 } store_script;
 
+struct event;
+typedef struct store_add_batch store_add_batch;
+
 typedef struct store {
     rcluster *rc;
     char prefix[64];
@@ -31,6 +34,9 @@ typedef struct store {
     char *src[SCRIPT_COUNT];   /* lib.lua + the script */
     char sha[SCRIPT_COUNT][41];
     int64_t clock_offset_ms;   /* Redis TIME - local realtime */
+    store_add_batch *adds;     /* adds gathered in this loop turn */
+    int add_bucket;            /* this turn's bucket for tasks without a key */
+    struct event *flush_ev;    /* sends them at the end of the turn */
 } store;
 
 /* The five keys of a slice: due, task, del, run, ptr. */
@@ -39,9 +45,9 @@ typedef struct slice_keys {
 } slice_keys;
 
 /* Load the scripts from dir, check or set P:meta (schema, buckets), SCRIPT
- * LOAD everywhere, and keep scripts loaded on every (re)connection.
- * Returns 0 or -1 + err. */
-int store_init(store *s, rcluster *rc, const char *prefix, const char *scripts_dir,
+ * LOAD everywhere, and keep scripts loaded on every (re)connection. base is
+ * rc's event loop. Returns 0 or -1 + err. */
+int store_init(store *s, struct event_base *base, rcluster *rc, const char *prefix, const char *scripts_dir,
                int buckets, char *err, size_t errlen);
 void store_free(store *s);
 
@@ -66,7 +72,9 @@ void store_eval_lane(store *s, int lane, store_script sc, int nkeys, const char 
 typedef enum { ST_OK, ST_EXISTS, ST_NOTFOUND, ST_CONFLICT, ST_UNAVAILABLE } store_status;
 
 /* add: cb(status, id, state JSON, err). ST_OK = stored, ST_EXISTS = the same
- * id was stored before (nothing new written), ST_UNAVAILABLE = not stored. */
+ * id was stored before (nothing new written), ST_UNAVAILABLE = not stored, or
+ * (id set) stored but not confirmed by the replicas. The adds of one loop turn
+ * are sent together: one script call per home slice. */
 typedef void store_add_fn(store_status st, const char *id, const char *state,
                           const char *err, void *priv);
 void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv);

@@ -12,6 +12,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "util.h"
+
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
 static int task_keychar(int c)
@@ -31,15 +33,25 @@ void task_key_random(char *out)
 {
     static const char abc[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    unsigned char r[22];
-    size_t got = 0;
-    while (got < sizeof(r)) {
-        ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-        if (n > 0) got += (size_t)n;
-        else if (errno != EINTR) abort(); /* the kernel has no entropy API: unusable */
+    /* the kernel's random bytes, fetched a few thousand at a time: one
+     * getrandom() for about 180 keys rather than one each */
+    static _Thread_local unsigned char pool[4096];
+    static _Thread_local size_t left;
+    const size_t need = 22;
+    if (left < need) {
+        size_t got = 0;
+        while (got < sizeof(pool)) {
+            ssize_t n = getrandom(pool + got, sizeof(pool) - got, 0);
+            if (n > 0) got += (size_t)n;
+            else if (errno != EINTR) abort(); /* the kernel has no entropy API: unusable */
+        }
+        left = sizeof(pool);
     }
-    for (size_t i = 0; i < sizeof(r); i++) out[i] = abc[r[i] % 62];
-    out[sizeof(r)] = '\0';
+    const unsigned char *r = pool + sizeof(pool) - left;
+    for (size_t i = 0; i < need; i++) out[i] = abc[r[i] % 62];
+    memset(pool + sizeof(pool) - left, 0, need);
+    left -= need;
+    out[need] = '\0';
 }
 
 int task_bucket(const char *key, int buckets)
@@ -245,13 +257,58 @@ fail:
     return -1;
 }
 
+/* ---- the stored spec ---- */
+
+typedef struct task_buf {
+    char *p;
+    size_t len, cap;
+} task_buf;
+
+static void task_buf_add(task_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        b->p = xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+/* s as a JSON string literal. */
+static void task_buf_str(task_buf *b, const char *s)
+{
+    task_buf_add(b, "\"", 1);
+    for (const char *run = s;; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch && ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        task_buf_add(b, run, (size_t)(s - run));
+        if (!ch) break;
+        char esc[8];
+        if (ch == '"' || ch == '\\') snprintf(esc, sizeof(esc), "\\%c", ch);
+        else snprintf(esc, sizeof(esc), "\\u%04x", ch);
+        task_buf_add(b, esc, strlen(esc));
+        run = s + 1;
+    }
+    task_buf_add(b, "\"", 1);
+}
+
+static void task_buf_json(task_buf *b, const cJSON *v)
+{
+    char *s = cJSON_PrintUnformatted(v);
+    if (!s) abort();   /* out of memory */
+    task_buf_add(b, s, strlen(s));
+    free(s);
+}
+
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms"};
     static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
-    cJSON *spec = NULL;
     const cJSON *v;
     const char *method = "POST";
     int64_t max_attempts = 5, backoff_ms = 1000, timeout_ms = 10000, at;
@@ -270,6 +327,7 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
         strcpy(out->key, v->valuestring);
     } else {
         task_key_random(out->key);
+        out->key_generated = 1;
     }
 
     v = cJSON_GetObjectItemCaseSensitive(obj, "callback_url");
@@ -328,27 +386,31 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
         FAIL("timeout_ms: must be an integer from 1 to 300000");
 
     /* The stored spec: every default made explicit, so a later change of
-     * defaults never changes a task already scheduled. */
-    spec = cJSON_CreateObject();
-    if (!spec) FAIL("task: out of memory");
-    cJSON_AddStringToObject(spec, "key", out->key);
-    cJSON_AddStringToObject(spec, "callback_url",
-                            cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
-    cJSON_AddStringToObject(spec, "method", method);
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header")))
-        cJSON_AddItemToObject(spec, "header", cJSON_Duplicate(v, 1));
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")))
-        cJSON_AddItemToObject(spec, "req", cJSON_Duplicate(v, 1));
-    cJSON_AddNumberToObject(spec, "execute_at", (double)at);
-    cJSON *retry = cJSON_AddObjectToObject(spec, "retry");
-    if (retry) {
-        cJSON_AddNumberToObject(retry, "max_attempts", (double)max_attempts);
-        cJSON_AddNumberToObject(retry, "backoff_ms", (double)backoff_ms);
+     * defaults never changes a task already scheduled. Written directly
+     * (cJSON prints numbers through printf and a scanf check). */
+    task_buf b = {0};
+    task_buf_add(&b, "{\"key\":", 7);
+    task_buf_str(&b, out->key);
+    task_buf_add(&b, ",\"callback_url\":", 16);
+    task_buf_str(&b, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
+    task_buf_add(&b, ",\"method\":", 10);
+    task_buf_str(&b, method);
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header"))) {
+        task_buf_add(&b, ",\"header\":", 10);
+        task_buf_json(&b, v);
     }
-    cJSON_AddNumberToObject(spec, "timeout_ms", (double)timeout_ms);
-    out->spec = cJSON_PrintUnformatted(spec);
-    cJSON_Delete(spec);
-    if (!out->spec) FAIL("task: out of memory");
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req"))) {
+        task_buf_add(&b, ",\"req\":", 7);
+        task_buf_json(&b, v);
+    }
+    char nums[160];
+    int n = snprintf(nums, sizeof(nums),
+                     ",\"execute_at\":%lld,\"retry\":{\"max_attempts\":%lld,\"backoff_ms\":%lld},"
+                     "\"timeout_ms\":%lld}",
+                     (long long)at, (long long)max_attempts, (long long)backoff_ms,
+                     (long long)timeout_ms);
+    task_buf_add(&b, nums, (size_t)n);
+    out->spec = b.p;
     out->execute_at_ms = at;
     out->due_ms = at > now_ms ? at : now_ms;
     out->timeout_ms = timeout_ms;

@@ -28,6 +28,7 @@
 /* A validated task, ready to store. */
 typedef struct task_input {
     char key[TASK_KEY_MAX + 1];
+    int key_generated;      /* no key was given: key is random */
     int64_t execute_at_ms;  /* as asked (absolute), before clamping to now */
     int64_t due_ms;         /* max(execute_at_ms, now) */
     int64_t timeout_ms;

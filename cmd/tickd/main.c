@@ -268,7 +268,7 @@ int main(int argc, char **argv)
         t.st.retention_ms = t.cfg.retention_ms;
         t.st.wait_replicas = t.cfg.wait_replicas;
         t.st.wait_timeout_ms = t.cfg.wait_timeout_ms;
-        if (store_init(&t.st, t.rc, t.cfg.prefix, dir, (int)t.cfg.buckets, err, sizeof(err)) != 0) {
+        if (store_init(&t.st, t.base, t.rc, t.cfg.prefix, dir, (int)t.cfg.buckets, err, sizeof(err)) != 0) {
             log_error("%s", err);
             goto done;
         }
