@@ -1,39 +1,28 @@
 /* api.c -- see api.h. */
 #include "api.h"
 
-#include <event2/buffer.h>
-#include <event2/event.h>
-#include <event2/http.h>
-#include <event2/http_struct.h>
-#include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <stdarg.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
+#include "http.h"
 #include "log.h"
 #include "util.h"
 
 #define BATCH_MAX 1000
 
 struct api {
-    struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *sock;
+    http_server *http;
     api_backend be;
-    int64_t max_body;
-    int port;
     int busy;
 };
 
-/* One API request waiting for the backend. `req` is NULL once the client
- * went away; the context then lives on only until its backend answers. */
+/* One API request waiting for the backend. If its client went away, the
+ * reply to `req` is dropped by the HTTP layer. */
 typedef struct api_req {
     api *a;
-    struct evhttp_request *req;
+    http_req *req;
     int waiting;              /* backend answers still to come */
     /* batch */
     int n;
@@ -50,20 +39,12 @@ typedef struct api_item {
 
 /* ---- replies ----------------------------------------------------------- */
 
-static void api_closed_cb(struct evhttp_connection *evcon, void *arg)
-{
-    api_req *r = arg;
-    (void)evcon;
-    r->req = NULL;
-}
-
-static api_req *api_req_new(api *a, struct evhttp_request *req)
+static api_req *api_req_new(api *a, http_req *req)
 {
     api_req *r = xcalloc(1, sizeof(*r));
     r->a = a;
     r->req = req;
     a->busy++;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), api_closed_cb, r);
     return r;
 }
 
@@ -76,16 +57,17 @@ static void api_req_free(api_req *r)
     free(r);
 }
 
-static void api_send_json(struct evhttp_request *req, int code, const char *reason, cJSON *body)
+static void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
-    struct evbuffer *buf = evbuffer_new();
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
-    if (s) evbuffer_add(buf, s, strlen(s)), evbuffer_add(buf, "\n", 1);
+    size_t n = s ? strlen(s) : 0;
+    if (s) {
+        s = xrealloc(s, n + 2);
+        s[n++] = '\n';
+        s[n] = '\0';
+    }
+    http_reply(req, code, reason, "application/json", s, n);
     free(s);
-    if (body) evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                                "application/json");
-    evhttp_send_reply(req, code, reason, buf);
-    evbuffer_free(buf);
 }
 
 static cJSON *api_error_body(const char *code, const char *msg)
@@ -96,10 +78,10 @@ static cJSON *api_error_body(const char *code, const char *msg)
     return o;
 }
 
-static void api_error(struct evhttp_request *req, int status, const char *code, const char *fmt,
+static void api_error(http_req *req, int status, const char *code, const char *fmt,
                       ...) __attribute__((format(printf, 4, 5)));
 
-static void api_error(struct evhttp_request *req, int status, const char *code, const char *fmt,
+static void api_error(http_req *req, int status, const char *code, const char *fmt,
                       ...)
 {
     static const struct { int status; const char *reason; } reasons[] = {
@@ -122,20 +104,14 @@ static void api_error(struct evhttp_request *req, int status, const char *code, 
 /* Answer r (if its client is still there) and free it. */
 static void api_finish(api_req *r, int status, const char *reason, cJSON *body)
 {
-    if (r->req) {
-        evhttp_connection_set_closecb(evhttp_request_get_connection(r->req), NULL, NULL);
-        api_send_json(r->req, status, reason, body);
-    }
+    api_send_json(r->req, status, reason, body);
     r->a->busy--;
     api_req_free(r);
 }
 
 static void api_finish_error(api_req *r, int status, const char *code, const char *msg)
 {
-    if (r->req) {
-        evhttp_connection_set_closecb(evhttp_request_get_connection(r->req), NULL, NULL);
-        api_error(r->req, status, code, "%s", msg);
-    }
+    api_error(r->req, status, code, "%s", msg);
     r->a->busy--;
     api_req_free(r);
 }
@@ -171,41 +147,49 @@ done:
     return out;
 }
 
+/* The status word of a state JSON ("scheduled" when it has none). */
+static void api_state_status(const char *state, char *out, size_t outlen)
+{
+    cJSON *st = state ? cJSON_Parse(state) : NULL;
+    cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
+    snprintf(out, outlen, "%s", cJSON_IsString(s) ? s->valuestring : "scheduled");
+    cJSON_Delete(st);
+}
+
 static cJSON *api_created_body(const char *id, const task_input *t, const char *state)
 {
-    cJSON *o = cJSON_CreateObject(), *st = state ? cJSON_Parse(state) : NULL;
-    cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
+    cJSON *o = cJSON_CreateObject();
+    char status[32];
+    api_state_status(state, status, sizeof(status));
     cJSON_AddStringToObject(o, "id", id);
     cJSON_AddStringToObject(o, "key", t->key);
     cJSON_AddNumberToObject(o, "execute_at", (double)t->execute_at_ms);
-    cJSON_AddStringToObject(o, "status", cJSON_IsString(s) ? s->valuestring : "scheduled");
-    cJSON_Delete(st);
+    cJSON_AddStringToObject(o, "status", status);
     return o;
 }
 
 /* ---- request bodies ---------------------------------------------------- */
 
 /* Parse the JSON body; on failure answer and return NULL. */
-static cJSON *api_body(struct evhttp_request *req)
+static cJSON *api_body(http_req *req)
 {
-    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+    const char *ct = http_header(req, "Content-Type");
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
         api_error(req, 415, "unsupported_media_type",
                   "Content-Type: must be application/json, not %.100s", ct);
         return NULL;
     }
-    /* evhttp already refused a body over max_body with 413 */
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(in);
-    const char *data = (const char *)evbuffer_pullup(in, -1);
+    /* the HTTP layer already refused a body over max_body with 413 */
+    size_t len;
+    const char *data = http_body(req, &len);
     const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(data ? data : "", len, &end, 0);
+    cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
     if (!j) {
-        size_t at = end && data ? (size_t)(end - data) : 0;
+        size_t at = end ? (size_t)(end - data) : 0;
         api_error(req, 400, "invalid_argument", "body: not valid JSON (near byte %zu)", at);
         return NULL;
     }
-    for (; end && end < data + len; end++)
+    for (; end < data + len; end++)
         if (!strchr(" \t\r\n", *end)) {
             cJSON_Delete(j);
             api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
@@ -222,9 +206,18 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     api_item *it = priv;
     api_req *r = it->r;
     if (st == ST_OK || st == ST_EXISTS) {
-        cJSON *body = api_created_body(id, &it->t, state);
-        api_finish(r, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK", body);
-        cJSON_Delete(body);
+        /* the same object as api_created_body, written directly: this is
+         * the hot path of ingest. Ids and keys need no JSON escaping. */
+        char status[32], body[TASK_ID_MAX + TASK_KEY_MAX + 128];
+        if (st == ST_OK) snprintf(status, sizeof(status), "scheduled");
+        else api_state_status(state, status, sizeof(status));
+        int n = snprintf(body, sizeof(body),
+                         "{\"id\":\"%s\",\"key\":\"%s\",\"execute_at\":%lld,\"status\":\"%s\"}\n",
+                         id, it->t.key, (long long)it->t.execute_at_ms, status);
+        http_reply(r->req, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK",
+                   "application/json", body, (size_t)n);
+        r->a->busy--;
+        api_req_free(r);
     } else {
         char msg[400];
         snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
@@ -235,7 +228,7 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     free(it);
 }
 
-static void api_post_task(api *a, struct evhttp_request *req)
+static void api_post_task(api *a, http_req *req)
 {
     char err[400];
     cJSON *body = api_body(req);
@@ -282,7 +275,7 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
     if (--r->waiting == 0) api_batch_done(r);
 }
 
-static void api_post_batch(api *a, struct evhttp_request *req)
+static void api_post_batch(api *a, http_req *req)
 {
     char err[400];
     cJSON *body = api_body(req);
@@ -389,11 +382,12 @@ static void api_cancel_cb(store_status st, const char *detail, void *priv)
     free(q);
 }
 
-static void api_task_by_id(api *a, struct evhttp_request *req, const char *id)
+static void api_task_by_id(api *a, http_req *req, const char *id)
 {
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_DELETE) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, DELETE");
+    const char *m = http_method(req);
+    int get = strcmp(m, "GET") == 0;
+    if (!get && strcmp(m, "DELETE") != 0) {
+        http_add_header(req, "Allow", "GET, DELETE");
         api_error(req, 405, "method_not_allowed", "method: use GET or DELETE on a task");
         return;
     }
@@ -404,7 +398,7 @@ static void api_task_by_id(api *a, struct evhttp_request *req, const char *id)
     api_idreq *q = xcalloc(1, sizeof(*q));
     snprintf(q->id, sizeof(q->id), "%s", id);
     q->r = api_req_new(a, req);
-    if (m == EVHTTP_REQ_GET) a->be.get(a->be.self, q->id, api_get_cb, q);
+    if (get) a->be.get(a->be.self, q->id, api_get_cb, q);
     else a->be.cancel(a->be.self, q->id, api_cancel_cb, q);
 }
 
@@ -421,11 +415,11 @@ static void api_health_cb(int ok, const char *err, void *priv)
 
 /* ---- routing ----------------------------------------------------------- */
 
-static void api_route(struct evhttp_request *req, void *arg)
+static void api_route(http_req *req, void *arg)
 {
     api *a = arg;
-    const char *uri = evhttp_request_get_uri(req);
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const char *uri = http_target(req);
+    const char *m = http_method(req);
     char path[512];
     size_t n = strcspn(uri, "?");
     if (n >= sizeof(path)) {
@@ -436,20 +430,20 @@ static void api_route(struct evhttp_request *req, void *arg)
     path[n] = '\0';
 
     if (strcmp(path, "/v1/tasks") == 0) {
-        if (m == EVHTTP_REQ_POST) {
+        if (strcmp(m, "POST") == 0) {
             api_post_task(a, req);
             return;
         }
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+        http_add_header(req, "Allow", "POST");
         api_error(req, 405, "method_not_allowed", "method: use POST to create a task");
         return;
     }
     if (strcmp(path, "/v1/tasks/batch") == 0) {
-        if (m == EVHTTP_REQ_POST) {
+        if (strcmp(m, "POST") == 0) {
             api_post_batch(a, req);
             return;
         }
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+        http_add_header(req, "Allow", "POST");
         api_error(req, 405, "method_not_allowed", "method: use POST for a batch");
         return;
     }
@@ -458,8 +452,8 @@ static void api_route(struct evhttp_request *req, void *arg)
         return;
     }
     if (strcmp(path, "/healthz") == 0) {
-        if (m != EVHTTP_REQ_GET) {
-            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
+        if (strcmp(m, "GET") != 0) {
+            http_add_header(req, "Allow", "GET");
             api_error(req, 405, "method_not_allowed", "method: use GET");
             return;
         }
@@ -467,7 +461,7 @@ static void api_route(struct evhttp_request *req, void *arg)
         a->be.health(a->be.self, api_health_cb, r);
         return;
     }
-    if (strcmp(path, "/v1/stats") == 0 && m == EVHTTP_REQ_GET) {
+    if (strcmp(path, "/v1/stats") == 0 && strcmp(m, "GET") == 0) {
         cJSON *body = cJSON_CreateObject();
         a->be.stats(a->be.self, body);
         api_send_json(req, 200, "OK", body);
@@ -481,63 +475,23 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
                 const api_backend *be, char *err, size_t errlen)
 {
     api *a = xcalloc(1, sizeof(*a));
-    char host[256];
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host)) {
-        snprintf(err, errlen, "server.listen: \"%s\" is not host:port", listen);
-        free(a);
-        return NULL;
-    }
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || end == colon + 1 || port < 0 || port > 65535) {
-        snprintf(err, errlen, "server.listen: bad port in \"%s\"", listen);
-        free(a);
-        return NULL;
-    }
-    a->base = base;
     a->be = *be;
-    a->max_body = max_body;
-    a->http = evhttp_new(base);
-    /* evhttp refuses a larger body itself, with its own (HTML) 413 page;
-     * lingering close reads the rest first so the client sees the answer */
-    evhttp_set_max_body_size(a->http, (ev_ssize_t)max_body);
-    evhttp_set_flags(a->http, EVHTTP_SERVER_LINGERING_CLOSE);
-    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
-                                            EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
-    evhttp_set_timeout(a->http, 60);
-    evhttp_set_gencb(a->http, api_route, a);
-    a->sock = evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port);
-    if (!a->sock) {
-        snprintf(err, errlen, "server.listen: cannot listen on %s", listen);
-        evhttp_free(a->http);
+    a->http = http_server_new(base, listen, (size_t)max_body, api_route, a, err, errlen);
+    if (!a->http) {
         free(a);
         return NULL;
     }
-    struct sockaddr_storage ss;
-    ev_socklen_t sl = sizeof(ss);
-    evutil_socket_t fd = evhttp_bound_socket_get_fd(a->sock);
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        a->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                  : ((struct sockaddr_in *)&ss)->sin_port);
     return a;
 }
 
-int api_port(const api *a) { return a->port; }
+int api_port(const api *a) { return http_server_port(a->http); }
 int api_busy(const api *a) { return a->busy; }
 
-void api_stop_accepting(api *a)
-{
-    if (a->sock) evhttp_del_accept_socket(a->http, a->sock);
-    a->sock = NULL;
-}
+void api_stop_accepting(api *a) { http_server_stop_accepting(a->http); }
 
 void api_free(api *a)
 {
     if (!a) return;
-    evhttp_free(a->http);
+    http_server_free(a->http);
     free(a);
 }

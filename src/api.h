@@ -1,9 +1,9 @@
-/* api.h -- the HTTP API v1 on evhttp (README.md documents it for users).
+/* api.h -- the HTTP API v1 on http.h (README.md documents it for users).
  *
  * The API talks to a backend (Redis store or memory store) through the table
  * below; every backend call answers through its callback exactly once, from
- * the loop. Every evhttp request gets exactly one reply, unless its client
- * went away first (then it gets none, and nothing touches it again). */
+ * the loop. Every request gets exactly one http_reply (dropped by the HTTP
+ * layer if its client went away first). */
 #ifndef TICKD_API_H
 #define TICKD_API_H
 

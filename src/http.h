@@ -1,0 +1,54 @@
+/* http.h -- the HTTP/1.1 server under tickd's API, on the main event loop.
+ *
+ * Small on purpose: keep-alive, pipelining (answered in order, one request
+ * of a connection at a time), Content-Length and chunked request bodies,
+ * Expect: 100-continue, HEAD. Each connection reads with one read() and
+ * answers with one write(); nothing is copied between the two but the
+ * answer, and a steady keep-alive connection costs no epoll_ctl per request.
+ *
+ * Every request handed to the handler must get exactly one http_reply(),
+ * now or later from the same loop; if its client went away meanwhile the
+ * reply is dropped and the request freed then. The server answers for
+ * itself, with a JSON error and by closing the connection: a malformed
+ * request (400), a body over max_body (413), a head over 16 KiB or with too
+ * many fields (431), a transfer coding other than chunked (501), an Expect
+ * other than 100-continue (417). A connection idle for 60 s is closed. */
+#ifndef TICKD_HTTP_H
+#define TICKD_HTTP_H
+
+#include <stddef.h>
+
+struct event_base;
+typedef struct http_server http_server;
+typedef struct http_req http_req;
+
+typedef void http_handler(http_req *req, void *arg);
+
+/* Listen on host:port ("127.0.0.1:0" picks a free port; a name is resolved).
+ * Returns NULL + err. */
+http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
+                             http_handler *handler, void *arg, char *err, size_t errlen);
+/* The port actually bound. */
+int http_server_port(const http_server *s);
+/* Stop accepting; connections already open go on. */
+void http_server_stop_accepting(http_server *s);
+/* Close everything; requests still unanswered must not be answered after. */
+void http_server_free(http_server *s);
+
+/* The request: method ("GET"), target as sent ("/v1/tasks?x=1"), a header
+ * by name (case-insensitive; NULL if absent; the first of repeated ones),
+ * the body (chunked bodies already decoded; NUL-terminated). */
+const char *http_method(const http_req *r);
+const char *http_target(const http_req *r);
+const char *http_header(const http_req *r, const char *name);
+const char *http_body(const http_req *r, size_t *len);
+
+/* Add a header to the answer ("Allow"); before http_reply. */
+void http_add_header(http_req *r, const char *name, const char *value);
+
+/* Answer with status, reason and a body of content type `type` (NULL and
+ * len 0: no body). The request is gone after this call. */
+void http_reply(http_req *r, int status, const char *reason, const char *type,
+                const char *body, size_t len);
+
+#endif
