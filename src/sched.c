@@ -166,6 +166,7 @@ typedef struct chain {
 } chain;
 
 #define SETTLE_BATCH 256
+#define SETTLE_GATHER_MS 5   /* see sched_batch_settle */
 
 static void chain_run(chain *c);
 
@@ -312,8 +313,10 @@ static chain *chain_new(sched *sc, job *j)
 }
 
 /* Final outcomes of attempts leased in their home slice are one settle step
- * each: those finishing in one turn of the loop go to Redis as one call per
- * home slice (sent by sched_flush_cb once the turn's callbacks have run). */
+ * each: those finishing within SETTLE_GATHER_MS go to Redis as one call per
+ * home slice (sent by sched_flush_cb). Under a burst that is tens of outcomes
+ * a call rather than a few; the outcome is recorded a few ms later, and the
+ * lease (lease_margin_ms past the attempt's timeout) covers the wait. */
 static void sched_batch_settle(sched *sc, job *j, const char *outcome)
 {
     chain *c;
@@ -325,7 +328,10 @@ static void sched_batch_settle(sched *sc, job *j, const char *outcome)
         c->next = sc->batches;
         sc->batches = c;
         c->njobs = 0;
-        event_active(sc->flush_ev, EV_READ, 0);
+        if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
+            struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
+            event_add(sc->flush_ev, &tv);
+        }
     }
     c->jobs = xrealloc(c->jobs, sizeof(job *) * (size_t)(c->njobs + 1));
     c->jobs[c->njobs++] = j;
@@ -681,7 +687,7 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     /* a due task is never kept waiting by other ready work (main.c sets up
      * two priorities; where the base has one, this fails harmlessly) */
     if (sc->wheel_ev) event_priority_set(sc->wheel_ev, 0);
-    sc->flush_ev = event_new(base, -1, EV_READ, sched_flush_cb, sc);
+    sc->flush_ev = evtimer_new(base, sched_flush_cb, sc);
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));
     if (!sc->w || !sc->tick_ev || !sc->wheel_ev || !sc->flush_ev) {
         snprintf(err, errlen, "scheduler: out of memory");
