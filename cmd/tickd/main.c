@@ -70,16 +70,19 @@ typedef struct add_ctx {
     store_add_fn *cb;
     void *priv;
     int64_t due_ms;
-    int bucket;
 } add_ctx;
 
 static void redis_add_cb(store_status st, const char *id, const char *state, const char *err,
                          void *priv)
 {
     add_ctx *c = priv;
-    /* due within the lookahead: claim it now rather than at the next tick */
-    if (st == ST_OK && c->due_ms < store_now_ms(&c->t->st) + c->t->cfg.lookahead_ms)
-        sched_kick(c->t->sc, c->bucket);
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    /* due within the lookahead: claim it now rather than at the next tick
+     * (the bucket is the one the store chose, named by the id's slice) */
+    if (st == ST_OK && c->due_ms < store_now_ms(&c->t->st) + c->t->cfg.lookahead_ms &&
+        task_id_parse(id, slice, &at, key) == 0)
+        sched_kick(c->t->sc, atoi(strchr(slice, '.') + 1));
     c->cb(st, id, state, err, c->priv);
     free(c);
 }
@@ -92,7 +95,6 @@ static void redis_add(void *self, const task_input *ti, store_add_fn *cb, void *
     c->cb = cb;
     c->priv = priv;
     c->due_ms = ti->due_ms;
-    c->bucket = task_bucket(ti->key, (int)t->cfg.buckets);
     store_add(&t->st, ti, redis_add_cb, c);
 }
 
@@ -305,11 +307,13 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     if (t.d) dispatch_free(t.d);
-    if (t.a) api_free(t.a);
     if (t.sc) sched_free(t.sc);
     if (t.mem) memstore_free(t.mem);
     if (t.have_store) store_free(&t.st);
+    /* last but the loop: requests still waiting for Redis (a forced exit)
+     * are answered 503 as rc_free fails their calls */
     if (t.rc) rc_free(t.rc);
+    if (t.a) api_free(t.a);
     if (t.sig_term) event_free(t.sig_term);
     if (t.sig_int) event_free(t.sig_int);
     if (t.stop_ev) event_free(t.stop_ev);
