@@ -6,50 +6,75 @@
 -- nil for a retry pointer (read it from the home slice with fetch); `taken`
 -- counts every id consumed, delivered or dropped, so taken == limit means
 -- there may be more.
+-- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
+-- not one command per id.
 local now = now_ms()
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
-local function take(id, due, reclaim)
-  if redis.call('SISMEMBER', KEYS[3], id) == 1 then
-    redis.call('SREM', KEYS[3], id)
-    redis.call('ZREM', KEYS[4], id)
-    return
-  end
-  local pto = redis.call('HGET', KEYS[5], id)
-  if pto then
-    redis.call('ZADD', KEYS[4], math.max(due, now) + tonumber(pto) + margin, id)
-    out[#out + 1] = id; out[#out + 1] = due; out[#out + 1] = 0; out[#out + 1] = false
-    return
-  end
-  local st = state_get(KEYS[2], id)
-  if not st or not (st.s == 'scheduled' or (reclaim and st.s == 'running')) then
-    redis.call('ZREM', KEYS[4], id)
-    return
-  end
-  st.s = 'running'
-  state_put(KEYS[2], id, st)
-  redis.call('ZADD', KEYS[4], math.max(st.due, now) + st.to + margin, id)
-  out[#out + 1] = id; out[#out + 1] = st.due; out[#out + 1] = st.a + 1
-  out[#out + 1] = redis.call('HGET', KEYS[2], id)
-end
-
-local taken = 0
+-- candidates, in order: expired leases, then due ids
+local ids, dues, reclaim = {}, {}, {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(exp) do
-  take(id, now, true)
-  taken = taken + 1
+  ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
 end
-if taken < limit then
+if #ids < limit then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now + tonumber(ARGV[1])),
-                         'WITHSCORES', 'LIMIT', 0, limit - taken)
+                         'WITHSCORES', 'LIMIT', 0, limit - #ids)
+  local taken_due = {}
   for i = 1, #due, 2 do
-    redis.call('ZREM', KEYS[1], due[i])
-    take(due[i], tonumber(due[i + 1]), false)
-    taken = taken + 1
+    ids[#ids + 1] = due[i]; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
+    taken_due[#taken_due + 1] = due[i]
   end
+  bulk_write('ZREM', KEYS[1], taken_due)
 end
+local taken = #ids
+
+-- cancellations are rare: most slices have an empty :del and skip this
+local deleted = {}
+if taken > 0 and redis.call('SCARD', KEYS[3]) > 0 then
+  for i = 1, taken do deleted[i] = redis.call('SISMEMBER', KEYS[3], ids[i]) == 1 end
+end
+local ptr = {}
+if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
+local sfields = {}
+for i = 1, taken do sfields[i] = 's:' .. ids[i] end
+local states = bulk_read('HMGET', KEYS[2], sfields)
+local specs = bulk_read('HMGET', KEYS[2], ids)
+
+local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
+for i = 1, taken do
+  local id = ids[i]
+  if seen[id] then
+    -- an expired lease that was also due: taken once, above
+  elseif deleted[i] then
+    srem[#srem + 1] = id
+    zrem[#zrem + 1] = id
+  elseif ptr[i] then
+    zadd[#zadd + 1] = math.max(dues[i], now) + tonumber(ptr[i]) + margin
+    zadd[#zadd + 1] = id
+    out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 0; out[#out + 1] = false
+  else
+    local st = states[i] and cjson.decode(states[i])
+    if not st or not (st.s == 'scheduled' or (reclaim[i] and st.s == 'running')) then
+      zrem[#zrem + 1] = id
+    else
+      st.s = 'running'
+      hset[#hset + 1] = sfields[i]
+      hset[#hset + 1] = cjson.encode(st)
+      zadd[#zadd + 1] = math.max(st.due, now) + st.to + margin
+      zadd[#zadd + 1] = id
+      out[#out + 1] = id; out[#out + 1] = st.due; out[#out + 1] = st.a + 1
+      out[#out + 1] = specs[i]
+    end
+  end
+  seen[id] = true
+end
+bulk_write('SREM', KEYS[3], srem)
+bulk_write('ZREM', KEYS[4], zrem)
+bulk_write('HSET', KEYS[2], hset)
+bulk_write('ZADD', KEYS[4], zadd)
 out[1] = redis.call('ZCARD', KEYS[1])
 out[2] = redis.call('ZCARD', KEYS[4])
 out[3] = taken

@@ -37,6 +37,28 @@ local function state_put(task, id, st)
   redis.call('HSET', task, 's:' .. id, cjson.encode(st))
 end
 
+-- Many-argument commands in pieces: unpack() of more than a few thousand
+-- values fails. bulk_write(cmd, key, list) sends list after key (pairs stay
+-- together: the piece size is even); bulk_read does the same for commands
+-- that answer one value per argument (HMGET) and joins the
+-- answers. An empty list sends nothing.
+local BULK = 4000
+
+local function bulk_write(cmd, key, list)
+  for i = 1, #list, BULK do
+    redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))
+  end
+end
+
+local function bulk_read(cmd, key, list)
+  local res = {}
+  for i = 1, #list, BULK do
+    local r = redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))
+    for j = 1, #r do res[i + j - 1] = r[j] end
+  end
+  return res
+end
+
 -- A task of this slice became final. Once no task of the slice is open, its
 -- records expire after the retention; until then nothing in it has a TTL.
 local function close_task(task, del, now, retention)

@@ -5,19 +5,31 @@
 --       local (1 when the lease is in this slice), next_slice (retry: the
 --       slice holding the retry pointer, '' = here)
 -- Returns each task's status after the call, in order.
+-- States are read with one HMGET and written with one HSET; an id given
+-- twice sees its first outcome, as if the groups had come one call each.
 local retention = tonumber(ARGV[1])
 local now = now_ms()
 local out = {}
 
-local function settle(id, o, attempt, code, err, next_due, loc, next_slice)
-  local st = state_get(KEYS[2], id)
-  if loc == '1' then redis.call('ZREM', KEYS[4], id) end
+local sfields = {}
+for i = 2, #ARGV, 8 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+local raw = bulk_read('HMGET', KEYS[2], sfields)
+local states, changed, order = {}, {}, {}
+local zrem, zadd, finals = {}, {}, 0
+
+local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
+  local st = states[id]
+  if st == nil then
+    st = raw[n] and cjson.decode(raw[n]) or false
+    states[id] = st
+  end
+  if loc == '1' then zrem[#zrem + 1] = id end
   if not st then return 'missing' end
   -- not running: a duplicate delivery after a crash settled it already
   if st.s ~= 'running' then return st.s end
   if o == 'release' then
     st.s = 'scheduled'
-    if loc == '1' then redis.call('ZADD', KEYS[1], st.due, id) end
+    if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
   else
     st.a = tonumber(attempt)
     if code ~= '' then st.code = tonumber(code) end
@@ -27,7 +39,7 @@ local function settle(id, o, attempt, code, err, next_due, loc, next_slice)
       st.due = tonumber(next_due)
       if next_slice == '' then
         st.cur = nil
-        redis.call('ZADD', KEYS[1], next_due, id)
+        zadd[#zadd + 1] = next_due; zadd[#zadd + 1] = id
       else
         st.cur = next_slice
       end
@@ -35,15 +47,31 @@ local function settle(id, o, attempt, code, err, next_due, loc, next_slice)
       st.s = (o == 'ok') and 'succeeded' or 'failed'
       st.fin = now
       st.cur = nil
-      close_task(KEYS[2], KEYS[3], now, retention)
+      finals = finals + 1
     end
   end
-  state_put(KEYS[2], id, st)
+  if not changed[id] then
+    changed[id] = true
+    order[#order + 1] = id
+  end
   return st.s
 end
 
 for i = 2, #ARGV, 8 do
-  out[#out + 1] = settle(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-                         ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+  out[#out + 1] = settle((i - 2) / 8 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+                         ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+end
+-- a lease ends before the id goes back to :due, as one call each would do
+bulk_write('ZREM', KEYS[4], zrem)
+bulk_write('ZADD', KEYS[1], zadd)
+local hset = {}
+for _, id in ipairs(order) do
+  hset[#hset + 1] = 's:' .. id
+  hset[#hset + 1] = cjson.encode(states[id])
+end
+bulk_write('HSET', KEYS[2], hset)
+if finals > 0 and redis.call('HINCRBY', KEYS[2], '#open', -finals) <= 0 then
+  redis.call('PEXPIREAT', KEYS[2], now + retention)
+  redis.call('PEXPIREAT', KEYS[3], now + retention)
 end
 return out
