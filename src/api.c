@@ -472,11 +472,12 @@ static void api_route(http_req *req, void *arg)
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
-                const api_backend *be, char *err, size_t errlen)
+                int64_t idle_timeout_ms, const api_backend *be, char *err, size_t errlen)
 {
     api *a = xcalloc(1, sizeof(*a));
     a->be = *be;
-    a->http = http_server_new(base, listen, (size_t)max_body, api_route, a, err, errlen);
+    a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
+                              errlen);
     if (!a->http) {
         free(a);
         return NULL;

@@ -31,6 +31,8 @@ static const config_key keys[] = {
      "host:port the HTTP API listens on (port 0 picks a free port, logged at start)"},
     {"server", "max_body", CT_INT, "1048576", 1024, 64LL << 20, F(max_body),
      "largest request body accepted, in bytes; larger gets 413"},
+    {"server", "idle_timeout_ms", CT_INT, "60000", 100, 3600000, F(idle_timeout_ms),
+     "an API connection with no request in flight is closed after this long without a byte"},
     {"server", "workers", CT_INT, "0", 0, 256, F(workers),
      "dispatch threads making the callbacks; 0 = one per CPU"},
     {"server", "max_inflight", CT_INT, "1024", 1, 1000000, F(max_inflight),

@@ -12,6 +12,7 @@ typedef struct config {
     /* [server] */
     char listen[256];          /* host:port of the HTTP API */
     int64_t max_body;          /* bytes */
+    int64_t idle_timeout_ms;
     int64_t workers;           /* dispatch threads; 0 = CPU count */
     int64_t max_inflight;      /* claimed tasks held at once */
     int64_t host_connections;  /* per worker and receiving host */

@@ -23,7 +23,6 @@
 
 #define HTTP_MAX_HEAD (16 * 1024)   /* request line + fields */
 #define HTTP_MAX_FIELDS 64
-#define HTTP_IDLE_MS 60000          /* no byte and nothing pending: close */
 #define HTTP_LINGER_MS 2000         /* after an error answer: read and drop */
 #define HTTP_READ_MIN 4096
 
@@ -69,6 +68,7 @@ struct http_server {
     http_handler *handler;
     void *arg;
     size_t max_body;
+    int64_t idle_ms;
     int port;
     hconn *conns;
 };
@@ -582,8 +582,8 @@ static void http_accept_error_cb(struct evconnlistener *lev, void *arg)
     (void)lev;
 }
 
-/* Once a second: close connections idle for too long, and lingering ones
- * whose time is up. */
+/* Every quarter of the idle time (0.1 to 1 s): close connections idle for
+ * too long, and lingering ones whose time is up. */
 static void http_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     http_server *s = arg;
@@ -593,13 +593,14 @@ static void http_sweep_cb(evutil_socket_t fd, short what, void *arg)
     for (hconn *c = s->conns, *next; c; c = next) {
         next = c->next;
         if (c->pending || c->dead) continue;
-        int64_t limit = c->lingering ? HTTP_LINGER_MS : HTTP_IDLE_MS;
+        int64_t limit = c->lingering ? HTTP_LINGER_MS : s->idle_ms;
         if (now - c->last_ms > limit) http_conn_close(c);
     }
 }
 
 http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
-                             http_handler *handler, void *arg, char *err, size_t errlen)
+                             int64_t idle_ms, http_handler *handler, void *arg, char *err,
+                             size_t errlen)
 {
     char host[256], port[16];
     const char *colon = strrchr(listen, ':');
@@ -635,6 +636,7 @@ http_server *http_server_new(struct event_base *base, const char *listen, size_t
     s->handler = handler;
     s->arg = arg;
     s->max_body = max_body;
+    s->idle_ms = idle_ms;
     int lerr = 0;
     for (struct addrinfo *ai = res; ai && !s->lev; ai = ai->ai_next) {
         s->lev = evconnlistener_new_bind(base, http_accept_cb, s,
@@ -657,7 +659,8 @@ http_server *http_server_new(struct event_base *base, const char *listen, size_t
         s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                  : ((struct sockaddr_in *)&ss)->sin_port);
     s->sweep = event_new(base, -1, EV_PERSIST, http_sweep_cb, s);
-    struct timeval tv = {1, 0};
+    int64_t every = idle_ms / 4 < 100 ? 100 : idle_ms / 4 > 1000 ? 1000 : idle_ms / 4;
+    struct timeval tv = {(time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000};
     if (!s->sweep || event_add(s->sweep, &tv) != 0) {
         snprintf(err, errlen, "server.listen: out of memory");
         http_server_free(s);

@@ -12,11 +12,13 @@
  * itself, with a JSON error and by closing the connection: a malformed
  * request (400), a body over max_body (413), a head over 16 KiB or with too
  * many fields (431), a transfer coding other than chunked (501), an Expect
- * other than 100-continue (417). A connection idle for 60 s is closed. */
+ * other than 100-continue (417). A connection with no request at the
+ * handler is closed after idle_ms without a byte. */
 #ifndef TICKD_HTTP_H
 #define TICKD_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 typedef struct http_server http_server;
@@ -27,7 +29,8 @@ typedef void http_handler(http_req *req, void *arg);
 /* Listen on host:port ("127.0.0.1:0" picks a free port; a name is resolved).
  * Returns NULL + err. */
 http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
-                             http_handler *handler, void *arg, char *err, size_t errlen);
+                             int64_t idle_ms, http_handler *handler, void *arg, char *err,
+                             size_t errlen);
 /* The port actually bound. */
 int http_server_port(const http_server *s);
 /* Stop accepting; connections already open go on. */

@@ -207,3 +207,20 @@ def test_clients_that_leave_mid_request_do_not_hurt(tickd):
     wait_for(lambda: tickd.get(tickd.post(dict(TASK, key="gone199"))["id"])[0] == 200, 5,
              what="tickd serving after abandoned requests")
     assert tickd.post(dict(TASK, key="gone0"), expect=(200,))["status"] == "scheduled"
+
+
+def test_idle_connections_are_closed(redis, tickd_factory):
+    t = tickd_factory(redis, env={"TICKD_SERVER_IDLE_TIMEOUT_MS": "400"}).start()
+    quiet = connect(t)
+    busy = connect(t)
+    r = Reader(busy)
+    start = time.monotonic()
+    # the busy connection sends a request every 100 ms for 1.2 s and stays open
+    while time.monotonic() - start < 1.2:
+        busy.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert r.response()[0] == 200
+        time.sleep(0.1)
+    # the quiet one, silent all along, was closed after 0.4 s
+    quiet.settimeout(2)
+    assert Reader(quiet).closed()
+    busy.close()
