@@ -2,8 +2,9 @@
  * the API's task JSON, times, slice and id naming, retry backoff.
  *
  * Slices. A slice is one UTC minute x one bucket, named "YYYYMMDDHHMM.b".
- * The bucket of a task is a hash of its key modulo the bucket count, so a busy
- * minute spreads over `buckets` slices (and, on a cluster, over the nodes).
+ * The bucket of a task with a key is a hash of the key modulo the bucket
+ * count (the store gives a task without one the bucket of its loop turn), so
+ * a busy minute spreads over `buckets` slices (and, on a cluster, the nodes).
  *
  * Ids. "<slice>.<execute_at ms>.<key>": the task's home slice, the execute_at
  * the user asked for, and the key. Every character is URL-safe. The id names
