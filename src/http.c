@@ -234,7 +234,11 @@ static void http_fail(hconn *c, int status, const char *reason, const char *code
     char body[400];
     int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
                      code, msg);
+    /* the head may not have been parsed: nothing of an earlier request's */
     c->req.keep_alive = 0;
+    c->req.head = 0;
+    c->req.http10 = 0;
+    c->req.extra_len = 0;
     http_out_reply(c, status, reason, "application/json", body, (size_t)n);
     c->parsed = 0;
     c->in_len = 0;     /* nothing after this is read as a request */
@@ -537,6 +541,12 @@ static void http_read_cb(evutil_socket_t fd, short what, void *arg)
     }
     c->last_ms = http_now_ms(s);
     if (c->lingering || c->closing) return;   /* an error answer ends it: drop */
+    if (c->pending && c->in_len == c->req.len) {
+        /* the first byte read sits under the pending body's NUL: keep it
+         * aside as http_run does, for http_reply to put back */
+        c->saved = c->in[c->in_len];
+        c->in[c->in_len] = '\0';
+    }
     c->in_len += (size_t)n;
     if (c->pending) {
         /* pipelined requests wait; bound what piles up meanwhile */

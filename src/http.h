@@ -40,7 +40,8 @@ void http_server_free(http_server *s);
 
 /* The request: method ("GET"), target as sent ("/v1/tasks?x=1"), a header
  * by name (case-insensitive; NULL if absent; the first of repeated ones),
- * the body (chunked bodies already decoded; NUL-terminated). */
+ * the body (chunked bodies already decoded; NUL-terminated). The pointers
+ * are valid while the handler runs: copy what is needed later. */
 const char *http_method(const http_req *r);
 const char *http_target(const http_req *r);
 const char *http_header(const http_req *r, const char *name);

@@ -224,3 +224,24 @@ def test_idle_connections_are_closed(redis, tickd_factory):
     quiet.settimeout(2)
     assert Reader(quiet).closed()
     busy.close()
+
+
+def test_request_sent_while_the_previous_one_waits(redis, tickd_factory):
+    # Redis down: the POST waits (redis.timeout_ms) before its 503, and the
+    # next request, sent on its own while it waits, is answered after it, intact
+    t = tickd_factory(redis).start()
+    s = connect(t)
+    r = Reader(s)
+    redis.stop()
+    s.sendall(post_bytes(json.dumps(TASK).encode()))
+    time.sleep(0.3)
+    s.sendall(b"GET /v1/stats HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(0.3)
+    s.sendall(b"GET /v1/tasks/nope HTTP/1.1\r\nHost: t\r\n\r\n")
+    status, _, body = r.response()
+    assert status == 503 and body["error"]["code"] == "unavailable"
+    status, _, body = r.response()
+    assert status == 200 and "claimed" in body, body
+    status, _, body = r.response()
+    assert status in (404, 503), (status, body)
+    s.close()
