@@ -65,6 +65,8 @@ struct http_server {
     struct event_base *base;
     struct evconnlistener *lev;
     struct event *sweep;
+    struct event *resume;            /* accepting again after an accept error */
+    int64_t accept_warned_ms;
     http_handler *handler;
     void *arg;
     size_t max_body;
@@ -584,12 +586,29 @@ static void http_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struc
     http_read_on(c, 1);
 }
 
+static void http_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    http_server *s = arg;
+    (void)fd;
+    (void)what;
+    if (s->lev) evconnlistener_enable(s->lev);
+}
+
+/* Out of descriptors (or another accept error): the pending connection
+ * would be reported again at once, so stop accepting for 100 ms rather than
+ * spin, and say so at most once a second. */
 static void http_accept_error_cb(struct evconnlistener *lev, void *arg)
 {
-    (void)arg;
+    http_server *s = arg;
     int e = EVUTIL_SOCKET_ERROR();
-    log_warn("http: accept: %s", evutil_socket_error_to_string(e));
-    (void)lev;
+    int64_t now = http_now_ms(s);
+    if (now - s->accept_warned_ms >= 1000) {
+        log_warn("http: accept: %s; pausing accepts for 100 ms", evutil_socket_error_to_string(e));
+        s->accept_warned_ms = now;
+    }
+    evconnlistener_disable(lev);
+    struct timeval tv = {0, 100000};
+    event_add(s->resume, &tv);
 }
 
 /* Every quarter of the idle time (0.1 to 1 s): close connections idle for
@@ -669,9 +688,10 @@ http_server *http_server_new(struct event_base *base, const char *listen, size_t
         s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                  : ((struct sockaddr_in *)&ss)->sin_port);
     s->sweep = event_new(base, -1, EV_PERSIST, http_sweep_cb, s);
+    s->resume = evtimer_new(base, http_resume_cb, s);
     int64_t every = idle_ms / 4 < 100 ? 100 : idle_ms / 4 > 1000 ? 1000 : idle_ms / 4;
     struct timeval tv = {(time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000};
-    if (!s->sweep || event_add(s->sweep, &tv) != 0) {
+    if (!s->sweep || !s->resume || event_add(s->sweep, &tv) != 0) {
         snprintf(err, errlen, "server.listen: out of memory");
         http_server_free(s);
         return NULL;
@@ -693,6 +713,7 @@ void http_server_free(http_server *s)
     http_server_stop_accepting(s);
     while (s->conns) http_conn_free(s->conns);
     if (s->sweep) event_free(s->sweep);
+    if (s->resume) event_free(s->resume);
     free(s);
 }
 

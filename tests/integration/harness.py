@@ -162,7 +162,7 @@ class Receiver:
 class Tickd:
     """The real tickd binary."""
 
-    def __init__(self, tmp, redis=None, args=(), env=None, name="tickd", store=None):
+    def __init__(self, tmp, redis=None, args=(), env=None, name="tickd", store=None, nofile=None):
         self.port = free_port()
         self.tmp = tmp
         self.log = os.path.join(tmp, f"{name}-{self.port}.log")
@@ -175,12 +175,18 @@ class Tickd:
         self.env = dict(os.environ)
         self.env.setdefault("TICKD_SERVER_WORKERS", "2")
         self.env.update(env or {})
+        self.nofile = nofile  # RLIMIT_NOFILE for the process, if set
         self.proc = None
 
     def start(self, wait=True):
         self.logf = open(self.log, "ab")
+        limit = None
+        if self.nofile:
+            import resource
+            n = self.nofile
+            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))  # noqa: E731
         self.proc = subprocess.Popen([TICKD, *self.args], stdout=self.logf, stderr=self.logf,
-                                     env=self.env)
+                                     env=self.env, preexec_fn=limit)
         if wait:
             wait_for(self.healthy, 15, what=f"tickd :{self.port} healthy")
         return self

@@ -2,6 +2,7 @@
 pipelining, chunked bodies, Expect: 100-continue, HTTP/1.0, and the answers
 the server gives for itself (400, 413, 417, 431, 501), always as JSON."""
 import json
+import os
 import socket
 import time
 
@@ -245,3 +246,28 @@ def test_request_sent_while_the_previous_one_waits(redis, tickd_factory):
     status, _, body = r.response()
     assert status in (404, 503), (status, body)
     s.close()
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_descriptors_pauses_accepts_without_spinning(redis, tickd_factory):
+    t = tickd_factory(redis, nofile=64).start()
+    clients = []
+    for _ in range(120):   # more than tickd may hold open
+        try:
+            clients.append(socket.create_connection(("127.0.0.1", t.port), timeout=2))
+        except OSError:
+            break
+    time.sleep(0.5)
+    c0 = cpu_seconds(t.proc.pid)
+    time.sleep(2)
+    used = cpu_seconds(t.proc.pid) - c0
+    assert used < 0.5, f"tickd used {used:.2f} s of CPU in 2 s while out of descriptors"
+    assert "pausing accepts" in t.logtext()
+    for c in clients:
+        c.close()
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 10, what="serving again")
