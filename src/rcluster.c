@@ -55,6 +55,7 @@ struct rcluster {
     int16_t slots[RC_SLOTS];
     int64_t timeout_ms;
     struct event *watch_ev;
+    struct event *flush_ev; /* writes this turn's commands at its end */
     int64_t refresh_ms;     /* last slot map refresh started */
     int refreshing;
     int freeing;
@@ -488,8 +489,11 @@ static void rc_send(rc_req *q, int node, int asking)
     }
     if (asking) redisAsyncCommand(l->ac, NULL, NULL, "ASKING");
     if (redisAsyncCommandArgv(l->ac, rc_on_reply, q, q->argc, (const char **)q->argv,
-                              q->argvlen) != REDIS_OK && rc_retry(q) != 0)
-        rc_fail_later(q, "redis unavailable");
+                              q->argvlen) != REDIS_OK) {
+        if (rc_retry(q) != 0) rc_fail_later(q, "redis unavailable");
+        return;
+    }
+    if (q->c->flush_ev) event_active(q->c->flush_ev, EV_WRITE, 0);
 }
 
 static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
@@ -592,6 +596,24 @@ static int rc_parse_hostport(const char *s, size_t len, char *host, size_t hostl
     return 0;
 }
 
+/* Commands queued in hiredis would be written when the loop next polls the
+ * sockets as writable: one more turn of the loop, and an epoll_ctl pair,
+ * per batch. The flush event, made active with the first command of a turn,
+ * runs once the turn's other callbacks have queued theirs, and writes them
+ * all then. Under load that takes a wakeup off every round trip. */
+static void rc_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rcluster *c = arg;
+    (void)fd;
+    (void)what;
+    for (int i = 0; i < c->nnodes; i++)
+        for (int l = 0; l < RC_LANES; l++) {
+            redisAsyncContext *ac = c->nodes[i]->link[l].ac;
+            if (ac && c->nodes[i]->link[l].up && sdslen(ac->c.obuf) > 0)
+                redisAsyncHandleWrite(ac);
+        }
+}
+
 rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_ms,
                     int64_t wait_ms, char *err, size_t errlen)
 {
@@ -671,8 +693,9 @@ found:
     c->base = base;
     for (int i = 0; i < c->nnodes; i++) rc_link_connect(&c->nodes[i]->link[0]);
     c->watch_ev = event_new(base, -1, EV_PERSIST, rc_watch_cb, c);
+    c->flush_ev = event_new(base, -1, 0, rc_flush_cb, c);
     struct timeval wt = {0, RC_WATCH_MS * 1000};
-    if (!c->watch_ev || event_add(c->watch_ev, &wt) != 0) goto oom;
+    if (!c->watch_ev || !c->flush_ev || event_add(c->watch_ev, &wt) != 0) goto oom;
     c->refresh_ms = rc_now_ms();
     log_info("redis: %s mode, %d node%s", c->cluster ? "cluster" : "single-server", c->nnodes,
              c->nnodes == 1 ? "" : "s");
@@ -711,6 +734,7 @@ void rc_free(rcluster *c)
         free(n);
     }
     if (c->watch_ev) event_free(c->watch_ev);
+    if (c->flush_ev) event_free(c->flush_ev);
     free(c->nodes);
     free(c);
 }
