@@ -128,9 +128,9 @@ static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
 static void xfer_free(xfer *x)
 {
     worker *w = x->w;
-    /* keep the handle: curl_easy_init and cleanup cost more than a reset */
+    /* keep the handle, its fixed options set (xfer_easy): the next transfer
+     * sets only its own (xfer_build) */
     if (x->easy && w && w->nspare < EASY_SPARE) {
-        curl_easy_reset(x->easy);
         w->spare[w->nspare++] = x->easy;
     } else if (x->easy) {
         curl_easy_cleanup(x->easy);
@@ -298,12 +298,40 @@ static int worker_timer_cb(CURLM *m, long timeout_ms, void *userp)
 
 static struct curl_slist *xfer_header(struct curl_slist *l, const char *name, const char *value)
 {
-    char *line = xmalloc(strlen(name) + strlen(value) + 3);
-    sprintf(line, "%s: %s", name, value);
+    char buf[512], *line = buf;
+    size_t nn = strlen(name), nv = strlen(value);
+    if (nn + nv + 3 > sizeof(buf)) line = xmalloc(nn + nv + 3);
+    memcpy(line, name, nn);
+    memcpy(line + nn, ": ", 2);
+    memcpy(line + nn + 2, value, nv + 1);
     struct curl_slist *n = curl_slist_append(l, line);
-    free(line);
+    if (line != buf) free(line);
     if (!n) abort();
     return n;
+}
+
+static struct curl_slist *xfer_header_int(struct curl_slist *l, const char *name, long long v)
+{
+    char buf[24], *p = buf + sizeof(buf);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    *--p = '\0';
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (v < 0) *--p = '-';
+    return xfer_header(l, name, p);
+}
+
+/* A new easy handle with the options every transfer shares; a handle kept
+ * for reuse keeps them. */
+static CURL *xfer_easy(void)
+{
+    CURL *e = curl_easy_init();
+    if (!e) abort();
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    return e;
 }
 
 /* Build the request of a job; -1 + j->err when the spec cannot be used. */
@@ -313,7 +341,6 @@ static int xfer_build(xfer *x)
     cJSON *spec = cJSON_Parse(j->spec);
     const cJSON *url, *method, *hdr, *req, *to;
     int has_ctype = 0, rc = -1;
-    char num[32];
 
     j->max_attempts = 1;
     if (!spec) {
@@ -336,18 +363,12 @@ static int xfer_build(xfer *x)
         goto done;
     }
     x->hq = worker_hostq(x->w, url->valuestring);
-    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : curl_easy_init();
-    if (!x->easy) abort();
+    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy();
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 
     for (const cJSON *h = hdr ? hdr->child : NULL; h; h = h->next) {
         if (!cJSON_IsString(h)) continue;
@@ -355,15 +376,15 @@ static int xfer_build(xfer *x)
         x->hdrs = xfer_header(x->hdrs, h->string, h->valuestring);
     }
     x->hdrs = xfer_header(x->hdrs, "tickd-task-id", j->id);
-    snprintf(num, sizeof(num), "%d", j->attempt);
-    x->hdrs = xfer_header(x->hdrs, "tickd-attempt", num);
-    snprintf(num, sizeof(num), "%lld", (long long)j->due_ms);
-    x->hdrs = xfer_header(x->hdrs, "tickd-scheduled-at", num);
+    x->hdrs = xfer_header_int(x->hdrs, "tickd-attempt", j->attempt);
+    x->hdrs = xfer_header_int(x->hdrs, "tickd-scheduled-at", j->due_ms);
     if (!(x->hdrs = curl_slist_append(x->hdrs, "Expect:"))) abort();
 
     const char *m = method->valuestring;
     if (strcmp(m, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL); /* a reused handle's last body */
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL);
     } else {
         if (req && cJSON_IsString(req)) {
             x->body = xstrdup(req->valuestring);
@@ -378,7 +399,7 @@ static int xfer_build(xfer *x)
         }
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
-        if (strcmp(m, "POST") != 0) curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, m);
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, strcmp(m, "POST") != 0 ? m : NULL);
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
     rc = 0;
@@ -473,7 +494,13 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->idx = i;
         w->host_connections = host_connections;
         pthread_mutex_init(&w->mu, NULL);
-        w->base = event_base_new();
+        /* curl moves a socket between read and write interest several times
+         * a transfer: with the changelist each move costs no epoll_ctl until
+         * the loop polls, and a delete and re-add of one fd collapse */
+        struct event_config *cfg = event_config_new();
+        if (cfg) event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+        w->base = cfg ? event_base_new_with_config(cfg) : NULL;
+        if (cfg) event_config_free(cfg);
         w->multi = curl_multi_init();
         if (!w->base || !w->multi) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);

@@ -67,9 +67,8 @@ typedef struct rc_req {
     rcluster *c;
     rc_reply_fn *cb;
     void *priv;
-    int argc;
-    char **argv;
-    size_t *argvlen;
+    char *cmd;                  /* the command in RESP, kept for retries and redirects */
+    size_t cmdlen;
     int slot;   /* -1: sent to a fixed node */
     int node;
     int redirects;
@@ -369,10 +368,7 @@ int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_
 static void rc_req_free(rc_req *q)
 {
     if (q->retry_ev) event_free(q->retry_ev);
-    for (int i = 0; i < q->argc; i++) free(q->argv[i]);
-    free(q->argv);
-    free(q->argvlen);
-    free(q);
+    free(q); /* the command lives in the same block */
 }
 
 typedef struct rc_fail {
@@ -488,36 +484,49 @@ static void rc_send(rc_req *q, int node, int asking)
         return;
     }
     if (asking) redisAsyncCommand(l->ac, NULL, NULL, "ASKING");
-    if (redisAsyncCommandArgv(l->ac, rc_on_reply, q, q->argc, (const char **)q->argv,
-                              q->argvlen) != REDIS_OK) {
+    if (redisAsyncFormattedCommand(l->ac, rc_on_reply, q, q->cmd, q->cmdlen) != REDIS_OK) {
         if (rc_retry(q) != 0) rc_fail_later(q, "redis unavailable");
         return;
     }
     if (q->c->flush_ev) event_active(q->c->flush_ev, EV_WRITE, 0);
 }
 
+static char *rc_resp_len(char *p, char type, size_t n)
+{
+    char buf[24], *b = buf + sizeof(buf);
+    do *--b = (char)('0' + n % 10); while (n /= 10);
+    *p++ = type;
+    memcpy(p, b, (size_t)(buf + sizeof(buf) - b));
+    p += buf + sizeof(buf) - b;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* A request and its command, formatted once in RESP (what hiredis would
+ * format on every send, a printf per argument), in one allocation. */
 static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
                           const char **argv, const size_t *argvlen)
 {
-    rc_req *q = calloc(1, sizeof(*q));
+    size_t bytes = 24;
+    for (int i = 0; i < argc; i++) bytes += (argvlen ? argvlen[i] : strlen(argv[i])) + 26;
+    rc_req *q = calloc(1, sizeof(*q) + bytes);
     if (!q) return NULL;
     q->c = c;
     q->cb = cb;
     q->priv = priv;
-    q->argv = calloc((size_t)argc, sizeof(char *));
-    q->argvlen = calloc((size_t)argc, sizeof(size_t));
-    if (!q->argv || !q->argvlen) goto fail;
-    for (q->argc = 0; q->argc < argc; q->argc++) {
-        size_t len = argvlen ? argvlen[q->argc] : strlen(argv[q->argc]);
-        if (!(q->argv[q->argc] = malloc(len + 1))) goto fail;
-        memcpy(q->argv[q->argc], argv[q->argc], len);
-        q->argv[q->argc][len] = '\0';
-        q->argvlen[q->argc] = len;
+    q->cmd = (char *)(q + 1);
+    char *p = rc_resp_len(q->cmd, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t len = argvlen ? argvlen[i] : strlen(argv[i]);
+        p = rc_resp_len(p, '$', len);
+        memcpy(p, argv[i], len);
+        p += len;
+        *p++ = '\r';
+        *p++ = '\n';
     }
+    q->cmdlen = (size_t)(p - q->cmd);
     return q;
-fail:
-    rc_req_free(q);
-    return NULL;
 }
 
 static void rc_oom_cb(evutil_socket_t fd, short what, void *arg);

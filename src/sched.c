@@ -149,7 +149,8 @@ typedef struct step {
     store_script sc;
     int nkeys, nargs;
     char keys[5][128];
-    char **args;            /* owned */
+    char *args;             /* the arguments, each NUL-terminated (owned) */
+    size_t len, cap;
 } step;
 
 /* The steps recording one attempt, or (a batch) one settle step recording
@@ -193,10 +194,7 @@ static void chain_done(chain *c)
         sc->settled++;
         sched_job_gone(sc, c->jobs[i]);
     }
-    for (int i = 0; i < c->n; i++) {
-        for (int a = 0; a < c->steps[i].nargs; a++) free(c->steps[i].args[a]);
-        free(c->steps[i].args);
-    }
+    for (int i = 0; i < c->n; i++) free(c->steps[i].args);
     free(c->jobs);
     free(c);
 }
@@ -231,10 +229,15 @@ static void chain_run(chain *c)
 {
     step *st = &c->steps[c->at];
     const char *keys[5];
+    const char **args = xmalloc(sizeof(*args) * (size_t)st->nargs);
     for (int i = 0; i < st->nkeys; i++) keys[i] = st->keys[i];
+    for (int i = 0, at = 0; i < st->nargs; i++) {
+        args[i] = st->args + at;
+        at += (int)strlen(args[i]) + 1;
+    }
     c->sc->pending++;
-    store_eval(c->sc->s, st->sc, st->nkeys, keys, st->nargs, (const char **)st->args, chain_cb,
-               c);
+    store_eval(c->sc->s, st->sc, st->nkeys, keys, st->nargs, args, chain_cb, c);
+    free(args);
 }
 
 static step *chain_add(chain *c, store_script script, const char *slice, const int *which,
@@ -249,18 +252,30 @@ static step *chain_add(chain *c, store_script script, const char *slice, const i
     return st;
 }
 
-static void step_arg(step *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void step_arg(step *st, const char *fmt, ...)
+static void step_arg(step *st, const char *a, size_t n)
 {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    if ((st->nargs & 15) == 0)
-        st->args = xrealloc(st->args, sizeof(char *) * (size_t)(st->nargs + 16));
-    st->args[st->nargs++] = xstrdup(buf);
+    if (st->len + n + 1 > st->cap) {
+        st->cap = (st->len + n + 1) * 2 + 64;
+        st->args = xrealloc(st->args, st->cap);
+    }
+    memcpy(st->args + st->len, a, n);
+    st->args[st->len + n] = '\0';
+    st->len += n + 1;
+    st->nargs++;
+}
+
+static void step_str(step *st, const char *s)
+{
+    step_arg(st, s, strlen(s));
+}
+
+static void step_int(step *st, long long v)
+{
+    char buf[24], *p = buf + sizeof(buf);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (v < 0) *--p = '-';
+    step_arg(st, p, (size_t)(buf + sizeof(buf) - p));
 }
 
 static const int KEYS_SETTLE[] = {0, 1, 2, 3};
@@ -270,21 +285,21 @@ static const int KEYS_PTR[] = {0, 3, 4};
 static void step_settle_job(step *st, const job *j, const char *outcome, int64_t next_due,
                             const char *next_slice)
 {
-    step_arg(st, "%s", j->id);
-    step_arg(st, "%s", outcome);
-    step_arg(st, "%d", j->attempt);
-    if (j->status_code && !j->ok) step_arg(st, "%ld", j->status_code);
-    else step_arg(st, "%s", "");
-    step_arg(st, "%s", j->ok ? "" : j->err);
-    step_arg(st, "%lld", (long long)next_due);
-    step_arg(st, "%d", strcmp(j->src, j->home) == 0);
-    step_arg(st, "%s", next_slice);
+    step_str(st, j->id);
+    step_str(st, outcome);
+    step_int(st, j->attempt);
+    if (j->status_code && !j->ok) step_int(st, j->status_code);
+    else step_str(st, "");
+    step_str(st, j->ok ? "" : j->err);
+    step_int(st, next_due);
+    step_int(st, strcmp(j->src, j->home) == 0);
+    step_str(st, next_slice);
 }
 
 static step *chain_settle_step(chain *c)
 {
     step *st = chain_add(c, SCRIPT_SETTLE, c->jobs[0]->home, KEYS_SETTLE, 4);
-    step_arg(st, "%lld", (long long)c->sc->cfg->retention_ms);
+    step_int(st, c->sc->cfg->retention_ms);
     return st;
 }
 
@@ -296,10 +311,10 @@ static void chain_settle(chain *c, const char *outcome, int64_t next_due, const 
 static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
 {
     step *st = chain_add(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
-    step_arg(st, "%s", c->jobs[0]->id);
-    step_arg(st, "%s", op);
-    step_arg(st, "%lld", (long long)due);
-    step_arg(st, "%lld", (long long)to);
+    step_str(st, c->jobs[0]->id);
+    step_str(st, op);
+    step_int(st, due);
+    step_int(st, to);
 }
 
 static chain *chain_new(sched *sc, job *j)

@@ -194,7 +194,8 @@ typedef struct store_call {
     store *s;
     store_script sc;
     int argc;
-    const char **argv;   /* [0..2] static, the rest owned */
+    const char **argv;   /* [0..2] static, the rest copied into this block */
+    size_t *argvlen;
     char nkeys[16];
     char route[128];
     rc_reply_fn *cb;
@@ -205,9 +206,7 @@ typedef struct store_call {
 
 static void store_call_free(store_call *c)
 {
-    for (int i = 3; i < c->argc; i++) free((char *)c->argv[i]);
-    free(c->argv);
-    free(c);
+    free(c); /* argv and the arguments' copies live in the same block */
 }
 
 static void store_eval_cb(redisReply *r, const char *err, void *priv)
@@ -219,7 +218,10 @@ static void store_eval_cb(redisReply *r, const char *err, void *priv)
         c->tried_eval = 1;
         c->argv[0] = "EVAL";
         c->argv[1] = c->s->src[c->sc];
-        rc_command_lane(c->s->rc, c->route, c->lane, store_eval_cb, c, c->argc, c->argv, NULL);
+        c->argvlen[0] = 4;
+        c->argvlen[1] = strlen(c->argv[1]);
+        rc_command_lane(c->s->rc, c->route, c->lane, store_eval_cb, c, c->argc, c->argv,
+                        c->argvlen);
         return;
     }
     c->cb(r, err, c->priv);
@@ -235,22 +237,38 @@ void store_eval(store *s, store_script sc, int nkeys, const char **keys, int nar
 void store_eval_lane(store *s, int lane, store_script sc, int nkeys, const char **keys,
                      int nargs, const char **args, rc_reply_fn *cb, void *priv)
 {
-    store_call *c = xcalloc(1, sizeof(*c));
+    /* one allocation: the call, argv and argvlen, then copies of the
+     * arguments (kept for the NOSCRIPT resend) */
+    int argc = 3 + nkeys + nargs;
+    size_t bytes = 0;
+    for (int i = 0; i < nkeys + nargs; i++) bytes += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
+    store_call *c = xcalloc(1, sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
     c->lane = lane;
     c->s = s;
     c->sc = sc;
     c->cb = cb;
     c->priv = priv;
-    c->argc = 3 + nkeys + nargs;
-    c->argv = xcalloc((size_t)c->argc, sizeof(char *));
-    for (int i = 0; i < nkeys + nargs; i++)
-        c->argv[3 + i] = xstrdup(i < nkeys ? keys[i] : args[i - nkeys]);
-    snprintf(c->nkeys, sizeof(c->nkeys), "%d", nkeys);
+    c->argc = argc;
+    c->argv = (const char **)(c + 1);
+    c->argvlen = (size_t *)(c->argv + argc);
+    char *p = (char *)(c->argvlen + argc);
+    for (int i = 0; i < nkeys + nargs; i++) {
+        const char *a = i < nkeys ? keys[i] : args[i - nkeys];
+        size_t len = strlen(a);
+        memcpy(p, a, len + 1);
+        c->argv[3 + i] = p;
+        c->argvlen[3 + i] = len;
+        p += len + 1;
+    }
+    int n = snprintf(c->nkeys, sizeof(c->nkeys), "%d", nkeys);
     snprintf(c->route, sizeof(c->route), "%s", keys[0]);
     c->argv[0] = "EVALSHA";
     c->argv[1] = s->sha[sc];
     c->argv[2] = c->nkeys;
-    rc_command_lane(s->rc, c->route, lane, store_eval_cb, c, c->argc, c->argv, NULL);
+    c->argvlen[0] = 7;
+    c->argvlen[1] = strlen(s->sha[sc]);
+    c->argvlen[2] = (size_t)n;
+    rc_command_lane(s->rc, c->route, lane, store_eval_cb, c, c->argc, c->argv, c->argvlen);
 }
 
 /* ---- API operations ---------------------------------------------------- */
