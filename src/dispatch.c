@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "h1.h"
 #include "log.h"
 #include "util.h"
 
@@ -23,6 +24,7 @@ typedef struct xfer xfer;
  * scanned on every transfer removal, which costs O(n^2) in a burst. */
 typedef struct hostq {
     char *key;
+    h1_host *h1;                /* http:// without a proxy: the built-in client's */
     int active;
     xfer *head, *tail;
     struct hostq *next;
@@ -36,8 +38,13 @@ struct xfer {
     job *j;
     worker *w;
     hostq *hq;
-    CURL *easy;
+    CURL *easy;                 /* libcurl's transfer, or */
+    h1_call *call;              /* the built-in client's */
     struct curl_slist *hdrs;
+    char *url;                  /* built-in client: what the call needs */
+    char method[8];
+    char *hblk;                 /* the task's header lines, "Name: value\r\n" each */
+    size_t hlen, hcap;
     char *body;
     char errbuf[CURL_ERROR_SIZE];
     int64_t queued_ms;          /* monotonic: when the worker took it */
@@ -60,6 +67,7 @@ struct worker {
     int host_connections;
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
     int nspare;
+    h1_client *h1;              /* NULL: every callback through libcurl */
 };
 
 struct dispatch {
@@ -136,6 +144,8 @@ static void xfer_free(xfer *x)
         curl_easy_cleanup(x->easy);
     }
     curl_slist_free_all(x->hdrs);
+    free(x->url);
+    free(x->hblk);
     free(x->body);
     free(x);
 }
@@ -147,9 +157,12 @@ static int64_t dispatch_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Start x in curl, or queue it behind its host's busy connections. The
- * task's timeout_ms covers the whole attempt, the wait for a connection
- * included, so an attempt always ends (and is recorded) within its lease. */
+static void worker_h1_done(void *priv, long status, const char *err);
+
+/* Start x (in curl or the built-in client), or queue it behind its host's
+ * busy connections. The task's timeout_ms covers the whole attempt, the wait
+ * for a connection included, so an attempt always ends (and is recorded)
+ * within its lease. */
 static void worker_start(worker *w, xfer *x)
 {
     if (x->hq->active >= w->host_connections) {
@@ -168,13 +181,20 @@ static void worker_start(worker *w, xfer *x)
         dispatch_finish(w->d, j);
         return;
     }
-    curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)left);
-    if (left < 10000) curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
     x->hq->active++;
     x->prev = NULL;
     x->next = w->active;
     if (w->active) w->active->prev = x;
     w->active = x;
+    if (!x->easy) {
+        int get = strcmp(x->method, "GET") == 0;
+        x->call = h1_call_start(x->hq->h1, x->method, x->url, x->hblk ? x->hblk : "", x->hlen,
+                                get ? NULL : x->body, get ? 0 : strlen(x->body), left,
+                                worker_h1_done, x);
+        return;
+    }
+    curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)left);
+    if (left < 10000) curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
     curl_multi_add_handle(w->multi, x->easy);
 }
 
@@ -190,30 +210,25 @@ static hostq *worker_hostq(worker *w, const char *url)
         if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) return q;
     hostq *q = xcalloc(1, sizeof(*q));
     q->key = xstrndup(url, n);
+    q->h1 = h1_host_new(w->h1, url);
     q->next = *b;
     *b = q;
     return q;
 }
 
-static void worker_complete(worker *w, xfer *x, CURLcode rc)
+/* x's attempt ended: the answer's status (0: none), or err when it failed
+ * (an answer may have begun: status then says which). */
+static void worker_end(worker *w, xfer *x, long status, const char *err)
 {
     job *j = x->j;
-    long code = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    j->status_code = code;
-    if (rc == CURLE_OK && code >= 200 && code < 300) {
-        j->ok = 1;
-    } else if (rc == CURLE_OK) {
-        snprintf(j->err, sizeof(j->err), "HTTP %ld", code);
-    } else {
-        snprintf(j->err, sizeof(j->err), "%.40s%s%.200s", curl_easy_strerror(rc),
-                 x->errbuf[0] ? ": " : "", x->errbuf);
-        j->status_code = code;
-    }
+    j->status_code = status;
+    if (err) snprintf(j->err, sizeof(j->err), "%s", err);
+    else if (status >= 200 && status < 300) j->ok = 1;
+    else snprintf(j->err, sizeof(j->err), "HTTP %ld", status);
     if (x->prev) x->prev->next = x->next;
     else w->active = x->next;
     if (x->next) x->next->prev = x->prev;
-    curl_multi_remove_handle(w->multi, x->easy);
+    if (x->easy) curl_multi_remove_handle(w->multi, x->easy);
     hostq *hq = x->hq;
     xfer_free(x);
     dispatch_finish(w->d, j);
@@ -225,6 +240,24 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         if (!hq->head) hq->tail = NULL;
         worker_start(w, next);
     }
+}
+
+static void worker_complete(worker *w, xfer *x, CURLcode rc)
+{
+    long code = 0;
+    char err[sizeof(x->j->err)];
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (rc != CURLE_OK)
+        snprintf(err, sizeof(err), "%.40s%s%.200s", curl_easy_strerror(rc),
+                 x->errbuf[0] ? ": " : "", x->errbuf);
+    worker_end(w, x, code, rc == CURLE_OK ? NULL : err);
+}
+
+static void worker_h1_done(void *priv, long status, const char *err)
+{
+    xfer *x = priv;
+    x->call = NULL;
+    worker_end(x->w, x, status, err);
 }
 
 static void worker_check(worker *w)
@@ -296,28 +329,46 @@ static int worker_timer_cb(CURLM *m, long timeout_ms, void *userp)
     return 0;
 }
 
-static struct curl_slist *xfer_header(struct curl_slist *l, const char *name, const char *value)
+/* One header line of the request: "name: value\r\n". */
+static void xfer_header(xfer *x, const char *name, const char *value)
 {
-    char buf[512], *line = buf;
-    size_t nn = strlen(name), nv = strlen(value);
-    if (nn + nv + 3 > sizeof(buf)) line = xmalloc(nn + nv + 3);
-    memcpy(line, name, nn);
-    memcpy(line + nn, ": ", 2);
-    memcpy(line + nn + 2, value, nv + 1);
-    struct curl_slist *n = curl_slist_append(l, line);
-    if (line != buf) free(line);
-    if (!n) abort();
-    return n;
+    size_t nn = strlen(name), nv = strlen(value), need = x->hlen + nn + nv + 5;
+    if (need > x->hcap) {
+        x->hcap = need * 2 < 512 ? 512 : need * 2;
+        x->hblk = xrealloc(x->hblk, x->hcap);
+    }
+    char *p = x->hblk + x->hlen;
+    memcpy(p, name, nn);
+    memcpy(p + nn, ": ", 2);
+    memcpy(p + nn + 2, value, nv);
+    memcpy(p + nn + 2 + nv, "\r\n", 3);
+    x->hlen = need - 1;
 }
 
-static struct curl_slist *xfer_header_int(struct curl_slist *l, const char *name, long long v)
+static void xfer_header_int(xfer *x, const char *name, long long v)
 {
     char buf[24], *p = buf + sizeof(buf);
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     *--p = '\0';
     do *--p = (char)('0' + u % 10); while (u /= 10);
     if (v < 0) *--p = '-';
-    return xfer_header(l, name, p);
+    xfer_header(x, name, p);
+}
+
+/* The header lines as libcurl's list (what it adds itself, "Name:" removes). */
+static struct curl_slist *xfer_curl_headers(const xfer *x)
+{
+    struct curl_slist *l = NULL;
+    for (size_t at = 0; at < x->hlen;) {
+        const char *eol = strstr(x->hblk + at, "\r\n");
+        char *line = xstrndup(x->hblk + at, (size_t)(eol - (x->hblk + at)));
+        struct curl_slist *n = curl_slist_append(l, line);
+        free(line);
+        if (!n) abort();
+        l = n;
+        at = (size_t)(eol + 2 - x->hblk);
+    }
+    return l;
 }
 
 /* A new easy handle with the options every transfer shares; a handle kept
@@ -363,40 +414,51 @@ static int xfer_build(xfer *x)
         goto done;
     }
     x->hq = worker_hostq(x->w, url->valuestring);
+    for (const cJSON *h = hdr ? hdr->child : NULL; h; h = h->next) {
+        if (!cJSON_IsString(h)) continue;
+        if (strcasecmp(h->string, "Content-Type") == 0) has_ctype = 1;
+        xfer_header(x, h->string, h->valuestring);
+    }
+    xfer_header(x, "tickd-task-id", j->id);
+    xfer_header_int(x, "tickd-attempt", j->attempt);
+    xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
+    const char *m = method->valuestring;
+    int get = strcmp(m, "GET") == 0, json = 0;
+    if (!get) {
+        if (req && cJSON_IsString(req)) {
+            x->body = xstrdup(req->valuestring);
+        } else if (req) {
+            if (!(x->body = cJSON_PrintUnformatted(req))) abort();
+            json = 1;
+            if (!has_ctype) xfer_header(x, "Content-Type", "application/json");
+        } else {
+            x->body = xstrdup("");
+        }
+    }
+    if (x->hq->h1) {
+        /* the built-in client: worker_start makes the request */
+        x->url = xstrdup(url->valuestring);
+        snprintf(x->method, sizeof(x->method), "%s", m);
+        rc = 0;
+        goto done;
+    }
+
     x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy();
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-
-    for (const cJSON *h = hdr ? hdr->child : NULL; h; h = h->next) {
-        if (!cJSON_IsString(h)) continue;
-        if (strcasecmp(h->string, "Content-Type") == 0) has_ctype = 1;
-        x->hdrs = xfer_header(x->hdrs, h->string, h->valuestring);
-    }
-    x->hdrs = xfer_header(x->hdrs, "tickd-task-id", j->id);
-    x->hdrs = xfer_header_int(x->hdrs, "tickd-attempt", j->attempt);
-    x->hdrs = xfer_header_int(x->hdrs, "tickd-scheduled-at", j->due_ms);
+    x->hdrs = xfer_curl_headers(x);
     if (!(x->hdrs = curl_slist_append(x->hdrs, "Expect:"))) abort();
-
-    const char *m = method->valuestring;
-    if (strcmp(m, "GET") == 0) {
+    if (get) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL); /* a reused handle's last body */
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL);
     } else {
-        if (req && cJSON_IsString(req)) {
-            x->body = xstrdup(req->valuestring);
-            /* curl would say x-www-form-urlencoded: the task said nothing */
-            if (!has_ctype && !(x->hdrs = curl_slist_append(x->hdrs, "Content-Type:"))) abort();
-        } else if (req) {
-            if (!(x->body = cJSON_PrintUnformatted(req))) abort();
-            if (!has_ctype) x->hdrs = xfer_header(x->hdrs, "Content-Type", "application/json");
-        } else {
-            x->body = xstrdup("");
-            if (!has_ctype && !(x->hdrs = curl_slist_append(x->hdrs, "Content-Type:"))) abort();
-        }
+        /* curl would say x-www-form-urlencoded: the task said nothing */
+        if (!has_ctype && !json && !(x->hdrs = curl_slist_append(x->hdrs, "Content-Type:")))
+            abort();
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, strcmp(m, "POST") != 0 ? m : NULL);
@@ -458,7 +520,14 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     event_base_dispatch(w->base);
-    /* stopping: abort what waits for a connection, then what runs */
+    /* stopping: abort what runs, then what waits for a connection */
+    while (w->active) {
+        xfer *x = w->active;
+        w->active = x->next;
+        if (x->easy) curl_multi_remove_handle(w->multi, x->easy);
+        h1_call_abort(x->call);
+        worker_abort(w, x);
+    }
     for (int b = 0; b < HOSTQ_BUCKETS; b++)
         for (hostq *q = w->hq[b], *qn; q; q = qn) {
             qn = q->next;
@@ -466,16 +535,24 @@ static void *worker_main(void *arg)
                 xn = x->next;
                 worker_abort(w, x);
             }
+            h1_host_free(q->h1);
             free(q->key);
             free(q);
         }
-    while (w->active) {
-        xfer *x = w->active;
-        w->active = x->next;
-        curl_multi_remove_handle(w->multi, x->easy);
-        worker_abort(w, x);
-    }
+    h1_client_free(w->h1); /* on this thread: it runs the loop once more */
+    w->h1 = NULL;
     return NULL;
+}
+
+/* A proxy for http:// set in the environment, as libcurl reads it. */
+static int dispatch_proxied(void)
+{
+    static const char *vars[] = {"http_proxy", "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(*vars); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return 1;
+    }
+    return 0;
 }
 
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
@@ -502,9 +579,13 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->base = cfg ? event_base_new_with_config(cfg) : NULL;
         if (cfg) event_config_free(cfg);
         w->multi = curl_multi_init();
+        /* with a proxy configured, libcurl makes every callback (it applies
+         * the proxy and no_proxy rules) */
+        if (w->base && !dispatch_proxied()) w->h1 = h1_client_new(w->base);
         if (!w->base || !w->multi) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);
             d->nworkers = i;
+            h1_client_free(w->h1);
             if (w->base) event_base_free(w->base);
             if (w->multi) curl_multi_cleanup(w->multi);
             dispatch_free(d);
@@ -524,6 +605,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
             snprintf(err, errlen, "dispatch: cannot start worker thread %d", i);
             event_free(w->timer_ev);
             event_free(w->wake_ev);
+            h1_client_free(w->h1);
             event_base_free(w->base);
             curl_multi_cleanup(w->multi);
             d->nworkers = i;
@@ -557,6 +639,7 @@ void dispatch_free(dispatch *d)
         event_free(w->timer_ev);
         event_free(w->wake_ev);
         while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
+        h1_client_free(w->h1);
         curl_multi_cleanup(w->multi);
         event_base_free(w->base);
         pthread_mutex_destroy(&w->mu);

@@ -1,9 +1,11 @@
 /* dispatch.h -- the worker pool that makes the HTTP callbacks.
  *
- * `workers` threads, each with its own libevent loop and libcurl multi handle
- * driven by curl_multi_socket_action (never curl_multi_perform in a loop), so
- * connections are reused per host and one slow receiver holds only its own
- * transfers. Jobs go in from the main thread and come back to it: the done
+ * `workers` threads, each with its own libevent loop. A callback to an
+ * http:// URL (no proxy configured) goes through the built-in HTTP/1.1 client
+ * (h1.h); https://, proxies and URLs with credentials through a libcurl multi
+ * handle driven by curl_multi_socket_action (never curl_multi_perform in a
+ * loop). Connections are reused per host and one slow receiver holds only its
+ * own transfers. Jobs go in from the main thread and come back to it: the done
  * callback runs on the main loop, once per submitted job.
  *
  * Ownership: a job belongs to the caller; between dispatch_submit() and its

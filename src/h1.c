@@ -1,0 +1,788 @@
+/* h1.c -- see h1.h. */
+#include "h1.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define H1_DNS_TTL_MS 60000     /* as libcurl's DNS cache */
+#define H1_IDLE_MS 60000        /* an idle connection older than this is closed, not reused */
+#define H1_HEAD_MAX 65536       /* longest answer head read */
+#define H1_DRAIN_MAX 1048576    /* a longer body is not read: the connection closes instead */
+#define H1_ADDR_MAX 8
+
+typedef struct h1_conn h1_conn;
+
+struct h1_client {
+    struct event_base *base;
+    struct evdns_base *dns;
+    char rbuf[65536];           /* every read lands here; only a part line is kept */
+};
+
+struct h1_host {
+    h1_client *c;
+    char *name;                 /* host name or address, without [] */
+    char *authority;            /* as in the URL: the Host header */
+    int port;
+    struct sockaddr_storage addr[H1_ADDR_MAX];
+    socklen_t alen[H1_ADDR_MAX];
+    int naddr;
+    int64_t addr_until_ms;
+    struct evdns_getaddrinfo_request *dnsreq;
+    struct dns_ctx *dnsctx;     /* the lookup under way */
+    h1_call *waiting, **waiting_tail;   /* calls waiting for the resolver */
+    h1_conn *idle;              /* kept connections, the last used first */
+};
+
+struct h1_conn {
+    h1_host *h;
+    int fd;
+    struct event *ev;
+    h1_call *k;                 /* NULL: idle */
+    h1_conn *next;              /* idle list */
+    int64_t idle_since_ms;
+    int ai;                     /* address being connected to */
+    int connecting;
+    int reused;                 /* carried an answer before this call */
+    char *buf;                  /* what has arrived and is not parsed yet */
+    size_t len, cap;
+};
+
+/* A lookup's callback argument: it may outlive its host. */
+struct dns_ctx {
+    h1_host *h; /* NULL once the host is freed */
+};
+
+enum { PH_HEAD, PH_BODY, PH_CHUNK_SIZE, PH_CHUNK_DATA, PH_CHUNK_CRLF, PH_TRAILER, PH_DONE };
+
+struct h1_call {
+    h1_host *h;
+    h1_conn *conn;
+    h1_call *next;              /* host's waiting list */
+    char *req;
+    size_t reqlen, off;
+    struct event *tev;          /* timeout, then the deferred failure */
+    int64_t timeout_ms;
+    h1_done_fn *done;
+    void *priv;
+    int started;                /* off the caller's stack: on a connection or waiting */
+    int retried;                /* a kept connection failed before any answer: once more */
+    int head_req;               /* HEAD: the answer has no body */
+    int phase;
+    long status;
+    int close;                  /* the connection ends with this answer */
+    int64_t remain;
+    size_t got;                 /* bytes of answer received */
+    char err[240];
+};
+
+static int64_t h1_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- client and hosts -------------------------------------------------- */
+
+h1_client *h1_client_new(struct event_base *base)
+{
+    h1_client *c = xcalloc(1, sizeof(*c));
+    c->base = base;
+    c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                      EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (!c->dns) c->dns = evdns_base_new(base, 0); /* no resolv.conf: the hosts file only */
+    if (!c->dns) {
+        free(c);
+        return NULL;
+    }
+    evdns_base_load_hosts(c->dns, NULL);
+    return c;
+}
+
+void h1_client_free(h1_client *c)
+{
+    if (!c) return;
+    /* lookups still pending fail, their callbacks deferred to the loop:
+     * one more pass of it runs them (they free their context) */
+    evdns_base_free(c->dns, 1);
+    event_base_loop(c->base, EVLOOP_NONBLOCK);
+    free(c);
+}
+
+h1_host *h1_host_new(h1_client *c, const char *url)
+{
+    if (!c || strncasecmp(url, "http://", 7) != 0) return NULL;
+    const char *a = url + 7;
+    size_t n = strcspn(a, "/?#");
+    if (n == 0 || memchr(a, '@', n)) return NULL; /* credentials: libcurl sends them */
+    const char *host = a, *port = NULL;
+    size_t hn;
+    if (*a == '[') {
+        const char *end = memchr(a, ']', n);
+        if (!end) return NULL;
+        host = a + 1;
+        hn = (size_t)(end - host);
+        if (end + 1 < a + n) {
+            if (end[1] != ':') return NULL;
+            port = end + 2;
+        }
+    } else {
+        const char *colon = memchr(a, ':', n);
+        hn = colon ? (size_t)(colon - a) : n;
+        if (colon) port = colon + 1;
+    }
+    int p = 80;
+    if (port && port < a + n) {
+        p = 0;
+        for (const char *q = port; q < a + n; q++) {
+            if (*q < '0' || *q > '9' || p > 65535) return NULL;
+            p = p * 10 + (*q - '0');
+        }
+        if (p < 1 || p > 65535) return NULL;
+    }
+    if (hn == 0) return NULL;
+    h1_host *h = xcalloc(1, sizeof(*h));
+    h->c = c;
+    h->name = xstrndup(host, hn);
+    h->authority = xstrndup(a, n);
+    h->port = p;
+    h->waiting_tail = &h->waiting;
+    return h;
+}
+
+static void conn_close(h1_conn *conn);
+
+void h1_host_free(h1_host *h)
+{
+    if (!h) return;
+    while (h->idle) {
+        h1_conn *conn = h->idle;
+        h->idle = conn->next;
+        conn_close(conn);
+    }
+    /* a lookup under way runs on: its answer finds the host gone (the
+     * client's end fails what is still pending) */
+    if (h->dnsctx) h->dnsctx->h = NULL;
+    free(h->name);
+    free(h->authority);
+    free(h);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static void conn_ev_cb(evutil_socket_t fd, short what, void *arg);
+static void call_connect(h1_call *k);
+static void call_send(h1_call *k);
+
+static void conn_close(h1_conn *conn)
+{
+    if (conn->ev) event_free(conn->ev);
+    if (conn->fd >= 0) close(conn->fd);
+    free(conn->buf);
+    free(conn);
+}
+
+static void conn_want(h1_conn *conn, short what)
+{
+    event_del(conn->ev);
+    event_assign(conn->ev, conn->h->c->base, conn->fd, what | EV_PERSIST, conn_ev_cb, conn);
+    event_add(conn->ev, NULL);
+}
+
+static void idle_remove(h1_host *h, h1_conn *conn)
+{
+    for (h1_conn **p = &h->idle; *p; p = &(*p)->next)
+        if (*p == conn) {
+            *p = conn->next;
+            return;
+        }
+}
+
+static void waiting_remove(h1_host *h, h1_call *k)
+{
+    for (h1_call **p = &h->waiting; *p; p = &(*p)->next)
+        if (*p == k) {
+            *p = k->next;
+            if (!*p) h->waiting_tail = p;
+            return;
+        }
+}
+
+/* ---- ending a call ----------------------------------------------------- */
+
+static void call_free(h1_call *k)
+{
+    if (k->tev) event_free(k->tev);
+    free(k->req);
+    free(k);
+}
+
+/* The call is over: its connection is kept for the next call when the
+ * answer ended cleanly and the host did not say close; else it closes. */
+static void call_finish(h1_call *k, long status)
+{
+    h1_conn *conn = k->conn;
+    if (conn) {
+        conn->k = NULL;
+        if (status && !k->close && conn->len == 0) {
+            conn->reused = 1;
+            conn->idle_since_ms = h1_now_ms();
+            conn->next = k->h->idle;
+            k->h->idle = conn;
+            conn_want(conn, EV_READ); /* readable while idle: the host closed it */
+        } else {
+            conn_close(conn);
+        }
+    }
+    h1_done_fn *done = k->done;
+    void *priv = k->priv;
+    char err[sizeof(k->err)];
+    memcpy(err, k->err, sizeof(err));
+    call_free(k);
+    done(priv, status, status ? NULL : err);
+}
+
+/* The call failed for the reason in k->err: its connection closes. */
+static void call_failed(h1_call *k)
+{
+    if (k->conn) {
+        conn_close(k->conn);
+        k->conn = NULL;
+    }
+    call_finish(k, 0);
+}
+
+static void call_fail(h1_call *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void call_fail(h1_call *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->err, sizeof(k->err), fmt, ap);
+    va_end(ap);
+    call_failed(k);
+}
+
+/* A kept connection failed before any byte of the answer: the host closed it
+ * while it sat idle. The request goes once more, on a new connection. */
+static int call_retry(h1_call *k)
+{
+    if (!k->conn || !k->conn->reused || k->got || k->retried) return 0;
+    conn_close(k->conn);
+    k->conn = NULL;
+    k->retried = 1;
+    k->off = 0;
+    call_connect(k);
+    return 1;
+}
+
+/* ---- the answer ---------------------------------------------------------- */
+
+static int h1_token(const char *v, const char *end, const char *tok)
+{
+    size_t tl = strlen(tok);
+    while (v < end) {
+        const char *comma = memchr(v, ',', (size_t)(end - v));
+        const char *e = comma ? comma : end;
+        while (v < e && (*v == ' ' || *v == '\t')) v++;
+        const char *te = e;
+        while (te > v && (te[-1] == ' ' || te[-1] == '\t')) te--;
+        if ((size_t)(te - v) == tl && strncasecmp(v, tok, tl) == 0) return 1;
+        v = comma ? comma + 1 : end;
+    }
+    return 0;
+}
+
+/* The last coding of a Transfer-Encoding value is chunked. */
+static int h1_chunked_last(const char *v, const char *end)
+{
+    const char *last = v;
+    for (const char *q = v; q < end; q++)
+        if (*q == ',') last = q + 1;
+    return h1_token(last, end, "chunked");
+}
+
+#define H1_BAD(...) do { snprintf(k->err, sizeof(k->err), __VA_ARGS__); return -1; } while (0)
+
+/* An answer head (up to and with its empty line): status and framing. */
+static int h1_head(h1_call *k, const char *p, size_t n)
+{
+    if (n < 13 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' || p[8] != ' ' ||
+        p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9' ||
+        (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
+        H1_BAD("malformed answer: bad status line");
+    long status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+    int close_tok = 0, keep_tok = 0, chunked = 0, coded = 0, have_len = 0;
+    int64_t clen = 0;
+    const char *end = p + n, *line = (const char *)memchr(p, '\n', n) + 1;
+    while (line < end) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        size_t ll = (size_t)(eol - line);
+        if (ll && line[ll - 1] == '\r') ll--;
+        if (ll == 0) break;
+        const char *colon = memchr(line, ':', ll);
+        if (colon) {
+            size_t nl = (size_t)(colon - line);
+            const char *v = colon + 1, *ve = line + ll;
+            while (v < ve && (*v == ' ' || *v == '\t')) v++;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+            if (nl == 14 && strncasecmp(line, "content-length", 14) == 0) {
+                int64_t x = 0;
+                if (v == ve) H1_BAD("malformed answer: empty Content-Length");
+                for (const char *q = v; q < ve; q++) {
+                    if (*q < '0' || *q > '9' || x > 100000000000000LL)
+                        H1_BAD("malformed answer: bad Content-Length");
+                    x = x * 10 + (*q - '0');
+                }
+                if (have_len && x != clen) H1_BAD("malformed answer: two Content-Lengths");
+                have_len = 1;
+                clen = x;
+            } else if (nl == 17 && strncasecmp(line, "transfer-encoding", 17) == 0) {
+                coded = 1;
+                chunked = h1_chunked_last(v, ve);
+            } else if (nl == 10 && strncasecmp(line, "connection", 10) == 0) {
+                close_tok |= h1_token(v, ve, "close");
+                keep_tok |= h1_token(v, ve, "keep-alive");
+            }
+        }
+        line = eol + 1;
+    }
+    k->status = status;
+    if (status < 200) {
+        if (status == 101) H1_BAD("malformed answer: 101 Switching Protocols");
+        return 0; /* an interim answer (100, 103): the final one follows */
+    }
+    k->close = close_tok || (p[7] == '0' && !keep_tok);
+    if (k->head_req || status == 204 || status == 304) {
+        k->phase = PH_DONE;
+    } else if (chunked) {
+        k->phase = PH_CHUNK_SIZE;
+    } else if (coded || !have_len || clen > H1_DRAIN_MAX) {
+        /* the body runs to the close, or is long: not read, the connection closes */
+        k->close = 1;
+        k->phase = PH_DONE;
+    } else {
+        k->remain = clen;
+        k->phase = clen ? PH_BODY : PH_DONE;
+    }
+    return 0;
+}
+
+static int h1_hex(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Read what has arrived, data[0..len): 1 when the answer is complete, 0
+ * when more must come, -1 when it is malformed (k->err); *used: the bytes
+ * consumed (the rest is a part line or head, to be read again with more). */
+static int h1_parse(h1_call *k, const char *data, size_t len, size_t *used)
+{
+    size_t pos = 0;
+    int rc = 0;
+    while (rc == 0) {
+        const char *p = data + pos;
+        size_t avail = len - pos;
+        if (k->phase == PH_DONE) {
+            rc = 1;
+        } else if (k->phase == PH_HEAD) {
+            const char *end = memmem(p, avail, "\r\n\r\n", 4);
+            if (!end) {
+                if (avail > H1_HEAD_MAX) {
+                    snprintf(k->err, sizeof(k->err), "malformed answer: head over 64 KiB");
+                    rc = -1;
+                }
+                break;
+            }
+            size_t n = (size_t)(end + 4 - p);
+            if (h1_head(k, p, n) != 0) rc = -1;
+            pos += n;
+        } else if (k->phase == PH_BODY || k->phase == PH_CHUNK_DATA) {
+            size_t n = avail < (uint64_t)k->remain ? avail : (size_t)k->remain;
+            pos += n;
+            k->remain -= (int64_t)n;
+            if (k->remain > 0) break;
+            k->phase = k->phase == PH_BODY ? PH_DONE : PH_CHUNK_CRLF;
+        } else if (k->phase == PH_CHUNK_CRLF) {
+            if (avail < 2) break;
+            if (p[0] != '\r' || p[1] != '\n') {
+                snprintf(k->err, sizeof(k->err), "malformed answer: chunk not ended by CRLF");
+                rc = -1;
+                break;
+            }
+            pos += 2;
+            k->phase = PH_CHUNK_SIZE;
+        } else { /* PH_CHUNK_SIZE, PH_TRAILER: one line */
+            const char *eol = memmem(p, avail, "\r\n", 2);
+            if (!eol) {
+                if (avail > 4096) {
+                    snprintf(k->err, sizeof(k->err), "malformed answer: chunk line over 4 KiB");
+                    rc = -1;
+                }
+                break;
+            }
+            size_t ll = (size_t)(eol - p), i = 0;
+            pos += ll + 2;
+            if (k->phase == PH_TRAILER) {
+                if (ll == 0) k->phase = PH_DONE;
+                continue;
+            }
+            int64_t size = 0;
+            for (; i < ll && h1_hex((unsigned char)p[i]) >= 0; i++) {
+                if (size > (INT64_MAX >> 5)) break;
+                size = size * 16 + h1_hex((unsigned char)p[i]);
+            }
+            if (i == 0 || (i < ll && p[i] != ';' && p[i] != ' ' && p[i] != '\t')) {
+                snprintf(k->err, sizeof(k->err), "malformed answer: bad chunk size");
+                rc = -1;
+                break;
+            }
+            k->remain = size;
+            k->phase = size ? PH_CHUNK_DATA : PH_TRAILER;
+        }
+    }
+    *used = pos;
+    return rc;
+}
+
+/* ---- I/O ----------------------------------------------------------------- */
+
+static void call_recv(h1_call *k)
+{
+    h1_conn *c = k->conn;
+    char *rbuf = k->h->c->rbuf;
+    const size_t room = sizeof(k->h->c->rbuf);
+    for (;;) {
+        ssize_t n = recv(c->fd, rbuf, room, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : 0;
+            if (call_retry(k)) return;
+            if (e) call_fail(k, "recv failure from %s port %d: %s", k->h->name, k->h->port,
+                             strerror(e));
+            else call_fail(k, "connection to %s port %d closed before the answer ended",
+                           k->h->name, k->h->port);
+            return;
+        }
+        k->got += (size_t)n;
+        /* parsed where it landed; only a part head or line waits in c->buf */
+        const char *data = rbuf;
+        size_t len = (size_t)n, used;
+        if (c->len) {
+            if (c->len + len > c->cap) {
+                c->cap = (c->len + len) * 2;
+                c->buf = xrealloc(c->buf, c->cap);
+            }
+            memcpy(c->buf + c->len, rbuf, len);
+            c->len += len;
+            data = c->buf;
+            len = c->len;
+        }
+        int rc = h1_parse(k, data, len, &used);
+        size_t left = len - used;
+        if (left && data == c->buf) {
+            memmove(c->buf, c->buf + used, left);
+        } else if (left) {
+            if (left > c->cap) {
+                c->cap = left < 1024 ? 1024 : left;
+                free(c->buf);
+                c->buf = xmalloc(c->cap);
+            }
+            memcpy(c->buf, data + used, left);
+        }
+        c->len = left; /* left after a complete answer: the connection is not kept */
+        if (rc < 0) {
+            call_failed(k);
+            return;
+        }
+        if (rc > 0) {
+            call_finish(k, k->status);
+            return;
+        }
+        if ((size_t)n < room) return; /* the socket is drained */
+    }
+}
+
+static void call_send(h1_call *k)
+{
+    h1_conn *c = k->conn;
+    while (k->off < k->reqlen) {
+        ssize_t n = send(c->fd, k->req + k->off, k->reqlen - k->off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            conn_want(c, EV_WRITE);
+            return;
+        }
+        if (n < 0) {
+            int e = errno;
+            if (call_retry(k)) return;
+            call_fail(k, "send failure to %s port %d: %s", k->h->name, k->h->port, strerror(e));
+            return;
+        }
+        k->off += (size_t)n;
+    }
+    conn_want(c, EV_READ);
+}
+
+/* Connect c to its host's addresses from c->ai on; 0 when under way. */
+static int conn_connect(h1_conn *c)
+{
+    h1_host *h = c->h;
+    int err = 0;
+    for (; c->ai < h->naddr; c->ai++) {
+        const struct sockaddr *sa = (const struct sockaddr *)&h->addr[c->ai];
+        int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(fd, sa, h->alen[c->ai]) == 0 || errno == EINPROGRESS) {
+            c->fd = fd;
+            c->connecting = 1;
+            if (!c->ev) c->ev = event_new(h->c->base, fd, EV_WRITE | EV_PERSIST, conn_ev_cb, c);
+            if (!c->ev) abort();
+            conn_want(c, EV_WRITE);
+            return 0;
+        }
+        err = errno;
+        close(fd);
+    }
+    return err ? err : ECONNREFUSED;
+}
+
+static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+    h1_conn *c = arg;
+    h1_call *k = c->k;
+    (void)what;
+    if (!k) {
+        /* readable while idle: the host closed it (or sent what nobody asked) */
+        idle_remove(c->h, c);
+        conn_close(c);
+        return;
+    }
+    if (c->connecting) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err) {
+            event_del(c->ev);
+            close(c->fd);
+            c->fd = -1;
+            c->ai++;
+            int e = c->ai < c->h->naddr ? conn_connect(c) : err;
+            if (e) call_fail(k, "Failed to connect to %s port %d: %s", c->h->name, c->h->port,
+                             strerror(e));
+            return;
+        }
+        c->connecting = 0;
+    }
+    if (k->off < k->reqlen) call_send(k);
+    else call_recv(k);
+}
+
+/* Put k on a connection: a kept one if there is one, else a new one. */
+static void call_connect(h1_call *k)
+{
+    h1_host *h = k->h;
+    int64_t now = h1_now_ms();
+    while (h->idle && !k->retried) {
+        h1_conn *c = h->idle;
+        h->idle = c->next;
+        if (now - c->idle_since_ms > H1_IDLE_MS) {
+            conn_close(c);
+            continue;
+        }
+        c->k = k;
+        k->conn = c;
+        call_send(k);
+        return;
+    }
+    h1_conn *c = xcalloc(1, sizeof(*c));
+    c->h = h;
+    c->fd = -1;
+    c->k = k;
+    k->conn = c;
+    int e = conn_connect(c);
+    if (e) call_fail(k, "Failed to connect to %s port %d: %s", h->name, h->port, strerror(e));
+}
+
+/* ---- resolving ------------------------------------------------------------ */
+
+typedef struct dns_ctx dns_ctx;
+
+static void host_resolved(int result, struct evutil_addrinfo *res, void *arg)
+{
+    dns_ctx *d = arg;
+    h1_host *h = d->h;
+    free(d);
+    if (!h || result == EVUTIL_EAI_CANCEL) {
+        if (res) evutil_freeaddrinfo(res);
+        return;
+    }
+    h->dnsreq = NULL;
+    h->dnsctx = NULL;
+    h->naddr = 0;
+    for (struct evutil_addrinfo *a = res; a && h->naddr < H1_ADDR_MAX; a = a->ai_next) {
+        if (a->ai_addrlen > sizeof(h->addr[0])) continue;
+        memcpy(&h->addr[h->naddr], a->ai_addr, a->ai_addrlen);
+        h->alen[h->naddr++] = (socklen_t)a->ai_addrlen;
+    }
+    if (res) evutil_freeaddrinfo(res);
+    if (result == 0 && h->naddr) h->addr_until_ms = h1_now_ms() + H1_DNS_TTL_MS;
+    h1_call *list = h->waiting;
+    h->waiting = NULL;
+    h->waiting_tail = &h->waiting;
+    while (list) {
+        h1_call *k = list;
+        list = k->next;
+        k->next = NULL;
+        if (result == 0 && h->naddr) call_connect(k);
+        else call_fail(k, "Could not resolve host: %s (%s)", h->name,
+                       result ? evutil_gai_strerror(result) : "no address");
+    }
+}
+
+static void host_resolve(h1_host *h)
+{
+    struct evutil_addrinfo hints;
+    char port[8];
+    dns_ctx *d = xmalloc(sizeof(*d));
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
+    snprintf(port, sizeof(port), "%d", h->port);
+    d->h = h;
+    h->dnsctx = d;
+    /* may answer at once (an address, the hosts file): then it returns NULL */
+    struct evdns_getaddrinfo_request *r =
+        evdns_getaddrinfo(h->c->dns, h->name, port, &hints, host_resolved, d);
+    if (r) h->dnsreq = r;
+}
+
+/* ---- starting a call ------------------------------------------------------ */
+
+static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    h1_call *k = arg;
+    (void)fd, (void)what;
+    if (!k->started) {
+        /* started from the loop: done never runs inside h1_call_start */
+        k->started = 1;
+        struct timeval tv = {k->timeout_ms / 1000, (k->timeout_ms % 1000) * 1000};
+        evtimer_add(k->tev, &tv);
+        h1_host *h = k->h;
+        if (h1_now_ms() < h->addr_until_ms) {
+            call_connect(k);
+            return;
+        }
+        k->next = NULL;
+        *h->waiting_tail = k;
+        h->waiting_tail = &k->next;
+        if (!h->dnsreq) host_resolve(h);
+        return;
+    }
+    if (!k->conn) waiting_remove(k->h, k);
+    call_fail(k, "Timeout: no answer from %s port %d within %lld ms", k->h->name, k->h->port,
+              (long long)k->timeout_ms);
+}
+
+static char *h1_put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static int h1_has(const char *hdrs, size_t len, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *l = hdrs; l < hdrs + len;) {
+        if ((size_t)(hdrs + len - l) > nl && strncasecmp(l, name, nl) == 0 && l[nl] == ':')
+            return 1;
+        const char *eol = memchr(l, '\n', (size_t)(hdrs + len - l));
+        if (!eol) break;
+        l = eol + 1;
+    }
+    return 0;
+}
+
+h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const char *hdrs,
+                       size_t hdrs_len, const char *body, size_t body_len, int64_t timeout_ms,
+                       h1_done_fn *done, void *priv)
+{
+    h1_call *k = xcalloc(1, sizeof(*k));
+    k->h = h;
+    k->done = done;
+    k->priv = priv;
+    k->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+    k->head_req = strcmp(method, "HEAD") == 0;
+
+    /* the request target: the URL after its authority, without a fragment */
+    const char *t = url + 7 + strcspn(url + 7, "/?#");
+    size_t tl = strcspn(t, "#");
+    int slash = *t != '/';
+    int has_host = h1_has(hdrs, hdrs_len, "host"), has_ua = h1_has(hdrs, hdrs_len, "user-agent"),
+        has_accept = h1_has(hdrs, hdrs_len, "accept");
+    size_t ml = strlen(method), al = strlen(h->authority);
+    size_t cap = ml + 1 + 1 + tl + 11 + 8 + al + 2 + 24 + 13 + hdrs_len + 40 + 2 + body_len;
+    char *p = k->req = xmalloc(cap);
+    p = h1_put(p, method, ml);
+    *p++ = ' ';
+    if (slash) *p++ = '/';
+    p = h1_put(p, t, tl);
+    p = h1_put(p, " HTTP/1.1\r\n", 11);
+    if (!has_host) {
+        p = h1_put(p, "Host: ", 6);
+        p = h1_put(p, h->authority, al);
+        p = h1_put(p, "\r\n", 2);
+    }
+    if (!has_ua) p = h1_put(p, "User-Agent: tickd/1\r\n", 21);
+    if (!has_accept) p = h1_put(p, "Accept: */*\r\n", 13);
+    p = h1_put(p, hdrs, hdrs_len);
+    if (body) {
+        char num[24], *q = num + sizeof(num);
+        size_t v = body_len;
+        do *--q = (char)('0' + v % 10); while (v /= 10);
+        p = h1_put(p, "Content-Length: ", 16);
+        p = h1_put(p, q, (size_t)(num + sizeof(num) - q));
+        p = h1_put(p, "\r\n", 2);
+    }
+    p = h1_put(p, "\r\n", 2);
+    if (body) p = h1_put(p, body, body_len);
+    k->reqlen = (size_t)(p - k->req);
+
+    k->tev = evtimer_new(h->c->base, call_timer_cb, k);
+    if (!k->tev) abort();
+    event_active(k->tev, EV_TIMEOUT, 0);
+    return k;
+}
+
+void h1_call_abort(h1_call *k)
+{
+    if (!k) return;
+    if (k->conn) conn_close(k->conn);
+    else if (k->started) waiting_remove(k->h, k);
+    call_free(k);
+}

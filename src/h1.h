@@ -1,0 +1,51 @@
+/* h1.h -- a lean HTTP/1.1 client for the callbacks to plain http:// URLs.
+ *
+ * libcurl spends about 86,000 instructions on one callback over a kept
+ * connection (callgrind): it builds the request head one byte at a time
+ * through its own printf, searches its connection cache and checks every
+ * header it might add against the task's. In a burst that was most of
+ * tickd's CPU. For http:// without a proxy the dispatch workers speak
+ * HTTP/1.1 themselves: the request is written in one send(), the answer's
+ * status line and framing (Content-Length, chunked, or up to the close) are
+ * read, its body is dropped, and the connection is kept for the next callback
+ * to the same host. Names are resolved with libevent's evdns (the hosts file,
+ * then the servers of resolv.conf) and kept for 60 s. https://, proxies and
+ * URLs with credentials stay with libcurl.
+ *
+ * One h1_client per event loop (thread); nothing here is thread-safe. */
+#ifndef TICKD_H1_H
+#define TICKD_H1_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+typedef struct h1_client h1_client;
+typedef struct h1_host h1_host;
+typedef struct h1_call h1_call;
+
+/* A call ended: status is the HTTP status of the final answer, or 0 with err
+ * saying why there is none (timeout, connection, malformed answer). */
+typedef void h1_done_fn(void *priv, long status, const char *err);
+
+/* NULL when no resolver can be set up (the caller then uses libcurl). */
+h1_client *h1_client_new(struct event_base *base);
+/* Every call must have ended or been aborted, every host freed. */
+void h1_client_free(h1_client *c);
+
+/* The receiving host of url (scheme://authority), with its resolved address
+ * and idle connections; NULL when url is not one this client takes. */
+h1_host *h1_host_new(h1_client *c, const char *url);
+void h1_host_free(h1_host *h);
+
+/* Call url (on h's host) with method, the header lines hdrs ("Name: value\r\n"
+ * each; Host, User-Agent and Accept are added unless given) and body (NULL:
+ * none; else sent with its Content-Length). timeout_ms bounds the whole call.
+ * done runs once, later, from the event loop, unless the call is aborted. */
+h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const char *hdrs,
+                       size_t hdrs_len, const char *body, size_t body_len, int64_t timeout_ms,
+                       h1_done_fn *done, void *priv);
+/* End a call without its done callback (its connection is closed). */
+void h1_call_abort(h1_call *k);
+
+#endif
