@@ -39,6 +39,8 @@ static const config_key keys[] = {
      "claimed tasks held at once (waiting for their ms or calling back); claiming pauses at this bound"},
     {"server", "host_connections", CT_INT, "32", 1, 10000, F(host_connections),
      "connections each dispatch worker keeps to one receiving host; more callbacks to it wait their turn on them (kept alive)"},
+    {"server", "keepalive_ms", CT_INT, "60000", 100, 3600000, F(keepalive_ms),
+     "a kept connection to a receiving host is closed after this long unused"},
     {"server", "shutdown_grace_ms", CT_INT, "10000", 0, 600000, F(shutdown_grace_ms),
      "on SIGTERM/SIGINT, how long callbacks in flight may finish before exit"},
     {"server", "store", CT_STR, "redis", 0, 0, F(store),

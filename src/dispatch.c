@@ -65,6 +65,7 @@ struct worker {
     xfer *active;               /* transfers running, for abort on stop */
     hostq *hq[HOSTQ_BUCKETS];
     int host_connections;
+    int64_t keepalive_ms;       /* an unused connection is closed after this */
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
     int nspare;
     h1_client *h1;              /* NULL: every callback through libcurl */
@@ -373,7 +374,7 @@ static struct curl_slist *xfer_curl_headers(const xfer *x)
 
 /* A new easy handle with the options every transfer shares; a handle kept
  * for reuse keeps them. */
-static CURL *xfer_easy(void)
+static CURL *xfer_easy(int64_t keepalive_ms)
 {
     CURL *e = curl_easy_init();
     if (!e) abort();
@@ -382,6 +383,7 @@ static CURL *xfer_easy(void)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)((keepalive_ms + 999) / 1000));
     return e;
 }
 
@@ -443,7 +445,7 @@ static int xfer_build(xfer *x)
         goto done;
     }
 
-    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy();
+    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w->keepalive_ms);
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
@@ -556,6 +558,7 @@ static int dispatch_proxied(void)
 }
 
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
+                          int64_t keepalive_ms,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen)
 {
     dispatch *d = xcalloc(1, sizeof(*d));
@@ -570,6 +573,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->d = d;
         w->idx = i;
         w->host_connections = host_connections;
+        w->keepalive_ms = keepalive_ms;
         pthread_mutex_init(&w->mu, NULL);
         /* curl moves a socket between read and write interest several times
          * a transfer: with the changelist each move costs no epoll_ctl until
@@ -581,7 +585,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->multi = curl_multi_init();
         /* with a proxy configured, libcurl makes every callback (it applies
          * the proxy and no_proxy rules) */
-        if (w->base && !dispatch_proxied()) w->h1 = h1_client_new(w->base);
+        if (w->base && !dispatch_proxied()) w->h1 = h1_client_new(w->base, keepalive_ms);
         if (!w->base || !w->multi) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);
             d->nworkers = i;

@@ -48,9 +48,11 @@ typedef void dispatch_done_fn(job *j, void *priv);
 
 /* Start `workers` threads, each keeping at most `host_connections`
  * connections to one host (transfers beyond wait for one, reusing it rather
- * than opening a connection per callback). Returns NULL + err. Call evthread_use_pthreads()
+ * than opening a connection per callback), each closed once unused for
+ * keepalive_ms. Returns NULL + err. Call evthread_use_pthreads()
  * before creating `main_base`. */
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
+                          int64_t keepalive_ms,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen);
 
 /* Hand a fired job to a worker (round robin). Main thread only. */

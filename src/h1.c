@@ -19,7 +19,6 @@
 #include "util.h"
 
 #define H1_DNS_TTL_MS 60000     /* as libcurl's DNS cache */
-#define H1_IDLE_MS 60000        /* an idle connection older than this is closed, not reused */
 #define H1_HEAD_MAX 65536       /* longest answer head read */
 #define H1_DRAIN_MAX 1048576    /* a longer body is not read: the connection closes instead */
 #define H1_ADDR_MAX 8
@@ -29,6 +28,7 @@ typedef struct h1_conn h1_conn;
 struct h1_client {
     struct event_base *base;
     struct evdns_base *dns;
+    int64_t keepalive_ms;       /* an idle connection is closed after this long */
     char rbuf[65536];           /* every read lands here; only a part line is kept */
 };
 
@@ -98,10 +98,11 @@ static int64_t h1_now_ms(void)
 
 /* ---- client and hosts -------------------------------------------------- */
 
-h1_client *h1_client_new(struct event_base *base)
+h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms)
 {
     h1_client *c = xcalloc(1, sizeof(*c));
     c->base = base;
+    c->keepalive_ms = keepalive_ms;
     c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (!c->dns) c->dns = evdns_base_new(base, 0); /* no resolv.conf: the hosts file only */
@@ -196,11 +197,12 @@ static void conn_close(h1_conn *conn)
     free(conn);
 }
 
-static void conn_want(h1_conn *conn, short what)
+/* Wait for what on the connection (tv: at most that long, then EV_TIMEOUT). */
+static void conn_want(h1_conn *conn, short what, const struct timeval *tv)
 {
     event_del(conn->ev);
     event_assign(conn->ev, conn->h->c->base, conn->fd, what | EV_PERSIST, conn_ev_cb, conn);
-    event_add(conn->ev, NULL);
+    event_add(conn->ev, tv);
 }
 
 static void idle_remove(h1_host *h, h1_conn *conn)
@@ -243,7 +245,11 @@ static void call_finish(h1_call *k, long status)
             conn->idle_since_ms = h1_now_ms();
             conn->next = k->h->idle;
             k->h->idle = conn;
-            conn_want(conn, EV_READ); /* readable while idle: the host closed it */
+            /* idle: closed when the host closes it (readable) or after
+             * keepalive_ms, so a host no longer called holds no descriptor */
+            int64_t ka = k->h->c->keepalive_ms;
+            struct timeval tv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
+            conn_want(conn, EV_READ, &tv);
         } else {
             conn_close(conn);
         }
@@ -528,7 +534,7 @@ static void call_send(h1_call *k)
         ssize_t n = send(c->fd, k->req + k->off, k->reqlen - k->off, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            conn_want(c, EV_WRITE);
+            conn_want(c, EV_WRITE, NULL);
             return;
         }
         if (n < 0) {
@@ -539,7 +545,7 @@ static void call_send(h1_call *k)
         }
         k->off += (size_t)n;
     }
-    conn_want(c, EV_READ);
+    conn_want(c, EV_READ, NULL);
 }
 
 /* Connect c to its host's addresses from c->ai on; 0 when under way. */
@@ -561,7 +567,7 @@ static int conn_connect(h1_conn *c)
             c->connecting = 1;
             if (!c->ev) c->ev = event_new(h->c->base, fd, EV_WRITE | EV_PERSIST, conn_ev_cb, c);
             if (!c->ev) abort();
-            conn_want(c, EV_WRITE);
+            conn_want(c, EV_WRITE, NULL);
             return 0;
         }
         err = errno;
@@ -576,7 +582,8 @@ static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
     h1_call *k = c->k;
     (void)what;
     if (!k) {
-        /* readable while idle: the host closed it (or sent what nobody asked) */
+        /* idle: the host closed it (or sent what nobody asked), or it sat
+         * unused for keepalive_ms */
         idle_remove(c->h, c);
         conn_close(c);
         return;
@@ -609,7 +616,7 @@ static void call_connect(h1_call *k)
     while (h->idle && !k->retried) {
         h1_conn *c = h->idle;
         h->idle = c->next;
-        if (now - c->idle_since_ms > H1_IDLE_MS) {
+        if (now - c->idle_since_ms >= h->c->keepalive_ms) {
             conn_close(c);
             continue;
         }

@@ -28,8 +28,9 @@ typedef struct h1_call h1_call;
  * saying why there is none (timeout, connection, malformed answer). */
 typedef void h1_done_fn(void *priv, long status, const char *err);
 
-/* NULL when no resolver can be set up (the caller then uses libcurl). */
-h1_client *h1_client_new(struct event_base *base);
+/* NULL when no resolver can be set up (the caller then uses libcurl). A kept
+ * connection unused for keepalive_ms is closed. */
+h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms);
 /* Every call must have ended or been aborted, every host freed. */
 void h1_client_free(h1_client *c);
 

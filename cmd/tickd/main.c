@@ -281,8 +281,8 @@ int main(int argc, char **argv)
         }
         be = (api_backend){&t, redis_add, redis_get, redis_cancel, redis_health, redis_now, redis_stats};
     }
-    if (!(t.d = dispatch_create(t.base, workers, (int)t.cfg.host_connections, tickd_done, &t, err,
-                                 sizeof(err)))) {
+    if (!(t.d = dispatch_create(t.base, workers, (int)t.cfg.host_connections,
+                                 t.cfg.keepalive_ms, tickd_done, &t, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }

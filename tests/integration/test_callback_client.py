@@ -53,6 +53,7 @@ class Scripted:
         self.close_idle_ms = close_idle_ms
         self.requests = []
         self.conns = 0
+        self.peer_closed = []  # (connection, time) of each close by the client
         self.lock = threading.Lock()
         self.stopped = False
         threading.Thread(target=self.accept, daemon=True).start()
@@ -84,6 +85,8 @@ class Scripted:
                         return  # idle too long: close, as the keep-alive timeout says
                     c.settimeout(None)
                     if not d:
+                        with self.lock:
+                            self.peer_closed.append((n, time.time()))
                         return
                     buf += d
                 head, buf = buf.split(b"\r\n\r\n", 1)
@@ -211,6 +214,23 @@ def test_connection_closed_while_idle_is_replaced(tickd_factory, redis):
         assert s.conns >= 6
     finally:
         s.close()
+
+
+def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted):
+    """A kept connection unused for server.keepalive_ms is closed by tickd, so
+    a host no longer called holds no descriptor; the next call opens anew."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
+                                  "TICKD_SERVER_KEEPALIVE_MS": "400"}).start()
+    a = t.post({"callback_url": scripted.url("/ok")})
+    assert final(t, a["id"])["status"] == "succeeded"
+    answered = scripted.requests[0]["t"]
+    wait_for(lambda: scripted.peer_closed, timeout=5)
+    conn, when = scripted.peer_closed[0]
+    assert conn == scripted.requests[0]["conn"]
+    assert 0.3 <= when - answered < 2.5, when - answered
+    b = t.post({"callback_url": scripted.url("/ok")})
+    assert final(t, b["id"])["status"] == "succeeded"
+    assert scripted.by_task()[b["id"]][0]["conn"] != conn
 
 
 def test_host_names_resolve(tickd, scripted):
