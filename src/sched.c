@@ -204,7 +204,12 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
     chain *c = priv;
     sched *sc = c->sc;
     sc->pending--;
-    if (!r) {
+    /* An error reply (a write refused: OOM, NOPERM, a slot mid-migration past
+     * the redis timeout) is a step not taken, like a lost connection: the
+     * chain must not go on to the next step, which may drop the lease that
+     * is all that still leads back to the task. */
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        if (r) err = r->str;
         if (++c->tries >= SETTLE_TRIES) {
             /* the lease in Redis will expire and the task run again */
             log_error("task %s%s: giving up recording attempt %d: %s", c->jobs[0]->id,
@@ -212,6 +217,9 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
             chain_done(c);
             return;
         }
+        if (c->tries == 1)
+            log_warn("task %s%s: recording attempt %d: %s (retrying)", c->jobs[0]->id,
+                     c->njobs > 1 ? " and others" : "", c->jobs[0]->attempt, err);
         int64_t ms = 50LL << (c->tries < 6 ? c->tries : 6);
         if (ms > SETTLE_BACKOFF_MAX_MS) ms = SETTLE_BACKOFF_MAX_MS;
         struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -219,7 +227,6 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
         evtimer_add(c->retry_ev, &tv);
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR) log_error("task %s: %s", c->jobs[0]->id, r->str);
     c->tries = 0;
     if (++c->at < c->n) chain_run(c);
     else chain_done(c);

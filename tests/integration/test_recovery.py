@@ -87,3 +87,39 @@ def test_sigterm_hands_back_claims_and_exits_0(redis, receiver, tickd_factory):
     assert t2.get(slow["id"])[1]["status"] == "succeeded"
     wait_for(lambda: t2.get(soon["id"])[1]["status"] == "succeeded", 10, what="handed-back fired")
     assert len(receiver.by_task()[soon["id"]]) == 1
+
+
+def test_a_refused_write_keeps_the_task_until_it_goes_through(redis, receiver, tickd_factory):
+    """Redis answers a step of recording an attempt with an error (here the
+    retry's slice holds a key of the wrong type; OOM, NOPERM or a slot still
+    migrating past the redis timeout come back the same way). The steps after
+    it wait: the task stays leased, and once Redis takes the write its retry
+    is queued. Going on past the refused step dropped the lease and left the
+    task "scheduled" with no entry that would ever fire it."""
+    import calendar
+    t = tickd_factory(redis).start()
+    task = t.post({"callback_url": receiver.url("/status/500"), "delay_ms": 1000,
+                   "key": "refused", "retry": {"max_attempts": 3, "backoff_ms": 120000}})
+    tid = task["id"]
+    minute, bucket = tid.split(".")[:2]
+    home = calendar.timegm(time.strptime(minute, "%Y%m%d%H%M"))
+    # the retry is due 96..120 s after the attempt: in one of the next 3 minutes
+    later = [time.strftime("%Y%m%d%H%M", time.gmtime(home + 60 * k)) + "." + bucket
+             for k in (1, 2, 3)]
+    for s in later:
+        redis.cli("SET", f"tickd:{{{s}}}:ptr", "not a hash")
+    wait_for(lambda: receiver.count() == 1, 5, what="first attempt")
+    wait_for(lambda: "WRONGTYPE" in t.logtext(), 5, what="the refused write logged")
+    time.sleep(0.5)
+    assert t.get(tid)[1]["status"] == "running"  # leased until recorded
+    assert redis.cli("ZSCORE", f"tickd:{{{minute}.{bucket}}}:run", tid) != ""
+    for s in later:
+        redis.cli("DEL", f"tickd:{{{s}}}:ptr")
+    wait_for(lambda: t.get(tid)[1]["status"] == "scheduled", 10, what="attempt recorded")
+    g = t.get(tid)[1]
+    assert g["attempts"] == 1 and g["last_error"] == "HTTP 500"
+    queued = [s for s in later if redis.cli("ZSCORE", f"tickd:{{{s}}}:due", tid) != ""]
+    assert len(queued) == 1, "the retry is in no slice: it would never fire"
+    assert redis.cli("HGET", f"tickd:{{{queued[0]}}}:ptr", tid) != ""
+    assert redis.cli("ZSCORE", f"tickd:{{{minute}.{bucket}}}:run", tid) == ""
+    assert len(receiver.by_task()[tid]) == 1
