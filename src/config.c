@@ -49,6 +49,10 @@ static const config_key keys[] = {
      "debug, info, warn or error"},
     {"redis", "nodes", CT_STR, "127.0.0.1:6379", 0, 0, F(nodes),
      "Redis host:port; several comma-separated seed nodes for a Redis Cluster"},
+    {"redis", "username", CT_STR, "", 0, 0, F(username),
+     "ACL user to AUTH as; empty = the default user"},
+    {"redis", "password", CT_STR, "", 0, 0, F(password),
+     "password sent with AUTH on every connection; empty = no AUTH (keep it out of files: TICKD_REDIS_PASSWORD)"},
     {"redis", "prefix", CT_STR, "tickd", 0, 0, F(prefix),
      "prefix of every key tickd writes"},
     {"redis", "timeout_ms", CT_INT, "2000", 10, 600000, F(timeout_ms),
@@ -293,6 +297,10 @@ int config_validate(const config *c, char *err, size_t errlen)
     }
     if (c->nodes[0] == '\0') {
         snprintf(err, errlen, "redis.nodes: empty");
+        return -1;
+    }
+    if (c->username[0] && !c->password[0]) {
+        snprintf(err, errlen, "redis.username: needs redis.password");
         return -1;
     }
     return 0;

@@ -22,6 +22,8 @@ typedef struct config {
     char log_level[16];
     /* [redis] */
     char nodes[1024];          /* host:port[,host:port...] */
+    char username[256];        /* ACL user ("" = default) */
+    char password[512];        /* "" = no AUTH */
     char prefix[64];
     int64_t timeout_ms;
     char scripts_dir[1024];    /* "" = next to the binary */

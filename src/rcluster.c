@@ -54,6 +54,7 @@ struct rcluster {
     int nnodes;
     int16_t slots[RC_SLOTS];
     int64_t timeout_ms;
+    char user[256], pass[512]; /* AUTH on every connection when pass is set */
     struct event *watch_ev;
     struct event *flush_ev; /* writes this turn's commands at its end */
     int64_t refresh_ms;     /* last slot map refresh started */
@@ -216,6 +217,19 @@ static void rc_on_disconnect(const redisAsyncContext *ac, int status)
     rc_link_schedule(l);
 }
 
+/* A refused AUTH (the password changed under a running tickd): what was
+ * queued behind it fails with NOAUTH, and the connection is made again, with
+ * backoff, until the server takes the password. */
+static void rc_auth_cb(redisAsyncContext *ac, void *rv, void *priv)
+{
+    redisReply *r = rv;
+    rc_link *l = ac->data;
+    (void)priv;
+    if (!r || r->type != REDIS_REPLY_ERROR || !l) return;
+    log_error("redis %s: AUTH refused (redis.username / redis.password): %s", l->n->name, r->str);
+    redisAsyncDisconnect(ac);
+}
+
 static void rc_link_connect(rc_link *l)
 {
     rc_node *n = l->n;
@@ -238,6 +252,13 @@ static void rc_link_connect(rc_link *l)
     redisLibeventAttach(ac, n->c->base);
     redisAsyncSetConnectCallback(ac, rc_on_connect);
     redisAsyncSetDisconnectCallback(ac, rc_on_disconnect);
+    /* queued first, so it goes before anything else sent on this connection */
+    if (n->c->pass[0]) {
+        if (n->c->user[0])
+            redisAsyncCommand(ac, rc_auth_cb, NULL, "AUTH %s %s", n->c->user, n->c->pass);
+        else
+            redisAsyncCommand(ac, rc_auth_cb, NULL, "AUTH %s", n->c->pass);
+    }
 }
 
 static void rc_ping_cb(redisAsyncContext *ac, void *r, void *priv)
@@ -623,8 +644,24 @@ static void rc_flush_cb(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_ms,
-                    int64_t wait_ms, char *err, size_t errlen)
+/* AUTH on a new blocking connection. 0; -1 when it could not be asked (err);
+ * -2 when the server refused the password (err). */
+static int rc_sync_auth(const rcluster *c, redisContext *rcx, const char *name, char *err,
+                        size_t errlen)
+{
+    if (!c->pass[0]) return 0;
+    redisReply *r = c->user[0] ? redisCommand(rcx, "AUTH %s %s", c->user, c->pass)
+                               : redisCommand(rcx, "AUTH %s", c->pass);
+    int rc = !r ? -1 : r->type == REDIS_REPLY_ERROR ? -2 : 0;
+    if (rc) snprintf(err, errlen, "redis %s: AUTH refused (redis.username / redis.password): %s",
+                     name, r ? r->str : rcx->errstr);
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
+                    const char *pass, int64_t timeout_ms, int64_t wait_ms, char *err,
+                    size_t errlen)
 {
     rcluster *c = calloc(1, sizeof(*c));
     char hosts[16][256];
@@ -637,6 +674,8 @@ rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_
         return NULL;
     }
     c->timeout_ms = timeout_ms;
+    snprintf(c->user, sizeof(c->user), "%s", user ? user : "");
+    snprintf(c->pass, sizeof(c->pass), "%s", pass ? pass : "");
     memset(c->slots, 0xff, sizeof(c->slots));
     for (const char *p = seeds; *p;) {
         const char *e = strchr(p, ',');
@@ -669,11 +708,22 @@ rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_
                 continue;
             }
             redisSetTimeout(rcx, tv);
-            redisReply *r = redisCommand(rcx, "CLUSTER SLOTS");
+            char name[300];
+            snprintf(name, sizeof(name), "%s:%d", hosts[i], ports[i]);
+            int auth = rc_sync_auth(c, rcx, name, err, errlen);
+            redisReply *r = auth ? NULL : redisCommand(rcx, "CLUSTER SLOTS");
             redisFree(rcx);
+            if (auth == -2) goto fail; /* waiting does not mend a password */
+            if (auth) continue;
             if (!r) {
-                snprintf(err, errlen, "redis %s:%d: no answer", hosts[i], ports[i]);
+                snprintf(err, errlen, "redis %s: no answer", name);
                 continue;
+            }
+            if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0) {
+                snprintf(err, errlen, "redis %s: the server wants a password: set "
+                         "redis.password (and redis.username for an ACL user)", name);
+                freeReplyObject(r);
+                goto fail;
             }
             if (r->type == REDIS_REPLY_ERROR) {
                 /* cluster support disabled: the plain one-server case */
@@ -766,6 +816,10 @@ redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t er
             return NULL;
         }
         redisSetTimeout(rcx, tv);
+        if (rc_sync_auth(c, rcx, n->name, err, errlen) != 0) {
+            redisFree(rcx);
+            return NULL;
+        }
         va_start(ap, fmt);
         r = redisvCommand(rcx, fmt, ap);
         va_end(ap);

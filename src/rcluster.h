@@ -31,9 +31,12 @@ typedef void rc_reply_fn(redisReply *reply, const char *err, void *priv);
 typedef void rc_connect_fn(rcluster *c, int node, void *priv);
 
 /* Connect to the seeds ("host:port,host:port"), waiting and retrying until one
- * answers or `wait_ms` passes. Returns NULL with the reason in err. */
-rcluster *rc_create(struct event_base *base, const char *seeds, int64_t timeout_ms,
-                    int64_t wait_ms, char *err, size_t errlen);
+ * answers or `wait_ms` passes. Every connection sends AUTH [user] pass first
+ * when `pass` is not empty; a refused password fails at once. Returns NULL
+ * with the reason in err. */
+rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
+                    const char *pass, int64_t timeout_ms, int64_t wait_ms, char *err,
+                    size_t errlen);
 void rc_free(rcluster *c);
 
 void rc_set_connect_cb(rcluster *c, rc_connect_fn *fn, void *priv);

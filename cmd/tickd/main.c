@@ -261,8 +261,8 @@ int main(int argc, char **argv)
                            memstore_health, memstore_now, memstore_stats};
     } else {
         tickd_scripts_dir(&t.cfg, dir, sizeof(dir));
-        if (!(t.rc = rc_create(t.base, t.cfg.nodes, t.cfg.timeout_ms, STARTUP_WAIT_MS, err,
-                               sizeof(err)))) {
+        if (!(t.rc = rc_create(t.base, t.cfg.nodes, t.cfg.username, t.cfg.password,
+                               t.cfg.timeout_ms, STARTUP_WAIT_MS, err, sizeof(err)))) {
             log_error("%s", err);
             goto done;
         }

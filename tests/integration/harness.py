@@ -47,6 +47,7 @@ class Redis:
         self.dir = os.path.join(tmp, f"{name}-{self.port}")
         os.makedirs(self.dir, exist_ok=True)
         self.extra = list(extra)
+        self.auth = []  # redis-cli's arguments to AUTH with, once the server wants them
         self.proc = None
 
     def start(self):
@@ -65,7 +66,7 @@ class Redis:
             return False
 
     def cli(self, *args):
-        out = subprocess.run(["redis-cli", "-p", str(self.port), *map(str, args)],
+        out = subprocess.run(["redis-cli", "-p", str(self.port), *self.auth, *map(str, args)],
                              capture_output=True, text=True, timeout=10)
         if out.returncode != 0:
             raise RuntimeError(out.stderr)

@@ -298,3 +298,43 @@ def test_idle_tickd_exits_0_on_signal(request, tickd_factory, store, sig):
     assert took < 1.5, took
     assert "shutting down" in t.logtext() and "stopped" in t.logtext()
     assert not answers(t.port)
+
+
+# ---- a Redis that wants a password -------------------------------------------------
+
+def test_redis_auth_as_default_and_acl_user(redis, receiver, tickd_factory):
+    """tickd sends AUTH on every connection, as the default user or as an ACL
+    user limited to tickd's keys. No password, a wrong one, or a user with no
+    password stop it at start with the reason, and write nothing."""
+    redis.cli("ACL", "SETUSER", "sched", "on", ">userpw", "~tickd:*", "+@all")
+    redis.cli("CONFIG", "SET", "requirepass", "defpw")
+    redis.auth = ["-a", "defpw", "--no-auth-warning"]
+
+    def refused(env, *fragments):
+        t = tickd_factory(redis, env=env).start(wait=False)
+        rc = t.proc.wait(15)
+        log = t.logtext()
+        assert rc != 0, log
+        for f in fragments:
+            assert f in log, (f, log)
+
+    refused({}, "wants a password", "redis.password")
+    refused({"TICKD_REDIS_PASSWORD": "wrong"}, "AUTH refused", "redis.password", "WRONGPASS")
+    refused({"TICKD_REDIS_USERNAME": "sched", "TICKD_REDIS_PASSWORD": "defpw"}, "WRONGPASS")
+    r = run("--redis", redis.addr, env=clean_env(TICKD_REDIS_USERNAME="sched"))
+    assert_config_error(r, "redis.username: needs redis.password")
+    assert redis.cli("--scan", "--pattern", "tickd:*") == ""
+
+    ids, logs = [], []
+    for env in ({"TICKD_REDIS_PASSWORD": "defpw"},
+                {"TICKD_REDIS_USERNAME": "sched", "TICKD_REDIS_PASSWORD": "userpw"}):
+        t = tickd_factory(redis, env=env).start()
+        ids.append(t.post({"callback_url": receiver.url(), "delay_ms": 300})["id"])
+        wait_for(lambda: ids[-1] in receiver.by_task(), 10, what="callback")
+        # connections made again (the watchdog, a failover) AUTH again
+        redis.cli("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        ids.append(t.post({"callback_url": receiver.url(), "delay_ms": 300})["id"])
+        wait_for(lambda: ids[-1] in receiver.by_task(), 10, what="callback after reconnect")
+        assert t.stop() == 0
+        logs.append(t.logtext())
+    assert not [log for log in logs if "NOAUTH" in log or "AUTH refused" in log], logs
