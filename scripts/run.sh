@@ -6,7 +6,18 @@ cd "$(dirname "$0")/.."
 nodes=${TICKD_REDIS_NODES:-127.0.0.1:6379}
 listen=${TICKD_SERVER_LISTEN:-127.0.0.1:8080}
 first=${nodes%%,*}
-if ! redis-cli -h "${first%:*}" -p "${first##*:}" ping >/dev/null 2>&1; then
+cli=(redis-cli -h "${first%:*}" -p "${first##*:}")
+if [ -n "${TICKD_REDIS_PASSWORD:-}" ]; then
+  export REDISCLI_AUTH=$TICKD_REDIS_PASSWORD
+  [ -z "${TICKD_REDIS_USERNAME:-}" ] || cli+=(--user "$TICKD_REDIS_USERNAME")
+fi
+answer=$("${cli[@]}" ping 2>&1 || true)
+case $answer in
+  *NOAUTH*|*WRONGPASS*|*"invalid password"*|*"invalid username"*)
+    echo "Redis on $first refuses us ($answer): set TICKD_REDIS_PASSWORD (and TICKD_REDIS_USERNAME)" >&2
+    exit 1 ;;
+esac
+if [ "$answer" != PONG ]; then
   if [ -n "${TICKD_REDIS_NODES:-}" ]; then
     echo "Redis at $nodes does not answer" >&2
     exit 1
