@@ -34,12 +34,15 @@ for i = 3, #ARGV, 4 do
     out[#out + 1] = st
   end
 end
+-- The :due entries go first: if a later write is refused the call answers an
+-- error (the client is told nothing was stored), and an entry with no record
+-- is dropped by the claim; a record with no entry would never fire.
 if #ids > 0 then
+  redis.call('SREM', KEYS[3], unpack(ids))
+  redis.call('ZADD', KEYS[1], unpack(zadd))
   redis.call('HSET', KEYS[2], unpack(hset))
   redis.call('HINCRBY', KEYS[2], '#open', #ids)
   redis.call('PERSIST', KEYS[2])
   redis.call('PERSIST', KEYS[3])
-  redis.call('SREM', KEYS[3], unpack(ids))
-  redis.call('ZADD', KEYS[1], unpack(zadd))
 end
 return out

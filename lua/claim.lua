@@ -7,14 +7,14 @@
 -- counts every id consumed, delivered or dropped, so taken == limit means
 -- there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
--- not one command per id.
+-- not one command per id; every read and check comes before the first write.
 local now = now_ms()
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
-local ids, dues, reclaim = {}, {}, {}
+local ids, dues, reclaim, taken_due = {}, {}, {}, {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(exp) do
   ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
@@ -22,12 +22,10 @@ end
 if #ids < limit then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now + tonumber(ARGV[1])),
                          'WITHSCORES', 'LIMIT', 0, limit - #ids)
-  local taken_due = {}
   for i = 1, #due, 2 do
     ids[#ids + 1] = due[i]; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
     taken_due[#taken_due + 1] = due[i]
   end
-  bulk_write('ZREM', KEYS[1], taken_due)
 end
 local taken = #ids
 
@@ -71,10 +69,14 @@ for i = 1, taken do
   end
   seen[id] = true
 end
-bulk_write('SREM', KEYS[3], srem)
-bulk_write('ZREM', KEYS[4], zrem)
+-- Writes that add come before those that remove: a script that fails midway
+-- (a write refused) keeps what it did, and so must never have removed an
+-- entry without writing the one that replaces it.
 bulk_write('HSET', KEYS[2], hset)
 bulk_write('ZADD', KEYS[4], zadd)
+bulk_write('ZREM', KEYS[1], taken_due)
+bulk_write('SREM', KEYS[3], srem)
+bulk_write('ZREM', KEYS[4], zrem)
 out[1] = redis.call('ZCARD', KEYS[1])
 out[2] = redis.call('ZCARD', KEYS[4])
 out[3] = taken

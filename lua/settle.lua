@@ -61,8 +61,8 @@ for i = 2, #ARGV, 8 do
   out[#out + 1] = settle((i - 2) / 8 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
                          ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
 end
--- a lease ends before the id goes back to :due, as one call each would do
-bulk_write('ZREM', KEYS[4], zrem)
+-- The id goes back to :due and the state is written before the lease ends:
+-- a write refused midway leaves the lease, never the task without one.
 bulk_write('ZADD', KEYS[1], zadd)
 local hset = {}
 for _, id in ipairs(order) do
@@ -74,4 +74,5 @@ if finals > 0 and redis.call('HINCRBY', KEYS[2], '#open', -finals) <= 0 then
   redis.call('PEXPIREAT', KEYS[2], now + retention)
   redis.call('PEXPIREAT', KEYS[3], now + retention)
 end
+bulk_write('ZREM', KEYS[4], zrem)
 return out

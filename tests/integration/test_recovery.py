@@ -98,8 +98,10 @@ def test_a_refused_write_keeps_the_task_until_it_goes_through(redis, receiver, t
     task "scheduled" with no entry that would ever fire it."""
     import calendar
     t = tickd_factory(redis).start()
-    task = t.post({"callback_url": receiver.url("/status/500"), "delay_ms": 1000,
-                   "key": "refused", "retry": {"max_attempts": 3, "backoff_ms": 120000}})
+    # a long timeout_ms: the lease must outlast the refused writes
+    task = t.post({"callback_url": receiver.url("/status/500"), "delay_ms": 3000,
+                   "timeout_ms": 60000, "key": "refused",
+                   "retry": {"max_attempts": 3, "backoff_ms": 120000}})
     tid = task["id"]
     minute, bucket = tid.split(".")[:2]
     home = calendar.timegm(time.strptime(minute, "%Y%m%d%H%M"))
@@ -108,7 +110,7 @@ def test_a_refused_write_keeps_the_task_until_it_goes_through(redis, receiver, t
              for k in (1, 2, 3)]
     for s in later:
         redis.cli("SET", f"tickd:{{{s}}}:ptr", "not a hash")
-    wait_for(lambda: receiver.count() == 1, 5, what="first attempt")
+    wait_for(lambda: receiver.count() == 1, 8, what="first attempt")
     wait_for(lambda: "WRONGTYPE" in t.logtext(), 5, what="the refused write logged")
     time.sleep(0.5)
     assert t.get(tid)[1]["status"] == "running"  # leased until recorded
@@ -122,4 +124,23 @@ def test_a_refused_write_keeps_the_task_until_it_goes_through(redis, receiver, t
     assert len(queued) == 1, "the retry is in no slice: it would never fire"
     assert redis.cli("HGET", f"tickd:{{{queued[0]}}}:ptr", tid) != ""
     assert redis.cli("ZSCORE", f"tickd:{{{minute}.{bucket}}}:run", tid) == ""
+    assert len(receiver.by_task()[tid]) == 1
+
+
+def test_a_refused_claim_leaves_the_task_due(redis, receiver, tickd_factory):
+    """The claim script fails after it has begun (a key of its slice has the
+    wrong type): the task stays in :due, and fires once the slice is sound.
+    A script keeps the writes it made before the one that failed, so every
+    script removes entries only after writing what replaces them."""
+    t = tickd_factory(redis).start()
+    tid = t.post({"callback_url": receiver.url(), "delay_ms": 4000, "key": "claim"})["id"]
+    home = ".".join(tid.split(".")[:2])
+    redis.cli("SET", f"tickd:{{{home}}}:ptr", "not a hash")
+    wait_for(lambda: "WRONGTYPE" in t.logtext(), 8, what="the refused claim logged")
+    time.sleep(4)  # past its due time
+    assert receiver.count() == 0
+    assert t.get(tid)[1]["status"] == "scheduled"
+    assert redis.cli("ZSCORE", f"tickd:{{{home}}}:due", tid) != ""
+    redis.cli("DEL", f"tickd:{{{home}}}:ptr")
+    wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 10, what="fired once sound")
     assert len(receiver.by_task()[tid]) == 1
