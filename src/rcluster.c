@@ -30,7 +30,9 @@ typedef struct rc_link {
     rc_node *n;
     int lane;
     redisAsyncContext *ac;
-    int up;                 /* the connect callback said yes */
+    int connected;          /* the connect callback said yes */
+    int up;                 /* connected, and AUTH (if any) taken: usable */
+    int auth_refused;       /* the last AUTH was refused (logged once) */
     int64_t connect_ms;     /* when the current attempt started */
     int64_t backoff_ms;
     struct event *retry_ev; /* pending reconnect */
@@ -186,6 +188,19 @@ static void rc_link_schedule(rc_link *l)
 
 static void rc_refresh(rcluster *c);
 
+/* The link carries commands: the backoff starts over, and lane 0 runs the
+ * connect hook (SCRIPT LOAD...). */
+static void rc_link_ready(rc_link *l)
+{
+    rc_node *n = l->n;
+    l->up = 1;
+    l->backoff_ms = RC_BACKOFF_MIN_MS;
+    l->ping_out = 0;
+    if (l->lane != 0) return;
+    log_info("redis %s: connected", n->name);
+    if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
+}
+
 static void rc_on_connect(const redisAsyncContext *ac, int status)
 {
     rc_link *l = ac->data;
@@ -196,12 +211,9 @@ static void rc_on_connect(const redisAsyncContext *ac, int status)
         rc_link_schedule(l);
         return;
     }
-    l->up = 1;
-    l->backoff_ms = RC_BACKOFF_MIN_MS;
-    l->ping_out = 0;
-    if (l->lane != 0) return;
-    log_info("redis %s: connected", n->name);
-    if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
+    l->connected = 1;
+    if (!n->c->pass[0]) rc_link_ready(l);
+    /* else rc_auth_cb makes it ready, once the server takes the password */
 }
 
 static void rc_on_disconnect(const redisAsyncContext *ac, int status)
@@ -209,24 +221,35 @@ static void rc_on_disconnect(const redisAsyncContext *ac, int status)
     rc_link *l = ac->data;
     rc_node *n = l->n;
     (void)status;
-    if (!n->c->freeing && l->lane == 0)
+    if (!n->c->freeing && l->lane == 0 && l->up)
         log_warn("redis %s: connection lost%s%s", n->name, ac->errstr[0] ? ": " : "", ac->errstr);
     l->ac = NULL;
     l->up = 0;
+    l->connected = 0;
     if (n->c->cluster) rc_refresh(n->c);
     rc_link_schedule(l);
 }
 
-/* A refused AUTH (the password changed under a running tickd): what was
- * queued behind it fails with NOAUTH, and the connection is made again, with
- * backoff, until the server takes the password. */
+/* AUTH taken: the link is ready. Refused (the password changed under a
+ * running tickd): what was queued behind it gets NOAUTH (retried as
+ * transient), and the connection is made again with a growing backoff until
+ * the server takes the password; the refusal is logged once. */
 static void rc_auth_cb(redisAsyncContext *ac, void *rv, void *priv)
 {
     redisReply *r = rv;
     rc_link *l = ac->data;
     (void)priv;
-    if (!r || r->type != REDIS_REPLY_ERROR || !l) return;
-    log_error("redis %s: AUTH refused (redis.username / redis.password): %s", l->n->name, r->str);
+    if (!r || !l || l->ac != ac) return; /* the link was dropped meanwhile */
+    if (r->type != REDIS_REPLY_ERROR) {
+        if (l->auth_refused && l->lane == 0) log_info("redis %s: AUTH taken", l->n->name);
+        l->auth_refused = 0;
+        rc_link_ready(l);
+        return;
+    }
+    if (!l->auth_refused && l->lane == 0)
+        log_error("redis %s: AUTH refused (redis.username / redis.password): %s; retrying",
+                  l->n->name, r->str);
+    l->auth_refused = 1;
     redisAsyncDisconnect(ac);
 }
 
@@ -270,11 +293,12 @@ static void rc_ping_cb(redisAsyncContext *ac, void *r, void *priv)
 static void rc_link_drop(rc_link *l)
 {
     redisAsyncContext *ac = l->ac;
-    int was_up = l->up;
+    int was_connected = l->connected;
     l->ac = NULL;
     l->up = 0;
-    redisAsyncFree(ac); /* fails pending commands; disconnect cb if it was up */
-    if (!was_up) rc_link_schedule(l);
+    l->connected = 0;
+    redisAsyncFree(ac); /* fails pending commands; disconnect cb if it was connected */
+    if (!was_connected) rc_link_schedule(l);
 }
 
 /* Watchdog: a node silent past timeout_ms (PING unanswered on lane 0, or a
@@ -450,7 +474,8 @@ static int rc_retry(rc_req *q)
 
 static int rc_transient(const redisReply *r)
 {
-    static const char *codes[] = {"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"};
+    /* NOAUTH: sent behind an AUTH the server refused; the link is re-made */
+    static const char *codes[] = {"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING", "NOAUTH"};
     if (r->type != REDIS_REPLY_ERROR) return 0;
     for (size_t i = 0; i < sizeof(codes) / sizeof(*codes); i++)
         if (strncmp(r->str, codes[i], strlen(codes[i])) == 0) return 1;
@@ -499,7 +524,8 @@ static void rc_send(rc_req *q, int node, int asking)
         return;
     }
     rc_link *l = n ? &n->link[q->lane] : NULL;
-    if (l && !l->ac) rc_link_connect(l); /* lane 1 connects on first use */
+    /* lane 1 connects on first use; a link waiting out its backoff waits */
+    if (l && !l->ac && !(l->retry_ev && evtimer_pending(l->retry_ev, NULL))) rc_link_connect(l);
     if (!l || !l->ac) {
         if (rc_retry(q) != 0) rc_fail_later(q, "redis unavailable");
         return;
@@ -644,17 +670,29 @@ static void rc_flush_cb(evutil_socket_t fd, short what, void *arg)
         }
 }
 
-/* AUTH on a new blocking connection. 0; -1 when it could not be asked (err);
- * -2 when the server refused the password (err). */
+/* Whether an error reply to AUTH refuses the credentials themselves (which
+ * waiting does not mend), rather than the moment ("max number of clients"). */
+static int rc_auth_refusal(const char *e)
+{
+    return strncmp(e, "WRONGPASS", 9) == 0 || strstr(e, "invalid password") ||
+           strstr(e, "invalid username") || strncmp(e, "ERR AUTH", 8) == 0 ||
+           strstr(e, "without any password") || strstr(e, "wrong number of arguments");
+}
+
+/* AUTH on a new blocking connection. 0; -1 when it failed for now (err);
+ * -2 when the server refused the credentials (err). */
 static int rc_sync_auth(const rcluster *c, redisContext *rcx, const char *name, char *err,
                         size_t errlen)
 {
     if (!c->pass[0]) return 0;
     redisReply *r = c->user[0] ? redisCommand(rcx, "AUTH %s %s", c->user, c->pass)
                                : redisCommand(rcx, "AUTH %s", c->pass);
-    int rc = !r ? -1 : r->type == REDIS_REPLY_ERROR ? -2 : 0;
-    if (rc) snprintf(err, errlen, "redis %s: AUTH refused (redis.username / redis.password): %s",
-                     name, r ? r->str : rcx->errstr);
+    int rc = !r ? -1 : r->type != REDIS_REPLY_ERROR ? 0 : rc_auth_refusal(r->str) ? -2 : -1;
+    if (rc == -2)
+        snprintf(err, errlen, "redis %s: AUTH refused (redis.username / redis.password): %s",
+                 name, r->str);
+    else if (rc)
+        snprintf(err, errlen, "redis %s: AUTH failed: %s", name, r ? r->str : rcx->errstr);
     if (r) freeReplyObject(r);
     return rc;
 }
@@ -724,6 +762,16 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
                          "redis.password (and redis.username for an ACL user)", name);
                 freeReplyObject(r);
                 goto fail;
+            }
+            if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "cluster support disabled")) {
+                /* NOPERM (an ACL without CLUSTER) is for the operator to
+                 * mend; LOADING, max clients... may pass */
+                int fatal = strncmp(r->str, "NOPERM", 6) == 0;
+                snprintf(err, errlen, "redis %s: CLUSTER SLOTS: %s%s", name, r->str,
+                         fatal ? " (tickd's user needs +cluster|slots)" : "");
+                freeReplyObject(r);
+                if (fatal) goto fail;
+                continue;
             }
             if (r->type == REDIS_REPLY_ERROR) {
                 /* cluster support disabled: the plain one-server case */

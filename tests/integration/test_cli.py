@@ -338,3 +338,32 @@ def test_redis_auth_as_default_and_acl_user(redis, receiver, tickd_factory):
         assert t.stop() == 0
         logs.append(t.logtext())
     assert not [log for log in logs if "NOAUTH" in log or "AUTH refused" in log], logs
+
+
+def test_redis_password_changed_under_a_running_tickd(redis, receiver, tickd_factory):
+    """The password changes while tickd runs: it says so once, reports
+    unhealthy, tries again with a growing backoff (not a reconnect storm), and
+    carries on as soon as the server takes its password again."""
+    redis.cli("CONFIG", "SET", "requirepass", "pw1")
+    redis.auth = ["-a", "pw1", "--no-auth-warning"]
+    t = tickd_factory(redis, env={"TICKD_REDIS_PASSWORD": "pw1"}).start()
+    redis.cli("CONFIG", "SET", "requirepass", "pw2")
+    redis.auth = ["-a", "pw2", "--no-auth-warning"]
+
+    def conns():
+        stats = redis.cli("INFO", "stats")
+        return int(stats.split("total_connections_received:")[1].split()[0])
+
+    redis.cli("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 5, what="unhealthy")
+    before = conns()
+    time.sleep(3)
+    made = conns() - before - 2  # less the two INFO calls' own connections
+    assert made <= 12, f"{made} connections in 3 s"
+    assert t.logtext().count("AUTH refused") == 1, t.logtext()
+    redis.cli("CONFIG", "SET", "requirepass", "pw1")
+    redis.auth = ["-a", "pw1", "--no-auth-warning"]
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 10, what="healthy again")
+    assert "AUTH taken" in t.logtext()
+    tid = t.post({"callback_url": receiver.url(), "delay_ms": 200})["id"]
+    wait_for(lambda: tid in receiver.by_task(), 10, what="callback")
