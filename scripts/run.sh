@@ -13,7 +13,7 @@ if [ -n "${TICKD_REDIS_PASSWORD:-}" ]; then
 fi
 answer=$("${cli[@]}" ping 2>&1 || true)
 case $answer in
-  *NOAUTH*|*WRONGPASS*|*"invalid password"*|*"invalid username"*)
+  *NOAUTH*|*WRONGPASS*|*"AUTH failed"*|*"invalid password"*|*"invalid username"*)
     echo "Redis on $first refuses us ($answer): set TICKD_REDIS_PASSWORD (and TICKD_REDIS_USERNAME)" >&2
     exit 1 ;;
 esac
@@ -22,11 +22,17 @@ if [ "$answer" != PONG ]; then
     echo "Redis at $nodes does not answer" >&2
     exit 1
   fi
+  if [ -n "${TICKD_REDIS_USERNAME:-}" ]; then
+    echo "no Redis on $first, and TICKD_REDIS_USERNAME is set: start the Redis with that ACL user first" >&2
+    exit 1
+  fi
   mkdir -p var
   echo "no Redis on $first: starting one in ./var"
-  redis-server --port "${first##*:}" --bind 127.0.0.1 --dir "$PWD/var" \
-    --appendonly yes --daemonize yes --pidfile "$PWD/var/redis.pid" --logfile "$PWD/var/redis.log"
-  for _ in $(seq 50); do redis-cli -p "${first##*:}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  # the password, if one is set, goes on stdin: not in the process list
+  printf 'requirepass "%s"\n' "${TICKD_REDIS_PASSWORD:-}" |
+    redis-server - --port "${first##*:}" --bind 127.0.0.1 --dir "$PWD/var" \
+      --appendonly yes --daemonize yes --pidfile "$PWD/var/redis.pid" --logfile "$PWD/var/redis.log"
+  for _ in $(seq 50); do "${cli[@]}" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
 fi
 cat <<MSG
 
