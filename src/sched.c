@@ -49,7 +49,36 @@ struct sched {
     int64_t backlog_until_ms; /* overdue claims gather until then */
     struct chain *batches;  /* settle batches filling in this loop turn */
     struct event *flush_ev;
+    int64_t warn_ms;     /* last warning logged by sched_warn */
+    int warn_quiet;      /* warnings left out since */
 };
+
+#define WARN_EVERY_MS 5000
+
+/* Warnings of a Redis that fails for a while (one per bucket per tick, one
+ * per task being recorded) are logged at most once per WARN_EVERY_MS, with
+ * the count of those left out. */
+static void sched_warn(sched *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sched_warn(sched *sc, const char *fmt, ...)
+{
+    int64_t now = store_now_ms(sc->s);
+    char msg[512];
+    va_list ap;
+    if (now - sc->warn_ms < WARN_EVERY_MS) {
+        sc->warn_quiet++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (sc->warn_quiet)
+        log_warn("%s (and %d more warnings since the last one)", msg, sc->warn_quiet);
+    else
+        log_warn("%s", msg);
+    sc->warn_ms = now;
+    sc->warn_quiet = 0;
+}
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -218,7 +247,7 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
             return;
         }
         if (c->tries == 1)
-            log_warn("task %s%s: recording attempt %d: %s (retrying)", c->jobs[0]->id,
+            sched_warn(sc, "task %s%s: recording attempt %d: %s (retrying)", c->jobs[0]->id,
                      c->njobs > 1 ? " and others" : "", c->jobs[0]->attempt, err);
         int64_t ms = 50LL << (c->tries < 6 ? c->tries : 6);
         if (ms > SETTLE_BACKOFF_MAX_MS) ms = SETTLE_BACKOFF_MAX_MS;
@@ -455,7 +484,8 @@ static void sched_fetch_cb(redisReply *r, const char *err, void *priv)
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_STRING) {
         /* the lease on the pointer expires and it is claimed again */
-        log_warn("task %s: fetch failed: %s", j->id, r && r->type == REDIS_REPLY_ERROR ? r->str : err);
+        sched_warn(sc, "task %s: fetch failed: %s", j->id,
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : err);
         sched_job_gone(sc, j);
         return;
     }
@@ -522,7 +552,7 @@ static void scan_claim_cb(redisReply *r, const char *err, void *priv)
     char slice[TASK_SLICE_MAX];
     sc->pending--;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || (r->elements - 3) % 4) {
-        log_warn("claim bucket %d: %s", bs->b,
+        sched_warn(sc, "claim bucket %d: %s", bs->b,
                  r ? (r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply") : err);
         if (bs->first_open < 0) bs->first_open = bs->minute;
         scan_finish(bs);
@@ -579,7 +609,7 @@ static void scan_wm_cb(redisReply *r, const char *err, void *priv)
     bucket_scan *bs = priv;
     bs->sc->pending--;
     if (!r || r->type == REDIS_REPLY_ERROR)
-        log_warn("watermark bucket %d: %s", bs->b, r ? r->str : err);
+        sched_warn(bs->sc, "watermark bucket %d: %s", bs->b, r ? r->str : err);
     bs->active = 0;
     if (bs->again && !bs->sc->stopping) scan_start(bs);
 }
@@ -615,7 +645,7 @@ static void scan_get_cb(redisReply *r, const char *err, void *priv)
     sc->pending--;
     int64_t now = store_now_ms(sc->s);
     if (!r || r->type == REDIS_REPLY_ERROR) {
-        log_warn("watermark bucket %d: %s", bs->b, r ? r->str : err);
+        sched_warn(sc, "watermark bucket %d: %s", bs->b, r ? r->str : err);
         bs->active = 0;
         return;
     }
