@@ -308,12 +308,13 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     if (t.d) dispatch_free(t.d);
+    /* before what its callbacks reach: calls still waiting for Redis (a
+     * forced exit) fail as rc_free ends them, into the scheduler, the store
+     * and the API (requests answered 503) */
+    if (t.rc) rc_free(t.rc);
     if (t.sc) sched_free(t.sc);
     if (t.mem) memstore_free(t.mem);
     if (t.have_store) store_free(&t.st);
-    /* last but the loop: requests still waiting for Redis (a forced exit)
-     * are answered 503 as rc_free fails their calls */
-    if (t.rc) rc_free(t.rc);
     if (t.a) api_free(t.a);
     if (t.sig_term) event_free(t.sig_term);
     if (t.sig_int) event_free(t.sig_int);
