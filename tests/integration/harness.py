@@ -282,18 +282,22 @@ class Cluster:
     """A local Redis Cluster of plain redis-server processes: `masters`
     masters with `replicas` replicas each, made with redis-cli --cluster create."""
 
-    def __init__(self, tmp, masters=3, replicas=1, node_timeout_ms=2000):
+    def __init__(self, tmp, masters=3, replicas=1, node_timeout_ms=2000, password=None):
         n = masters * (replicas + 1)
+        auth = ["--requirepass", password, "--masterauth", password] if password else []
         self.nodes = [Redis(tmp, name="cluster", port=p, extra=[
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(node_timeout_ms),
-            "--cluster-replica-validity-factor", "0"]) for p in free_cluster_ports(n)]
+            "--cluster-replica-validity-factor", "0", *auth]) for p in free_cluster_ports(n)]
+        self.auth = ["-a", password, "--no-auth-warning"] if password else []
+        for r in self.nodes:
+            r.auth = self.auth
         self.replicas = replicas
 
     def start(self):
         for r in self.nodes:
             r.start()
-        out = subprocess.run(["redis-cli", "--cluster", "create",
+        out = subprocess.run(["redis-cli", *self.auth, "--cluster", "create",
                               *[r.addr for r in self.nodes],
                               "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                              capture_output=True, text=True, timeout=60)

@@ -180,3 +180,29 @@ def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
     time.sleep(1)
     calls = receiver.by_task()
     assert all(len(calls[i]) == 1 for i in ids)
+
+
+def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
+    """Every node wants a password: tickd AUTHs on each node it learns of
+    (the seeds, then the masters of the slot map), and tasks spread over all
+    masters fire once."""
+    c = Cluster(str(tmp_path), password="clusterpw").start()
+    try:
+        bad = tickd_factory(c.seeds()).start(wait=False)
+        assert bad.proc.wait(15) != 0
+        assert "wants a password" in bad.logtext()
+        # one seed only: the other masters are found through CLUSTER SLOTS
+        ts = [tickd_factory(c.nodes[0].addr, env=dict(FAST, TICKD_REDIS_PASSWORD="clusterpw")).start()
+              for _ in range(2)]
+        start = now_ms() + 2000
+        ids = ingest(ts[0], [{"callback_url": receiver.url(), "key": f"pw{i}",
+                              "execute_at": start + i} for i in range(3000)])
+        per_master = c.keys("tickd:{*}:task")
+        assert len(per_master) == 3 and all(per_master.values()), per_master
+        wait_for(lambda: set(ids) <= set(receiver.by_task()), 30, 0.2, what="all delivered")
+        time.sleep(0.5)
+        calls = receiver.by_task()
+        assert all(len(calls[i]) == 1 for i in ids)
+        assert all(t.request("GET", "/healthz")[0] == 200 for t in ts)
+    finally:
+        c.stop()
