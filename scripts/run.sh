@@ -34,12 +34,14 @@ if [ "$answer" != PONG ]; then
       --appendonly yes --daemonize yes --pidfile "$PWD/var/redis.pid" --logfile "$PWD/var/redis.log"
   for _ in $(seq 50); do "${cli[@]}" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
 fi
+auth=
+[ -z "${TICKD_SERVER_API_TOKEN:-}" ] || auth=" -H 'Authorization: Bearer <TICKD_SERVER_API_TOKEN>'"
 cat <<MSG
 
 tickd on http://$listen, Redis $nodes. Schedule a callback in 2 s (here to
 tickd's own health check, as a GET):
 
-  curl -s -X POST http://$listen/v1/tasks -H 'Content-Type: application/json' \\
+  curl -s -X POST http://$listen/v1/tasks -H 'Content-Type: application/json'$auth \\
     -d '{"callback_url": "http://$listen/healthz", "method": "GET", "delay_ms": 2000}'
 
 MSG

@@ -16,6 +16,7 @@ struct api {
     http_server *http;
     api_backend be;
     int busy;
+    char *token;              /* NULL: the API is open */
 };
 
 /* One API request waiting for the backend. If its client went away, the
@@ -85,7 +86,7 @@ static void api_error(http_req *req, int status, const char *code, const char *f
                       ...)
 {
     static const struct { int status; const char *reason; } reasons[] = {
-        {400, "Bad Request"}, {404, "Not Found"}, {405, "Method Not Allowed"},
+        {400, "Bad Request"}, {401, "Unauthorized"}, {404, "Not Found"}, {405, "Method Not Allowed"},
         {409, "Conflict"}, {413, "Payload Too Large"}, {415, "Unsupported Media Type"},
         {500, "Internal Server Error"}, {503, "Service Unavailable"}};
     const char *reason = "Error";
@@ -415,6 +416,19 @@ static void api_health_cb(int ok, const char *err, void *priv)
 
 /* ---- routing ----------------------------------------------------------- */
 
+/* Whether the request carries the API token. The comparison takes the same
+ * time whatever the bytes, so the token cannot be guessed from timing. */
+static int api_authorized(const api *a, http_req *req)
+{
+    const char *h = http_header(req, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
+    h += 7;
+    size_t n = strlen(a->token), m = strlen(h);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a->token[i] ^ (i < m ? h[i] : 0));
+    return diff == 0;
+}
+
 static void api_route(http_req *req, void *arg)
 {
     api *a = arg;
@@ -428,6 +442,15 @@ static void api_route(http_req *req, void *arg)
     }
     memcpy(path, uri, n);
     path[n] = '\0';
+
+    if (a->token && strncmp(path, "/v1/", 4) == 0 && !api_authorized(a, req)) {
+        http_add_header(req, "WWW-Authenticate", "Bearer");
+        api_error(req, 401, "unauthorized", "Authorization: %s",
+                  http_header(req, "Authorization")
+                      ? "wrong token (want Bearer and server.api_token)"
+                      : "missing (send Authorization: Bearer <server.api_token>)");
+        return;
+    }
 
     if (strcmp(path, "/v1/tasks") == 0) {
         if (strcmp(m, "POST") == 0) {
@@ -472,10 +495,12 @@ static void api_route(http_req *req, void *arg)
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
-                int64_t idle_timeout_ms, const api_backend *be, char *err, size_t errlen)
+                int64_t idle_timeout_ms, const char *token, const api_backend *be, char *err,
+                size_t errlen)
 {
     api *a = xcalloc(1, sizeof(*a));
     a->be = *be;
+    if (token && *token) a->token = xstrdup(token);
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
                               errlen);
     if (!a->http) {
@@ -494,5 +519,6 @@ void api_free(api *a)
 {
     if (!a) return;
     http_server_free(a->http);
+    free(a->token);
     free(a);
 }

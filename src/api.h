@@ -26,9 +26,12 @@ typedef struct api_backend {
     void (*stats)(void *self, cJSON *obj);
 } api_backend;
 
-/* Listen on host:port ("127.0.0.1:0" picks a free port). Returns NULL + err. */
+/* Listen on host:port ("127.0.0.1:0" picks a free port). With a non-empty
+ * `token`, every /v1/ request must carry "Authorization: Bearer <token>"
+ * (401 otherwise); /healthz stays open. Returns NULL + err. */
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
-                int64_t idle_timeout_ms, const api_backend *be, char *err, size_t errlen);
+                int64_t idle_timeout_ms, const char *token, const api_backend *be, char *err,
+                size_t errlen);
 
 /* The port actually bound. */
 int api_port(const api *a);

@@ -29,6 +29,8 @@ typedef struct config_key {
 static const config_key keys[] = {
     {"server", "listen", CT_STR, "127.0.0.1:8080", 0, 0, F(listen),
      "host:port the HTTP API listens on (port 0 picks a free port, logged at start)"},
+    {"server", "api_token", CT_STR, "", 0, 0, F(api_token),
+     "when set, every /v1/ request needs the header Authorization: Bearer <api_token> (401 otherwise); /healthz stays open (keep it out of files: TICKD_SERVER_API_TOKEN)"},
     {"server", "max_body", CT_INT, "1048576", 1024, 64LL << 20, F(max_body),
      "largest request body accepted, in bytes; larger gets 413"},
     {"server", "idle_timeout_ms", CT_INT, "60000", 100, 3600000, F(idle_timeout_ms),

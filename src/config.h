@@ -11,6 +11,7 @@
 typedef struct config {
     /* [server] */
     char listen[256];          /* host:port of the HTTP API */
+    char api_token[256];       /* "" = the API is open */
     int64_t max_body;          /* bytes */
     int64_t idle_timeout_ms;
     int64_t workers;           /* dispatch threads; 0 = CPU count */

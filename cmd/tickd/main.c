@@ -288,8 +288,8 @@ int main(int argc, char **argv)
     }
     if (t.sc) sched_set_dispatch(t.sc, t.d);
     else memstore_set_dispatch(t.mem, t.d);
-    if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms, &be, err,
-                           sizeof(err)))) {
+    if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
+                           t.cfg.api_token, &be, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }

@@ -126,3 +126,27 @@ def test_repost_of_a_finished_task_shows_its_status(tickd, redis):
     redis.cli("HSET", key, "s:" + first["id"], json.dumps(state))
     code, again = tickd.request("POST", "/v1/tasks", body)
     assert code == 200 and again["id"] == first["id"] and again["status"] == "failed", again
+
+
+def test_api_token_guards_v1_and_leaves_healthz_open(redis, receiver, tickd_factory):
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c"}).start()
+    task = {"callback_url": receiver.url(), "delay_ms": 300, "key": "guarded"}
+    code, body = t.request("POST", "/v1/tasks", task)
+    assert code == 401 and body["error"]["code"] == "unauthorized"
+    assert body["error"]["message"].startswith("Authorization: missing")
+    for wrong in ("Bearer tok-9f2", "Bearer tok-9f2cx", "Basic tok-9f2c", "tok-9f2c"):
+        code, body = t.request("POST", "/v1/tasks", task, headers={"Authorization": wrong})
+        assert code == 401 and "wrong token" in body["error"]["message"], (wrong, body)
+    for method, path, b in (("POST", "/v1/tasks/batch", {"tasks": [task]}),
+                            ("GET", "/v1/tasks/x", None), ("DELETE", "/v1/tasks/x", None),
+                            ("GET", "/v1/stats", None)):
+        assert t.request(method, path, b)[0] == 401, path
+    assert redis.cli("--scan", "--pattern", "tickd:{*") == ""  # nothing stored
+    assert t.request("GET", "/healthz")[0] == 200
+    ok = {"Authorization": "Bearer tok-9f2c"}
+    code, created = t.request("POST", "/v1/tasks", task, headers=ok)
+    assert code == 201
+    wait_for(lambda: created["id"] in receiver.by_task(), 10, what="callback")
+    assert t.request("GET", "/v1/tasks/" + created["id"], headers=ok)[1]["status"] in (
+        "running", "succeeded")
+    assert t.request("GET", "/v1/stats", headers={"authorization": "bearer tok-9f2c"})[0] == 200
