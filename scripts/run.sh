@@ -35,7 +35,8 @@ if [ "$answer" != PONG ]; then
   for _ in $(seq 50); do "${cli[@]}" ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
 fi
 auth=
-[ -z "${TICKD_SERVER_API_TOKEN:-}" ] || auth=" -H 'Authorization: Bearer <TICKD_SERVER_API_TOKEN>'"
+# the token is left for the user's shell to fill in: not printed
+[ -z "${TICKD_SERVER_API_TOKEN:-}" ] || auth=' -H "Authorization: Bearer $TICKD_SERVER_API_TOKEN"'
 cat <<MSG
 
 tickd on http://$listen, Redis $nodes. Schedule a callback in 2 s (here to

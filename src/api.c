@@ -422,7 +422,7 @@ static int api_authorized(const api *a, http_req *req)
 {
     const char *h = http_header(req, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
-    h += 7;
+    for (h += 7; *h == ' '; h++) {}
     size_t n = strlen(a->token), m = strlen(h);
     unsigned char diff = n != m;
     for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a->token[i] ^ (i < m ? h[i] : 0));
@@ -443,13 +443,20 @@ static void api_route(http_req *req, void *arg)
     memcpy(path, uri, n);
     path[n] = '\0';
 
-    if (a->token && strncmp(path, "/v1/", 4) == 0 && !api_authorized(a, req)) {
-        http_add_header(req, "WWW-Authenticate", "Bearer");
-        api_error(req, 401, "unauthorized", "Authorization: %s",
-                  http_header(req, "Authorization")
-                      ? "wrong token (want Bearer and server.api_token)"
-                      : "missing (send Authorization: Bearer <server.api_token>)");
-        return;
+    if (a->token && strncmp(path, "/v1/", 4) == 0) {
+        if (http_header_count(req, "Authorization") > 1) {
+            api_error(req, 400, "invalid_argument", "Authorization: given more than once");
+            return;
+        }
+        if (!api_authorized(a, req)) {
+            int given = http_header(req, "Authorization") != NULL;
+            http_add_header(req, "WWW-Authenticate",
+                            given ? "Bearer error=\"invalid_token\"" : "Bearer");
+            api_error(req, 401, "unauthorized", "Authorization: %s",
+                      given ? "wrong token (want Bearer and server.api_token)"
+                            : "missing (send Authorization: Bearer <server.api_token>)");
+            return;
+        }
     }
 
     if (strcmp(path, "/v1/tasks") == 0) {

@@ -301,6 +301,15 @@ int config_validate(const config *c, char *err, size_t errlen)
         snprintf(err, errlen, "redis.nodes: empty");
         return -1;
     }
+    /* a token as a header carries it (RFC 6750 token68): no space, no
+     * control byte that a header would lose or a copy-paste would add */
+    size_t tl = strlen(c->api_token), tok = strspn(c->api_token, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                  "abcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+    if (tl && (tok == 0 || strspn(c->api_token + tok, "=") != tl - tok)) {
+        snprintf(err, errlen, "server.api_token: only letters, digits and -._~+/ (then any '='), "
+                 "no spaces or line ends");
+        return -1;
+    }
     if (c->username[0] && !c->password[0]) {
         snprintf(err, errlen, "redis.username: needs redis.password");
         return -1;

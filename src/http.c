@@ -729,6 +729,13 @@ const char *http_header(const http_req *r, const char *name)
     return NULL;
 }
 
+int http_header_count(const http_req *r, const char *name)
+{
+    int n = 0;
+    for (int i = 0; i < r->nfields; i++) n += strcasecmp(r->c->in + r->field[i][0], name) == 0;
+    return n;
+}
+
 const char *http_body(const http_req *r, size_t *len)
 {
     *len = r->body_len;

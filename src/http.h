@@ -45,6 +45,8 @@ void http_server_free(http_server *s);
 const char *http_method(const http_req *r);
 const char *http_target(const http_req *r);
 const char *http_header(const http_req *r, const char *name);
+/* How many times the field `name` came. */
+int http_header_count(const http_req *r, const char *name);
 const char *http_body(const http_req *r, size_t *len);
 
 /* Add a header to the answer ("Allow"); before http_reply. */

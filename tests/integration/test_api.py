@@ -150,3 +150,18 @@ def test_api_token_guards_v1_and_leaves_healthz_open(redis, receiver, tickd_fact
     assert t.request("GET", "/v1/tasks/" + created["id"], headers=ok)[1]["status"] in (
         "running", "succeeded")
     assert t.request("GET", "/v1/stats", headers={"authorization": "bearer tok-9f2c"})[0] == 200
+    assert t.request("GET", "/v1/stats", headers={"Authorization": "Bearer   tok-9f2c"})[0] == 200
+    # the field twice, right and wrong in either order: refused as ambiguous
+    import socket
+    for pair in (("Bearer tok-9f2c", "Bearer bad"), ("Bearer bad", "Bearer tok-9f2c")):
+        with socket.create_connection(("127.0.0.1", t.port), timeout=5) as s:
+            s.sendall(("GET /v1/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                       f"Authorization: {pair[0]}\r\nAuthorization: {pair[1]}\r\n\r\n").encode())
+            head = s.recv(4096).decode()
+        assert head.startswith("HTTP/1.1 400") and "given more than once" in head, head
+
+
+def test_api_token_with_a_space_is_refused_at_start(redis, tickd_factory):
+    bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c "}).start(wait=False)
+    assert bad.proc.wait(10) == 2
+    assert "server.api_token" in bad.logtext()
