@@ -68,6 +68,7 @@ struct http_server {
     struct event *resume;            /* accepting again after an accept error */
     int64_t accept_warned_ms;
     http_handler *handler;
+    http_gate *gate;
     void *arg;
     size_t max_body;
     int64_t idle_ms;
@@ -230,8 +231,10 @@ static void http_out_reply(hconn *c, int status, const char *reason, const char 
 }
 
 /* An answer of the server's own, after which the connection closes. */
-static void http_fail(hconn *c, int status, const char *reason, const char *code,
-                      const char *msg)
+/* The server's own error answer; closes the connection. `keep_extra`: the
+ * headers added to this request's answer go with it (the head was parsed). */
+static void http_fail_as(hconn *c, int status, const char *reason, const char *code,
+                         const char *msg, int keep_extra)
 {
     char body[400];
     int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
@@ -240,10 +243,16 @@ static void http_fail(hconn *c, int status, const char *reason, const char *code
     c->req.keep_alive = 0;
     c->req.head = 0;
     c->req.http10 = 0;
-    c->req.extra_len = 0;
+    if (!keep_extra) c->req.extra_len = 0;
     http_out_reply(c, status, reason, "application/json", body, (size_t)n);
     c->parsed = 0;
     c->in_len = 0;     /* nothing after this is read as a request */
+}
+
+static void http_fail(hconn *c, int status, const char *reason, const char *code,
+                      const char *msg)
+{
+    http_fail_as(c, status, reason, code, msg, 0);
 }
 
 /* ---- input --------------------------------------------------------------- */
@@ -441,6 +450,11 @@ static int http_next(hconn *c)
         if (expect && strcasecmp(expect, "100-continue") != 0) {
             http_fail(c, 417, "Expectation Failed", "expectation_failed",
                       "Expect: only 100-continue is supported");
+            return -1;
+        }
+        http_refusal f;
+        if (s->gate && s->gate(r, s->arg, &f)) {
+            http_fail_as(c, f.status, f.reason, f.code, f.msg, 1);
             return -1;
         }
         c->parsed = 1;
@@ -716,6 +730,8 @@ void http_server_free(http_server *s)
     if (s->resume) event_free(s->resume);
     free(s);
 }
+
+void http_server_set_gate(http_server *s, http_gate *gate) { s->gate = gate; }
 
 /* ---- request accessors --------------------------------------------------- */
 

@@ -26,11 +26,27 @@ typedef struct http_req http_req;
 
 typedef void http_handler(http_req *req, void *arg);
 
+/* A refusal by the gate (below): status line and the JSON error's code and
+ * message ("field: reason"). */
+typedef struct http_refusal {
+    int status;
+    const char *reason, *code;
+    char msg[256];
+} http_refusal;
+
+/* Called once a request's head is read, before its body (and before any
+ * "100 Continue"): 0 lets it go on to the handler; otherwise `out` is filled
+ * and the server answers it as it does its own errors (JSON, connection
+ * closed), never reading the body. The gate may http_add_header(). */
+typedef int http_gate(http_req *req, void *arg, http_refusal *out);
+
 /* Listen on host:port ("127.0.0.1:0" picks a free port; a name is resolved).
  * Returns NULL + err. */
 http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
                              int64_t idle_ms, http_handler *handler, void *arg, char *err,
                              size_t errlen);
+/* Put a gate before the handler (it gets the handler's arg). */
+void http_server_set_gate(http_server *s, http_gate *gate);
 /* The port actually bound. */
 int http_server_port(const http_server *s);
 /* Stop accepting; connections already open go on. */

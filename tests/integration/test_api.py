@@ -161,6 +161,28 @@ def test_api_token_guards_v1_and_leaves_healthz_open(redis, receiver, tickd_fact
         assert head.startswith("HTTP/1.1 400") and "given more than once" in head, head
 
 
+def test_api_token_is_checked_before_the_body_is_read(redis, tickd_factory):
+    """A request without the token is refused on its head: no 100 Continue,
+    and no waiting for (or buffering of) a body it announced."""
+    import socket
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c"}).start()
+    for expect in ("Expect: 100-continue\r\n", ""):
+        with socket.create_connection(("127.0.0.1", t.port), timeout=5) as s:
+            s.sendall(("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: 1000000\r\n{expect}\r\n").encode())
+            head = s.recv(4096).decode()  # the body is never sent
+        assert head.startswith("HTTP/1.1 401"), head
+        assert "100 Continue" not in head and "WWW-Authenticate: Bearer" in head, head
+    # with the token the same head gets its 100 Continue
+    with socket.create_connection(("127.0.0.1", t.port), timeout=5) as s:
+        s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer tok-9f2c\r\nContent-Length: 2\r\n"
+                  b"Expect: 100-continue\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 100 Continue")
+        s.sendall(b"{}")
+        assert s.recv(4096).startswith(b"HTTP/1.1 400")  # callback_url missing
+
+
 def test_api_token_with_a_space_is_refused_at_start(redis, tickd_factory):
     bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c "}).start(wait=False)
     assert bad.proc.wait(10) == 2
