@@ -230,9 +230,9 @@ static void http_out_reply(hconn *c, int status, const char *reason, const char 
     if (!r->keep_alive) c->closing = 1;
 }
 
-/* An answer of the server's own, after which the connection closes. */
-/* The server's own error answer; closes the connection. `keep_extra`: the
- * headers added to this request's answer go with it (the head was parsed). */
+/* An answer of the server's own, after which the connection closes.
+ * `keep_extra`: the headers added to this request's answer go with it (the
+ * head was parsed). */
 static void http_fail_as(hconn *c, int status, const char *reason, const char *code,
                          const char *msg, int keep_extra)
 {
