@@ -34,9 +34,11 @@ for i = 3, #ARGV, 4 do
     out[#out + 1] = st
   end
 end
--- The :due entries go first: if a later write is refused the call answers an
--- error (the client is told nothing was stored), and an entry with no record
--- is dropped by the claim; a record with no entry would never fire.
+-- Old tombstones of these ids go first (one left behind would make the claim
+-- drop the new task), then the :due entries: if a later write is refused the
+-- call answers an error (the client is told nothing was stored), and an entry
+-- with no record is dropped by the claim; a record with no entry would never
+-- fire.
 if #ids > 0 then
   redis.call('SREM', KEYS[3], unpack(ids))
   redis.call('ZADD', KEYS[1], unpack(zadd))

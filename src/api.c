@@ -86,7 +86,7 @@ static void api_error(http_req *req, int status, const char *code, const char *f
                       ...)
 {
     static const struct { int status; const char *reason; } reasons[] = {
-        {400, "Bad Request"}, {401, "Unauthorized"}, {404, "Not Found"}, {405, "Method Not Allowed"},
+        {400, "Bad Request"}, {404, "Not Found"}, {405, "Method Not Allowed"},
         {409, "Conflict"}, {413, "Payload Too Large"}, {415, "Unsupported Media Type"},
         {500, "Internal Server Error"}, {503, "Service Unavailable"}};
     const char *reason = "Error";
@@ -463,7 +463,6 @@ static void api_route(http_req *req, void *arg)
     }
     memcpy(path, uri, n);
     path[n] = '\0';
-
 
     if (strcmp(path, "/v1/tasks") == 0) {
         if (strcmp(m, "POST") == 0) {

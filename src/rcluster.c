@@ -230,6 +230,18 @@ static void rc_on_disconnect(const redisAsyncContext *ac, int status)
     rc_link_schedule(l);
 }
 
+/* AUTH [user] pass as an argument vector: its length, 0 when no password is
+ * set. The one form for blocking and event-loop connections alike. */
+static int rc_auth_argv(const rcluster *c, const char *argv[3])
+{
+    int n = 0;
+    if (!c->pass[0]) return 0;
+    argv[n++] = "AUTH";
+    if (c->user[0]) argv[n++] = c->user;
+    argv[n++] = c->pass;
+    return n;
+}
+
 /* AUTH taken: the link is ready. Refused (the password changed under a
  * running tickd): what was queued behind it gets NOAUTH (retried as
  * transient), and the connection is made again with a growing backoff until
@@ -276,12 +288,9 @@ static void rc_link_connect(rc_link *l)
     redisAsyncSetConnectCallback(ac, rc_on_connect);
     redisAsyncSetDisconnectCallback(ac, rc_on_disconnect);
     /* queued first, so it goes before anything else sent on this connection */
-    if (n->c->pass[0]) {
-        if (n->c->user[0])
-            redisAsyncCommand(ac, rc_auth_cb, NULL, "AUTH %s %s", n->c->user, n->c->pass);
-        else
-            redisAsyncCommand(ac, rc_auth_cb, NULL, "AUTH %s", n->c->pass);
-    }
+    const char *auth[3];
+    int nauth = rc_auth_argv(n->c, auth);
+    if (nauth) redisAsyncCommandArgv(ac, rc_auth_cb, NULL, nauth, auth, NULL);
 }
 
 static void rc_ping_cb(redisAsyncContext *ac, void *r, void *priv)
@@ -684,9 +693,10 @@ static int rc_auth_refusal(const char *e)
 static int rc_sync_auth(const rcluster *c, redisContext *rcx, const char *name, char *err,
                         size_t errlen)
 {
-    if (!c->pass[0]) return 0;
-    redisReply *r = c->user[0] ? redisCommand(rcx, "AUTH %s %s", c->user, c->pass)
-                               : redisCommand(rcx, "AUTH %s", c->pass);
+    const char *auth[3];
+    int nauth = rc_auth_argv(c, auth);
+    if (!nauth) return 0;
+    redisReply *r = redisCommandArgv(rcx, nauth, auth, NULL);
     int rc = !r ? -1 : r->type != REDIS_REPLY_ERROR ? 0 : rc_auth_refusal(r->str) ? -2 : -1;
     if (rc == -2)
         snprintf(err, errlen, "redis %s: AUTH refused (redis.username / redis.password): %s",

@@ -184,16 +184,17 @@ def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
 
 def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
     """Every node wants a password: tickd AUTHs on each node it learns of
-    (the seeds, then the masters of the slot map), and tasks spread over all
-    masters fire once."""
+    (the seeds, then the masters of the slot map), on both connections to
+    each (wait_replicas sends its WAITs on the second), and tasks spread over
+    all masters fire once."""
     c = Cluster(str(tmp_path), password="clusterpw").start()
     try:
         bad = tickd_factory(c.seeds()).start(wait=False)
         assert bad.proc.wait(15) != 0
         assert "wants a password" in bad.logtext()
         # one seed only: the other masters are found through CLUSTER SLOTS
-        ts = [tickd_factory(c.nodes[0].addr, env=dict(FAST, TICKD_REDIS_PASSWORD="clusterpw")).start()
-              for _ in range(2)]
+        env = dict(FAST, TICKD_REDIS_PASSWORD="clusterpw", TICKD_REDIS_WAIT_REPLICAS="1")
+        ts = [tickd_factory(c.nodes[0].addr, env=env).start() for _ in range(2)]
         start = now_ms() + 2000
         ids = ingest(ts[0], [{"callback_url": receiver.url(), "key": f"pw{i}",
                               "execute_at": start + i} for i in range(3000)])
