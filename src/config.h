@@ -11,9 +11,12 @@
 typedef struct config {
     /* [server] */
     char listen[256];          /* host:port of the HTTP API */
-    char api_token[256];       /* "" = the API is open */
+    char api_token[1024];      /* space-separated tokens; "" = the API is open */
     int64_t max_body;          /* bytes */
     int64_t idle_timeout_ms;
+    int64_t header_timeout_ms; /* a request head must be read within this */
+    int64_t body_timeout_ms;   /* a request body must be read within this */
+    int64_t max_connections;   /* API connections open at once */
     int64_t workers;           /* dispatch threads; 0 = CPU count */
     int64_t max_inflight;      /* claimed tasks held at once */
     int64_t host_connections;  /* per worker and receiving host */
@@ -38,6 +41,10 @@ typedef struct config {
     int64_t lease_margin_ms;
     int64_t retention_ms;
     int64_t slice_grace_ms;
+    /* [callback] */
+    char deny[1024];           /* CIDR list callbacks may not connect to */
+    char allow[1024];          /* when set, the only CIDRs callbacks may connect to */
+    char signing_secrets[2048]; /* whsec_<base64> ...; "" = callbacks unsigned */
 } config;
 
 /* Fill `c` with the defaults. */
