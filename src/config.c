@@ -340,7 +340,17 @@ void config_print_defaults(FILE *out)
             section = keys[i].section;
             fprintf(out, "\n[%s]\n", section);
         }
-        fprintf(out, "; %s\n", keys[i].doc);
+        /* wrapped at spaces: the reader takes lines of at most CONFIG_MAX_LINE */
+        for (const char *d = keys[i].doc; *d;) {
+            size_t n = strlen(d);
+            if (n > 96) {
+                n = 96;
+                while (n > 40 && d[n] != ' ') n--;
+            }
+            fprintf(out, "; %.*s\n", (int)n, d);
+            d += n;
+            d += strspn(d, " ");
+        }
         if (keys[i].type == CT_INT)
             fprintf(out, ";   range %lld..%lld\n", (long long)keys[i].min, (long long)keys[i].max);
         fprintf(out, "%s = %s\n", keys[i].name, keys[i].def);
