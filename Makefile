@@ -14,7 +14,7 @@ WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wformat=2 \
            -Wshadow -Wpointer-arith -Werror
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -iquote src -MMD -MP
-LDLIBS   = -lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lpthread -lm
+LDLIBS   = -lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lpthread -lm -lcrypto
 SANITIZE ?= address,undefined
 SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -25,7 +25,7 @@ UNITS   := $(wildcard tests/unit/test_*.c)
 UBINS   := $(UNITS:tests/unit/%.c=build/unit/%)
 SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
 
-.PHONY: all run test unit unit-san integration deps bench bench-wheel clean install
+.PHONY: all run test unit unit-san integration node-deps deps bench bench-wheel clean install
 all: build/tickd
 
 build/obj/%.o: src/%.c | build/obj
@@ -59,7 +59,13 @@ unit-san: $(SUBINS)
 	@set -e; for t in $(SUBINS); do echo "== $$t"; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
-integration: build/tickd
+# the Standard Webhooks verifier the signing tests run (npm registry)
+NODE_DEPS = tests/node/node_modules/.package-lock.json
+$(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
+	cd tests/node && npm ci --no-audit --no-fund
+node-deps: $(NODE_DEPS)
+
+integration: build/tickd $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 test: deps

@@ -13,7 +13,9 @@
 
 #include "h1.h"
 #include "log.h"
+#include "netpolicy.h"
 #include "util.h"
+#include "webhook.h"
 
 typedef struct worker worker;
 typedef struct xfer xfer;
@@ -48,6 +50,8 @@ struct xfer {
     char *body;
     char errbuf[CURL_ERROR_SIZE];
     int64_t queued_ms;          /* monotonic: when the worker took it */
+    int nopen, ndenied;         /* addresses tried, and refused by the policy */
+    char denied[200];           /* why the last one was refused */
     struct xfer *next, *prev;
 };
 
@@ -69,6 +73,7 @@ struct worker {
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
     int nspare;
     h1_client *h1;              /* NULL: every callback through libcurl */
+    webhook_ctx *sig;           /* this thread's signing state */
 };
 
 struct dispatch {
@@ -81,6 +86,8 @@ struct dispatch {
     worker *w;
     int nworkers;
     int next;
+    const netpolicy *np;        /* NULL: callbacks go anywhere */
+    const webhook_keys *keys;   /* NULL: unsigned */
 };
 
 /* ---- main-thread side -------------------------------------------------- */
@@ -111,6 +118,12 @@ static void dispatch_finish(dispatch *d, job *j)
     d->done_tail = j;
     pthread_mutex_unlock(&d->mu);
     event_active(d->done_ev, EV_READ, 0);
+}
+
+void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *keys)
+{
+    d->np = np;
+    d->keys = keys;
 }
 
 void dispatch_submit(dispatch *d, job *j)
@@ -223,6 +236,8 @@ static void worker_end(worker *w, xfer *x, long status, const char *err)
 {
     job *j = x->j;
     j->status_code = status;
+    /* every address refused by the policy: no retry can change that */
+    if (err && x->ndenied && x->ndenied == x->nopen) j->permanent = 1;
     if (err) snprintf(j->err, sizeof(j->err), "%s", err);
     else if (status >= 200 && status < 300) j->ok = 1;
     else snprintf(j->err, sizeof(j->err), "HTTP %ld", status);
@@ -248,7 +263,9 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     long code = 0;
     char err[sizeof(x->j->err)];
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (rc != CURLE_OK)
+    if (rc != CURLE_OK && x->ndenied && x->ndenied == x->nopen)
+        snprintf(err, sizeof(err), "%s", x->denied);
+    else if (rc != CURLE_OK)
         snprintf(err, sizeof(err), "%.40s%s%.200s", curl_easy_strerror(rc),
                  x->errbuf[0] ? ": " : "", x->errbuf);
     worker_end(w, x, code, rc == CURLE_OK ? NULL : err);
@@ -330,6 +347,36 @@ static int worker_timer_cb(CURLM *m, long timeout_ms, void *userp)
     return 0;
 }
 
+/* The policy's verdict on an address a transfer is about to connect to. */
+static int xfer_allowed(xfer *x, const struct sockaddr *sa)
+{
+    const netpolicy *np = x->w->d->np;
+    char why[160];
+    x->nopen++;
+    if (!np || netpolicy_check(np, sa, why, sizeof(why)) == 0) return 1;
+    x->ndenied++;
+    snprintf(x->denied, sizeof(x->denied), NETPOLICY_DENIED ": %s", why);
+    return 0;
+}
+
+static int worker_h1_guard(void *call_priv, const struct sockaddr *sa, char *why, size_t whylen)
+{
+    xfer *x = call_priv;
+    if (xfer_allowed(x, sa)) return 0;
+    snprintf(why, whylen, "%s", x->denied);
+    return -1;
+}
+
+/* libcurl's connect, through the policy (the address after DNS, so a name
+ * re-pointed between POST and the callback cannot pass) */
+static curl_socket_t xfer_opensocket(void *clientp, curlsocktype purpose,
+                                     struct curl_sockaddr *a)
+{
+    xfer *x = clientp;
+    if (purpose != CURLSOCKTYPE_IPCXN || !xfer_allowed(x, &a->addr)) return CURL_SOCKET_BAD;
+    return socket(a->family, a->socktype, a->protocol);
+}
+
 /* One header line of the request: "name: value\r\n". */
 static void xfer_header(xfer *x, const char *name, const char *value)
 {
@@ -384,6 +431,7 @@ static CURL *xfer_easy(int64_t keepalive_ms)
     curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)((keepalive_ms + 999) / 1000));
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, xfer_opensocket);
     return e;
 }
 
@@ -437,6 +485,19 @@ static int xfer_build(xfer *x)
             x->body = xstrdup("");
         }
     }
+    const webhook_keys *keys = x->w->d->keys;
+    if (keys) {
+        /* Standard Webhooks: the id is the task's (one per task, for the
+         * receiver's de-duplication), the time this attempt's */
+        char sig[WEBHOOK_SIG_MAX];
+        int64_t ts = (int64_t)time(NULL);
+        if (!x->w->sig) x->w->sig = webhook_ctx_new();
+        webhook_sign(keys, x->w->sig, j->id, ts, x->body ? x->body : "",
+                     x->body ? strlen(x->body) : 0, sig);
+        xfer_header(x, "webhook-id", j->id);
+        xfer_header_int(x, "webhook-timestamp", ts);
+        xfer_header(x, "webhook-signature", sig);
+    }
     if (x->hq->h1) {
         /* the built-in client: worker_start makes the request */
         x->url = xstrdup(url->valuestring);
@@ -451,6 +512,7 @@ static int xfer_build(xfer *x)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
     x->hdrs = xfer_curl_headers(x);
     if (!(x->hdrs = curl_slist_append(x->hdrs, "Expect:"))) abort();
     if (get) {
@@ -491,6 +553,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         x->w = w;
         j->ok = 0;
         j->aborted = 0;
+        j->permanent = 0;
         j->status_code = 0;
         j->err[0] = '\0';
         if (stop) {
@@ -586,6 +649,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         /* with a proxy configured, libcurl makes every callback (it applies
          * the proxy and no_proxy rules) */
         if (w->base && !dispatch_proxied()) w->h1 = h1_client_new(w->base, keepalive_ms);
+        h1_client_set_guard(w->h1, worker_h1_guard);
         if (!w->base || !w->multi) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);
             d->nworkers = i;
@@ -644,6 +708,7 @@ void dispatch_free(dispatch *d)
         event_free(w->wake_ev);
         while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
         h1_client_free(w->h1);
+        webhook_ctx_free(w->sig);
         curl_multi_cleanup(w->multi);
         event_base_free(w->base);
         pthread_mutex_destroy(&w->mu);

@@ -19,6 +19,8 @@
 #include "wheel.h"
 
 struct event_base;
+struct netpolicy;
+struct webhook_keys;
 typedef struct dispatch dispatch;
 
 typedef struct job job;
@@ -34,6 +36,7 @@ struct job {
     /* set by the pool */
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */
+    int permanent;              /* failed for a reason a retry cannot change (policy) */
     long status_code;           /* 0: no HTTP answer */
     char err[256];              /* why not ok */
     int max_attempts;           /* the spec's retry policy (1 if unreadable) */
@@ -54,6 +57,13 @@ typedef void dispatch_done_fn(job *j, void *priv);
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
                           int64_t keepalive_ms,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen);
+
+/* The destinations callbacks may connect to (checked on every connect, both
+ * client paths: a refused attempt ends with NETPOLICY_DENIED and permanent
+ * set) and the keys signing every callback (NULL: unsigned). Both stay the
+ * caller's and must outlive the pool. Call before the first dispatch_submit:
+ * the workers read them only for a submitted job. */
+void dispatch_set_edge(dispatch *d, const struct netpolicy *np, const struct webhook_keys *keys);
 
 /* Hand a fired job to a worker (round robin). Main thread only. */
 void dispatch_submit(dispatch *d, job *j);

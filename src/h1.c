@@ -29,6 +29,7 @@ struct h1_client {
     struct event_base *base;
     struct evdns_base *dns;
     int64_t keepalive_ms;       /* an idle connection is closed after this long */
+    h1_guard_fn *guard;         /* NULL: every address may be connected to */
     char rbuf[65536];           /* every read lands here; only a part line is kept */
 };
 
@@ -86,6 +87,7 @@ struct h1_call {
     int close;                  /* the connection ends with this answer */
     int64_t remain;
     size_t got;                 /* bytes of answer received */
+    int denied;                 /* addresses the guard refused */
     char err[240];
 };
 
@@ -112,6 +114,11 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms)
     }
     evdns_base_load_hosts(c->dns, NULL);
     return c;
+}
+
+void h1_client_set_guard(h1_client *c, h1_guard_fn *fn)
+{
+    if (c) c->guard = fn;
 }
 
 void h1_client_free(h1_client *c)
@@ -548,13 +555,18 @@ static void call_send(h1_call *k)
     conn_want(c, EV_READ, NULL);
 }
 
-/* Connect c to its host's addresses from c->ai on; 0 when under way. */
+/* Connect c to its host's addresses from c->ai on; 0 when under way. When
+ * the guard refused every address, -1 with the reason in the call's err. */
 static int conn_connect(h1_conn *c)
 {
     h1_host *h = c->h;
     int err = 0;
     for (; c->ai < h->naddr; c->ai++) {
         const struct sockaddr *sa = (const struct sockaddr *)&h->addr[c->ai];
+        if (h->c->guard && h->c->guard(c->k->priv, sa, c->k->err, sizeof(c->k->err)) != 0) {
+            if (++c->k->denied == h->naddr) return -1;
+            continue;
+        }
         int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             err = errno;
@@ -598,7 +610,8 @@ static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
             c->fd = -1;
             c->ai++;
             int e = c->ai < c->h->naddr ? conn_connect(c) : err;
-            if (e) call_fail(k, "Failed to connect to %s port %d: %s", c->h->name, c->h->port,
+            if (e < 0) call_failed(k);
+            else if (e) call_fail(k, "Failed to connect to %s port %d: %s", c->h->name, c->h->port,
                              strerror(e));
             return;
         }
@@ -630,8 +643,10 @@ static void call_connect(h1_call *k)
     c->fd = -1;
     c->k = k;
     k->conn = c;
+    k->denied = 0;
     int e = conn_connect(c);
-    if (e) call_fail(k, "Failed to connect to %s port %d: %s", h->name, h->port, strerror(e));
+    if (e < 0) call_failed(k);
+    else if (e) call_fail(k, "Failed to connect to %s port %d: %s", h->name, h->port, strerror(e));
 }
 
 /* ---- resolving ------------------------------------------------------------ */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 struct event_base;
+struct sockaddr;
 typedef struct h1_client h1_client;
 typedef struct h1_host h1_host;
 typedef struct h1_call h1_call;
@@ -33,6 +34,12 @@ typedef void h1_done_fn(void *priv, long status, const char *err);
 h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms);
 /* Every call must have ended or been aborted, every host freed. */
 void h1_client_free(h1_client *c);
+
+/* Asked before each connect, with the priv of the call that needs the
+ * connection: 0 lets it go on, else the address is skipped (why: the
+ * reason). A call whose every address was refused fails with that reason. */
+typedef int h1_guard_fn(void *call_priv, const struct sockaddr *sa, char *why, size_t whylen);
+void h1_client_set_guard(h1_client *c, h1_guard_fn *fn);
 
 /* The receiving host of url (scheme://authority), with its resolved address
  * and idle connections; NULL when url is not one this client takes. */

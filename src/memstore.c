@@ -218,7 +218,7 @@ void memstore_on_done(memstore *m, job *j)
     }
     if (j->ok) {
         mem_final(m, t, "succeeded");
-    } else if (j->attempt >= j->max_attempts) {
+    } else if (j->permanent || j->attempt >= j->max_attempts) {
         mem_final(m, t, "failed");
     } else {
         double jitter = (double)(random() % 1000) / 1000.0;

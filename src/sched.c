@@ -416,7 +416,7 @@ void sched_on_done(sched *sc, job *j)
     }
     int local = strcmp(j->src, j->home) == 0;
     int64_t now = store_now_ms(sc->s);
-    if (j->ok || j->attempt >= j->max_attempts) {
+    if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
         if (!j->ok) log_info("task %s failed after %d attempts: %s", j->id, j->attempt, j->err);
         if (local) {

@@ -208,10 +208,19 @@ static int task_tchar(int c)
     return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
+static task_url_check_fn *task_url_check;
+static void *task_url_check_priv;
+
+void task_set_url_check(task_url_check_fn *fn, void *priv)
+{
+    task_url_check = fn;
+    task_url_check_priv = priv;
+}
+
 static int task_check_url(const char *url, char *err, size_t errlen)
 {
     CURLU *u = curl_url();
-    char *scheme = NULL, *host = NULL;
+    char *scheme = NULL, *host = NULL, *port = NULL, why[200];
     int rc = -1;
     if (!u) FAIL("callback_url: out of memory");
     if (strlen(url) > TASK_URL_MAX) FAIL("callback_url: longer than %d bytes", TASK_URL_MAX);
@@ -225,10 +234,14 @@ static int task_check_url(const char *url, char *err, size_t errlen)
         FAIL("callback_url: not a valid URL");
     for (const char *p = url; *p; p++)
         if ((unsigned char)*p <= ' ' || *p == 0x7f) FAIL("callback_url: contains whitespace or control characters");
+    if (task_url_check && curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        task_url_check(task_url_check_priv, host, atoi(port), why, sizeof(why)) != 0)
+        FAIL("callback_url: %s", why);
     rc = 0;
 fail:
     curl_free(scheme);
     curl_free(host);
+    curl_free(port);
     if (u) curl_url_cleanup(u);
     return rc;
 }
@@ -236,7 +249,8 @@ fail:
 static int task_check_header(const cJSON *h, char *err, size_t errlen)
 {
     static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at",
-                                     "content-length", "transfer-encoding", "connection"};
+                                     "content-length", "transfer-encoding", "connection",
+                                     "webhook-id", "webhook-timestamp", "webhook-signature"};
     int n = 0;
     if (!cJSON_IsObject(h)) FAIL("header: must be an object of string values");
     for (const cJSON *e = h->child; e; e = e->next, n++) {

@@ -37,6 +37,12 @@ typedef struct task_input {
     char *spec;             /* normalized task JSON, malloc'd; task_input_free */
 } task_input;
 
+/* A check of a callback URL's host (as libcurl's URL parser gives it) and
+ * port beyond their syntax, set once at start: 0, or -1 with the reason in
+ * why (task_input_parse answers "callback_url: <why>"). NULL: none. */
+typedef int task_url_check_fn(void *priv, const char *host, int port, char *why, size_t whylen);
+void task_set_url_check(task_url_check_fn *fn, void *priv);
+
 /* Validate one task object from the API at time now_ms and fill `out`.
  * Returns 0, or -1 with "field: reason" in err and nothing allocated. */
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,

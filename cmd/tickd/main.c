@@ -23,10 +23,12 @@
 #include "dispatch.h"
 #include "log.h"
 #include "memstore.h"
+#include "netpolicy.h"
 #include "rcluster.h"
 #include "sched.h"
 #include "store.h"
 #include "util.h"
+#include "webhook.h"
 
 #define TICKD_VERSION "1.0.0"
 #define STARTUP_WAIT_MS 30000
@@ -38,6 +40,7 @@ static const char usage[] =
     "      --redis HOST:PORT[,HOST:PORT...]  Redis server or cluster seeds (redis.nodes)\n"
     "      --store redis|memory memory: no Redis, NOT durable (development, tests)\n"
     "      --print-config       print the default config file and exit\n"
+    "      --gen-secret         print a new callback signing secret and exit\n"
     "  -v, --version            print the version and exit\n"
     "  -h, --help               this text\n"
     "Every key can also be set as TICKD_<SECTION>_<KEY> in the environment.\n";
@@ -52,6 +55,8 @@ typedef struct tickd {
     memstore *mem;
     dispatch *d;
     api *a;
+    netpolicy np;               /* where callbacks may connect */
+    webhook_keys *keys;         /* signing callbacks; NULL: unsigned */
     struct event *sig_term, *sig_int, *stop_ev;
     int64_t stop_started_ms, grace_ends_ms;
 } tickd;
@@ -177,6 +182,16 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
 
 /* ---- start-up ---------------------------------------------------------- */
 
+/* A task's callback_url naming a literal address the policy refuses (or
+ * tickd's own API) is refused at POST. */
+static int tickd_url_check(void *priv, const char *host, int port, char *why, size_t whylen)
+{
+    char r[160];
+    if (netpolicy_check_host(priv, host, port, r, sizeof(r)) == 0) return 0;
+    snprintf(why, whylen, NETPOLICY_DENIED ": %s", r);
+    return -1;
+}
+
 static void tickd_scripts_dir(const config *c, char *out, size_t outlen)
 {
     char exe[PATH_MAX];
@@ -199,6 +214,7 @@ static int tickd_args(tickd *t, int argc, char **argv)
         {"config", required_argument, NULL, 'c'}, {"listen", required_argument, NULL, 'l'},
         {"redis", required_argument, NULL, 'r'},  {"store", required_argument, NULL, 's'},
         {"print-config", no_argument, NULL, 'p'}, {"version", no_argument, NULL, 'v'},
+        {"gen-secret", no_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     const char *file = NULL, *listen = NULL, *redis = NULL, *storek = NULL;
     char err[512];
@@ -212,6 +228,15 @@ static int tickd_args(tickd *t, int argc, char **argv)
         case 'r': redis = optarg; break;
         case 's': storek = optarg; break;
         case 'p': config_print_defaults(stdout); exit(0);
+        case 'g': {
+            char sec[64];
+            if (webhook_gen_secret(sec, sizeof(sec)) != 0) {
+                fprintf(stderr, "tickd: --gen-secret: no random bytes from the system\n");
+                exit(1);
+            }
+            printf("%s\n", sec);
+            exit(0);
+        }
         case 'v': printf("tickd %s\n", TICKD_VERSION); exit(0);
         case 'h': fputs(usage, stdout); exit(0);
         default: fputs(usage, stderr); return -1;
@@ -226,7 +251,9 @@ static int tickd_args(tickd *t, int argc, char **argv)
         (listen && config_set(&t->cfg, "server", "listen", listen, err, sizeof(err)) != 0) ||
         (redis && config_set(&t->cfg, "redis", "nodes", redis, err, sizeof(err)) != 0) ||
         (storek && config_set(&t->cfg, "server", "store", storek, err, sizeof(err)) != 0) ||
-        config_validate(&t->cfg, err, sizeof(err)) != 0) {
+        config_validate(&t->cfg, err, sizeof(err)) != 0 ||
+        netpolicy_init(&t->np, t->cfg.deny, t->cfg.allow, err, sizeof(err)) != 0 ||
+        webhook_keys_parse(t->cfg.signing_secrets, &t->keys, err, sizeof(err)) != 0) {
         fprintf(stderr, "tickd: config: %s\n", err);
         return -1;
     }
@@ -286,12 +313,20 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto done;
     }
+    dispatch_set_edge(t.d, &t.np, t.keys);
     if (t.sc) sched_set_dispatch(t.sc, t.d);
     else memstore_set_dispatch(t.mem, t.d);
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
                            t.cfg.api_token, &be, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
+    }
+    {
+        char lhost[256];
+        const char *colon = strrchr(t.cfg.listen, ':');
+        snprintf(lhost, sizeof(lhost), "%.*s", (int)(colon - t.cfg.listen), t.cfg.listen);
+        netpolicy_set_self(&t.np, lhost, api_port(t.a));
+        task_set_url_check(tickd_url_check, &t.np);
     }
     t.sig_term = evsignal_new(t.base, SIGTERM, tickd_signal, &t);
     t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
@@ -320,6 +355,8 @@ done:
     if (t.sig_int) event_free(t.sig_int);
     if (t.stop_ev) event_free(t.stop_ev);
     event_base_free(t.base);
+    netpolicy_free(&t.np);
+    webhook_keys_free(t.keys);
     curl_global_cleanup();
     return rc;
 }
