@@ -106,7 +106,10 @@ class Receiver:
                 call = {"t": t, "method": self.command, "path": self.path,
                         "headers": {k.lower(): v for k, v in self.headers.items()},
                         "body": body}
-                parts = self.path.strip("/").split("/")
+                path = self.path
+                if path.startswith("http://"):  # a proxy's absolute form
+                    path = "/" + path.split("/", 3)[3] if path.count("/") >= 3 else "/"
+                parts = path.strip("/").split("/")
                 code = 200
                 tid = call["headers"].get("tickd-task-id", "")
                 with rec.lock:
