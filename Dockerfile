@@ -11,11 +11,11 @@
 FROM debian:12-slim AS build
 
 # The build half of scripts/deps.sh: compiler and the libraries tickd links
-# (-lhiredis -lcurl -lcjson -levent -levent_pthreads -linih).
+# (-lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lcrypto).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       gcc make pkg-config libc6-dev \
-      libhiredis-dev libcurl4-openssl-dev libcjson-dev libevent-dev libinih-dev \
+      libhiredis-dev libcurl4-openssl-dev libcjson-dev libevent-dev libinih-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -35,7 +35,7 @@ FROM debian:12-slim
 # health check).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libhiredis0.14 libcurl4 libcjson1 libevent-2.1-7 libevent-pthreads-2.1-7 libinih1 \
+      libhiredis0.14 libcurl4 libcjson1 libevent-2.1-7 libevent-pthreads-2.1-7 libinih1 libssl3 \
       ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system tickd \

@@ -31,10 +31,10 @@ N_REDIS, N_TICKD = 6, 3
 # Build packages of the libraries tickd links (Makefile LDLIBS), by -l name.
 LINKED_DEV = {"libhiredis-dev": ["hiredis"], "libcurl4-openssl-dev": ["curl"],
               "libcjson-dev": ["cjson"], "libevent-dev": ["event", "event_pthreads"],
-              "libinih-dev": ["inih"]}
+              "libinih-dev": ["inih"], "libssl-dev": ["crypto"]}
 # what build/tickd needs on Debian 12, when dpkg cannot say (see runtime_packages)
 RUNTIME_FALLBACK = {"libhiredis0.14", "libcurl4", "libcjson1", "libevent-2.1-7",
-                    "libevent-pthreads-2.1-7", "libinih1"}
+                    "libevent-pthreads-2.1-7", "libinih1", "libssl3"}
 # the flags of `tickd --help` that print something and exit: no daemon
 EXITING_FLAGS = {"help", "version", "print-config"}
 
