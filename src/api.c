@@ -525,6 +525,7 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
 }
 
 int api_port(const api *a) { return http_server_port(a->http); }
+http_server *api_http(const api *a) { return a->http; }
 int api_busy(const api *a) { return a->busy; }
 
 void api_stop_accepting(api *a) { http_server_stop_accepting(a->http); }

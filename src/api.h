@@ -36,6 +36,9 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
 /* The port actually bound. */
 int api_port(const api *a);
 
+/* The HTTP server under the API (for its limits). */
+struct http_server *api_http(const api *a);
+
 /* Stop accepting connections; requests already read are still answered. */
 void api_stop_accepting(api *a);
 

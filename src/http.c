@@ -23,6 +23,9 @@
 
 #define HTTP_MAX_HEAD (16 * 1024)   /* request line + fields */
 #define HTTP_MAX_FIELDS 64
+#define HTTP_MAX_CHUNK_EXT 1024     /* bytes of extensions on one chunk-size line */
+#define HTTP_MAX_TRAILER 4096       /* bytes of the trailer section */
+#define HTTP_MAX_OUT (64 * 1024)    /* unsent answers: above this, stop reading */
 #define HTTP_LINGER_MS 2000         /* after an error answer: read and drop */
 #define HTTP_READ_MIN 4096
 
@@ -36,6 +39,8 @@ struct http_req {
     size_t body, body_len;            /* offset and length of the (decoded) body */
     size_t len;                       /* bytes of c->in this request spans */
     int keep_alive, head, http10;
+    int chunked;                      /* the body is chunked (decoded as it comes) */
+    int root;                         /* absolute-form target with an empty path: "/" */
     char extra[256];                  /* headers added by http_add_header */
     size_t extra_len;
 };
@@ -58,6 +63,14 @@ struct hconn {
     int in_parse;                    /* inside http_conn_run */
     int reading;                     /* rev is added */
     char saved;                      /* the byte under the body's NUL */
+    size_t scan;                     /* bytes of the head already scanned */
+    int64_t head_ms;                 /* the head's first byte came (0: no head begun) */
+    int64_t body_ms;                 /* the head ended and the body began */
+    /* chunked body, decoded in place as it comes: the decoded bytes go to
+     * req.body + cout, the next byte to read is at cpos */
+    int cst;
+    uint64_t csize;                  /* chunk size read, then bytes of it still to come */
+    size_t cpos, cout, cext, ctrail;
     http_req req;
 };
 
@@ -71,8 +84,11 @@ struct http_server {
     http_gate *gate;
     void *arg;
     size_t max_body;
-    int64_t idle_ms;
+    int64_t idle_ms, header_ms, body_ms;
     int port;
+    int max_conns, nconns;
+    int at_limit;                    /* accepting paused at max_conns */
+    int64_t limit_warned_ms;
     hconn *conns;
 };
 
@@ -97,6 +113,11 @@ static void http_conn_free(hconn *c)
     free(c->in);
     free(c->out);
     free(c);
+    s->nconns--;
+    if (s->at_limit && s->nconns < s->max_conns) {
+        s->at_limit = 0;
+        if (s->lev) evconnlistener_enable(s->lev);
+    }
 }
 
 /* The client is gone (or must be): close now, or, with a request at the
@@ -121,6 +142,18 @@ static void http_read_on(hconn *c, int on)
     if (on) event_add(c->rev, NULL);
     else event_del(c->rev);
     c->reading = on;
+}
+
+/* Read only while what piles up stays small: unsent answers under
+ * HTTP_MAX_OUT, and behind a request at the handler at most one more head.
+ * On a steady connection neither bound is reached, so this costs no
+ * syscall. */
+static void http_want_read(hconn *c)
+{
+    int on = c->lingering || c->closing ||
+             (c->out_len - c->out_off < HTTP_MAX_OUT &&
+              !(c->pending && c->in_len - c->req.len >= HTTP_MAX_HEAD));
+    http_read_on(c, on);
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -166,6 +199,7 @@ static int http_flush(hconn *c)
         ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
         if (n > 0) {
             c->out_off += (size_t)n;
+            c->last_ms = http_now_ms(c->srv);
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -177,7 +211,6 @@ static int http_flush(hconn *c)
         return -1;
     }
     c->out_off = c->out_len = 0;
-    c->last_ms = http_now_ms(c->srv);
     http_after_write(c);
     return 0;
 }
@@ -247,6 +280,7 @@ static void http_fail_as(hconn *c, int status, const char *reason, const char *c
     http_out_reply(c, status, reason, "application/json", body, (size_t)n);
     c->parsed = 0;
     c->in_len = 0;     /* nothing after this is read as a request */
+    c->scan = 0;
 }
 
 static void http_fail(hconn *c, int status, const char *reason, const char *code,
@@ -255,11 +289,33 @@ static void http_fail(hconn *c, int status, const char *reason, const char *code
     http_fail_as(c, status, reason, code, msg, 0);
 }
 
+static void http_bad(hconn *c, const char *msg)
+{
+    http_fail(c, 400, "Bad Request", "bad_request", msg);
+}
+
 /* ---- input --------------------------------------------------------------- */
 
+/* tchar of RFC 9110 5.6.2 */
 static int http_token_char(unsigned char ch)
 {
-    return ch > 32 && ch < 127 && !strchr("()<>@,;:\\\"/[]?={}", ch);
+    static const char sep[] = "()<>@,;:\\\"/[]?={}";
+    return ch > 32 && ch < 127 && !memchr(sep, ch, sizeof(sep) - 1);
+}
+
+/* field-vchar, SP and HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls
+ * or DEL */
+static int http_value_char(unsigned char ch)
+{
+    return ch == '\t' || (ch >= 32 && ch != 127);
+}
+
+static int http_hex(unsigned char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
 }
 
 static char *http_trim(char *p, char **end)
@@ -269,11 +325,102 @@ static char *http_trim(char *p, char **end)
     return p;
 }
 
-/* Parse the head in c->in[0..hlen) in place. 0, or -1 with the error queued. */
+/* The next element of a comma-separated list (RFC 9110 5.6.1) at *p, OWS
+ * trimmed; empty elements are skipped. 1 and the element, or 0 at the end. */
+static int http_list_next(const char **p, const char **tok, size_t *len)
+{
+    const char *s = *p;
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == ',') s++;
+        if (!*s) return 0;
+        const char *e = s;
+        while (*e && *e != ',') e++;
+        const char *t = e;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t')) t--;
+        *p = e;
+        *tok = s;
+        *len = (size_t)(t - s);
+        return 1;
+    }
+}
+
+/* Find the end of the head, going on from where the last call stopped, so
+ * that a head arriving byte by byte is scanned once. Lines end with CRLF
+ * only: a bare LF or CR is refused as soon as it arrives (RFC 9112 2.2
+ * lets a server choose; accepting LF would make tickd read a request
+ * differently from a proxy in front that does not). Empty lines before the
+ * request line are skipped. 1 (c->scan = the head's length), 0 = more to
+ * come, -1 = an error answer is queued. */
+static int http_scan_head(hconn *c)
+{
+    const char *in = c->in;
+    size_t i = c->scan, n = c->in_len;
+    if (i == 0) {
+        size_t skip = 0;
+        while (skip + 2 <= n && in[skip] == '\r' && in[skip + 1] == '\n') skip += 2;
+        if (skip) {
+            memmove(c->in, c->in + skip, n - skip);
+            c->in_len = n -= skip;
+        }
+        if (n && in[0] == '\n') goto bare_lf;
+        if (n == 1 && in[0] == '\r') return 0;
+        i = 1;   /* in[0] is not a line end */
+    }
+    for (; i < n; i++) {
+        if (i >= HTTP_MAX_HEAD) {
+            http_fail(c, 431, "Request Header Fields Too Large", "header_too_large",
+                      "headers: larger than 16 KiB");
+            return -1;
+        }
+        if (in[i] == '\n') {
+            if (in[i - 1] != '\r') goto bare_lf;
+            if (i >= 3 && in[i - 2] == '\n') {
+                c->scan = i + 1;
+                return 1;
+            }
+        } else if (in[i - 1] == '\r') {
+            http_bad(c, "request: bare CR in the head (lines end with CRLF)");
+            return -1;
+        }
+    }
+    c->scan = n ? n : 0;
+    return 0;
+bare_lf:
+    http_bad(c, "request: bare LF in the head (lines end with CRLF)");
+    return -1;
+}
+
+/* The target: origin-form ("/path?q"), or absolute-form
+ * ("http://host/path?q", what a proxy sends), routed on its path. */
+static int http_parse_target(http_req *r, char *tgt, char *end)
+{
+    if (*tgt == '/') {
+        r->target = (uint32_t)(tgt - r->c->in);
+        return 0;
+    }
+    size_t n = (size_t)(end - tgt), skip;
+    if (n > 7 && strncasecmp(tgt, "http://", 7) == 0) skip = 7;
+    else if (n > 8 && strncasecmp(tgt, "https://", 8) == 0) skip = 8;
+    else return -1;
+    char *auth = tgt + skip, *p = auth;
+    while (p < end && *p != '/' && *p != '?' && *p != '#') p++;
+    if (p == auth) return -1;
+    if (p == end) {
+        r->root = 1;
+        return 0;
+    }
+    if (*p != '/') return -1;
+    r->target = (uint32_t)(p - r->c->in);
+    return 0;
+}
+
+/* Parse the head in c->in[0..hlen) in place (every line ends with CRLF:
+ * http_scan_head saw to it). 0, or -1 with the error queued. */
 static int http_parse_head(hconn *c, size_t hlen)
 {
     http_req *r = &c->req;
     char *base = c->in, *p = base, *end = base + hlen - 2;   /* the last CRLF */
+    char msg[256];
     memset(r, 0, offsetof(http_req, extra));
     r->extra_len = 0;
     r->c = c;
@@ -281,36 +428,44 @@ static int http_parse_head(hconn *c, size_t hlen)
 
     /* request line: METHOD SP target SP HTTP/1.x */
     char *eol = memchr(p, '\r', (size_t)(end - p));
-    if (!eol || eol[1] != '\n') goto bad;
+    if (!eol) goto bad;
     char *sp1 = memchr(p, ' ', (size_t)(eol - p));
     if (!sp1 || sp1 == p) goto bad;
     for (char *q = p; q < sp1; q++)
         if (!http_token_char((unsigned char)*q)) goto bad;
     char *tgt = sp1 + 1;
     char *sp2 = memchr(tgt, ' ', (size_t)(eol - tgt));
-    if (!sp2 || sp2 == tgt || *tgt != '/') goto bad;
+    if (!sp2 || sp2 == tgt) goto bad;
     for (char *q = tgt; q < sp2; q++)
         if ((unsigned char)*q <= 32 || (unsigned char)*q >= 127) goto bad;
     if (eol - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
         (sp2[8] != '0' && sp2[8] != '1'))
         goto bad;
+    if (http_parse_target(r, tgt, sp2) != 0) {
+        http_bad(c, "request: target is neither /path nor http://host/path");
+        return -1;
+    }
     r->http10 = sp2[8] == '0';
     r->keep_alive = !r->http10;
     *sp1 = *sp2 = '\0';
     r->method = 0;
-    r->target = (uint32_t)(tgt - base);
     r->head = strcmp(base, "HEAD") == 0;
 
-    /* fields */
+    /* fields: name ":" OWS value OWS, the name a token, the value without
+     * control characters (RFC 9110 5.5, RFC 9112 5) */
     p = eol + 2;
     while (p < end) {
         eol = memchr(p, '\r', (size_t)(end - p) + 1);
-        if (!eol || eol[1] != '\n') goto bad;
-        if (*p == ' ' || *p == '\t') goto bad;   /* obsolete line folding */
-        char *colon = memchr(p, ':', (size_t)(eol - p));
-        if (!colon || colon == p) goto bad;
-        for (char *q = p; q < colon; q++)
-            if (!http_token_char((unsigned char)*q)) goto bad;
+        char *colon = p;
+        while (colon < eol && http_token_char((unsigned char)*colon)) colon++;
+        if (colon == p || colon == eol || *colon != ':') goto bad;   /* also obs-fold */
+        for (char *q = colon + 1; q < eol; q++)
+            if (!http_value_char((unsigned char)*q)) {
+                snprintf(msg, sizeof(msg), "%.*s: control character in the value",
+                         (int)(colon - p > 64 ? 64 : colon - p), p);
+                http_bad(c, msg);
+                return -1;
+            }
         if (r->nfields == HTTP_MAX_FIELDS) {
             http_fail(c, 431, "Request Header Fields Too Large", "header_too_large",
                       "headers: more than 64 fields");
@@ -325,67 +480,239 @@ static int http_parse_head(hconn *c, size_t hlen)
         r->nfields++;
         p = eol + 2;
     }
-    const char *conn = http_header(r, "Connection");
-    if (conn) {
-        if (strcasestr(conn, "close")) r->keep_alive = 0;
-        else if (r->http10 && strcasestr(conn, "keep-alive")) r->keep_alive = 1;
+
+    /* exactly one Host in HTTP/1.1, never two (RFC 9112 3.2) */
+    int hosts = http_header_count(r, "Host");
+    if (hosts > 1 || (hosts == 0 && !r->http10)) {
+        http_bad(c, hosts ? "Host: given more than once" : "Host: missing (HTTP/1.1 requires it)");
+        return -1;
     }
+    if (hosts && strpbrk(http_header(r, "Host"), " \t,/\\@")) {
+        http_bad(c, "Host: not host[:port]");
+        return -1;
+    }
+
+    /* Connection: a list of tokens, in every Connection field; close wins */
+    int close_asked = 0, keep_asked = 0;
+    for (int i = 0; i < r->nfields; i++) {
+        if (strcasecmp(base + r->field[i][0], "Connection") != 0) continue;
+        const char *l = base + r->field[i][1], *tok;
+        size_t n;
+        while (http_list_next(&l, &tok, &n)) {
+            close_asked |= n == 5 && strncasecmp(tok, "close", 5) == 0;
+            keep_asked |= n == 10 && strncasecmp(tok, "keep-alive", 10) == 0;
+        }
+    }
+    if (close_asked) r->keep_alive = 0;
+    else if (r->http10 && keep_asked) r->keep_alive = 1;
     return 0;
 bad:
-    http_fail(c, 400, "Bad Request", "bad_request", "request: malformed HTTP/1.1 request");
+    http_bad(c, "request: malformed HTTP/1.1 request");
     return -1;
 }
 
-/* Size of a chunked body starting at c->in + off: 1 and the decoded length
- * and the encoded span when complete, 0 when more is to come, -1 on error
- * (sent). */
-static int http_chunked_scan(hconn *c, size_t off, size_t *decoded, size_t *span)
+/* The body's framing (RFC 9112 6): Transfer-Encoding, whose codings across
+ * all its fields must be exactly "chunked" (chunked not last, or twice: 400,
+ * the length cannot be known; other codings before chunked: 501), never
+ * with Content-Length and never in HTTP/1.0; or Content-Length, 1*DIGIT,
+ * repeated only with the same value (RFC 9110 8.6). 0, or -1 with the error
+ * queued (all close the connection). */
+static int http_framing(hconn *c)
 {
-    const char *p = c->in + off, *end = c->in + c->in_len;
-    size_t total = 0;
-    for (;;) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (!eol) return end - p > 1024 ? -2 : 0;
-        char *e;
-        if (!isxdigit((unsigned char)*p)) return -2;
-        errno = 0;
-        unsigned long long n = strtoull(p, &e, 16);
-        if (e == p || errno || (*e != '\r' && *e != ';') || eol[-1] != '\r') return -2;
-        if (n > c->srv->max_body || total + n > c->srv->max_body) return -3;
-        if (n == 0) {
-            /* trailer fields, then the empty line */
-            p = eol + 1;
-            for (;;) {
-                eol = memchr(p, '\n', (size_t)(end - p));
-                if (!eol) return end - p > 1024 ? -2 : 0;
-                if (eol == p + 1 && *p == '\r') break;
-                p = eol + 1;
+    http_req *r = &c->req;
+    const char *base = c->in;
+    int te = 0, cl = 0, codings = 0, chunked_at = 0, twice = 0;
+    uint64_t len = 0;
+    for (int i = 0; i < r->nfields; i++) {
+        const char *name = base + r->field[i][0], *l = base + r->field[i][1], *tok;
+        size_t n;
+        if (strcasecmp(name, "Transfer-Encoding") == 0) {
+            te = 1;
+            while (http_list_next(&l, &tok, &n)) {
+                codings++;
+                if (n == 7 && strncasecmp(tok, "chunked", 7) == 0) {
+                    twice |= chunked_at != 0;
+                    chunked_at = codings;
+                }
             }
-            *decoded = total;
-            *span = (size_t)(eol + 1 - (c->in + off));
-            return 1;
+        } else if (strcasecmp(name, "Content-Length") == 0) {
+            /* a list (Content-Length: 5, 5) is read as the fields repeated */
+            int elems = 0;
+            while (http_list_next(&l, &tok, &n)) {
+                uint64_t v = 0;
+                size_t k = 0;
+                for (; k < n && tok[k] >= '0' && tok[k] <= '9'; k++)
+                    v = v > UINT64_MAX / 16 ? v : v * 10 + (uint64_t)(tok[k] - '0');
+                if (k < n) {
+                    http_bad(c, "Content-Length: not a number (1*DIGIT)");
+                    return -1;
+                }
+                if (cl && v != len) {
+                    http_bad(c, "Content-Length: given more than once with different values");
+                    return -1;
+                }
+                cl = 1;
+                len = v;
+                elems++;
+            }
+            if (!elems) {
+                http_bad(c, "Content-Length: empty");
+                return -1;
+            }
         }
-        if ((size_t)(end - (eol + 1)) < n + 2) return 0;
-        const char *data = eol + 1;
-        if (data[n] != '\r' || data[n + 1] != '\n') return -2;
-        total += n;
-        p = data + n + 2;
     }
+    if (te) {
+        if (r->http10) {
+            http_bad(c, "Transfer-Encoding: not allowed in HTTP/1.0");
+            return -1;
+        }
+        if (cl) {
+            http_bad(c, "Transfer-Encoding: not allowed with Content-Length");
+            return -1;
+        }
+        if (!chunked_at || chunked_at != codings || twice) {
+            http_bad(c, "Transfer-Encoding: chunked must be the last coding, once");
+            return -1;
+        }
+        if (codings > 1) {
+            http_fail(c, 501, "Not Implemented", "not_implemented",
+                      "Transfer-Encoding: only chunked is supported");
+            return -1;
+        }
+        r->chunked = 1;
+        return 0;
+    }
+    if (len > c->srv->max_body) {
+        http_fail(c, 413, "Payload Too Large", "payload_too_large",
+                  "body: larger than server.max_body");
+        return -1;
+    }
+    r->body_len = (size_t)len;
+    return 0;
 }
 
-/* Move the chunks' data together at off; NUL after it. */
-static void http_chunked_join(hconn *c, size_t off)
+enum {
+    CS_SIZE0,   /* the first digit of a chunk size */
+    CS_SIZE,    /* more digits, ';' or CR */
+    CS_EXT,     /* chunk extensions up to CR */
+    CS_SIZE_LF,
+    CS_DATA,
+    CS_DATA_CR,
+    CS_DATA_LF,
+    CS_TLINE,   /* the start of a trailer line, or the final CR */
+    CS_TNAME,
+    CS_TVALUE,
+    CS_TLF,
+    CS_END_LF
+};
+
+static int http_chunk_bad(hconn *c, const char *why)
 {
-    char *p = c->in + off, *dst = p;
-    for (;;) {
-        char *eol = strchr(p, '\n');
-        size_t n = strtoull(p, NULL, 16);
-        if (n == 0) break;
-        memmove(dst, eol + 1, n);
-        dst += n;
-        p = eol + 1 + n + 2;
+    char msg[128];
+    snprintf(msg, sizeof(msg), "body: malformed chunked encoding (%s)", why);
+    http_bad(c, msg);
+    return -1;
+}
+
+/* Decode the chunked body from c->cpos on, in place and once per byte: the
+ * data goes to req.body + cout, the framing is dropped, so that the buffer
+ * holds the head, the decoded data and what was not read yet. Sizes are
+ * 1*HEXDIG; extensions (bounded) and trailer fields (bounded, dropped) are
+ * checked byte by byte. 1 = complete (req.len set), 0 = more to come,
+ * -1 = an error answer is queued. */
+static int http_chunked(hconn *c)
+{
+    http_req *r = &c->req;
+    uint64_t max = c->srv->max_body;
+    char *in = c->in;
+    size_t i = c->cpos, n = c->in_len;
+    while (i < n) {
+        unsigned char ch = (unsigned char)in[i];
+        int h;
+        if (c->cst == CS_DATA) {
+            size_t take = n - i < c->csize ? n - i : (size_t)c->csize;
+            memmove(in + r->body + c->cout, in + i, take);
+            c->cout += take;
+            c->csize -= take;
+            i += take;
+            if (c->csize == 0) c->cst = CS_DATA_CR;
+            continue;
+        }
+        if (c->cst >= CS_TLINE && ++c->ctrail > HTTP_MAX_TRAILER)
+            return http_chunk_bad(c, "trailer section over 4 KiB");
+        switch (c->cst) {
+        case CS_SIZE0:
+            if ((h = http_hex(ch)) < 0) return http_chunk_bad(c, "chunk size not hex");
+            c->csize = (uint64_t)h;
+            c->cext = 1;   /* digits */
+            c->cst = CS_SIZE;
+            break;
+        case CS_SIZE:
+            if ((h = http_hex(ch)) >= 0) {
+                if (++c->cext > 16) return http_chunk_bad(c, "chunk size over 16 digits");
+                c->csize = c->csize * 16 + (uint64_t)h;
+                if (c->csize > max) goto too_large;   /* also keeps it from overflowing */
+            } else if (ch == ';') {
+                c->cext = 0;
+                c->cst = CS_EXT;
+            } else if (ch == '\r') {
+                c->cst = CS_SIZE_LF;
+            } else {
+                return http_chunk_bad(c, "chunk size not hex");
+            }
+            break;
+        case CS_EXT:
+            if (ch == '\r') c->cst = CS_SIZE_LF;
+            else if (!http_value_char(ch)) return http_chunk_bad(c, "control character in a chunk extension");
+            else if (++c->cext > HTTP_MAX_CHUNK_EXT) return http_chunk_bad(c, "chunk extension over 1 KiB");
+            break;
+        case CS_SIZE_LF:
+            if (ch != '\n') return http_chunk_bad(c, "no LF after CR");
+            if (c->cout + c->csize > max) goto too_large;
+            c->cst = c->csize ? CS_DATA : CS_TLINE;
+            break;
+        case CS_DATA_CR:
+            if (ch != '\r') return http_chunk_bad(c, "no CRLF after the chunk data");
+            c->cst = CS_DATA_LF;
+            break;
+        case CS_DATA_LF:
+            if (ch != '\n') return http_chunk_bad(c, "no CRLF after the chunk data");
+            c->cst = CS_SIZE0;
+            break;
+        case CS_TLINE:
+            if (ch == '\r') c->cst = CS_END_LF;
+            else if (http_token_char(ch)) c->cst = CS_TNAME;
+            else return http_chunk_bad(c, "bad trailer field");
+            break;
+        case CS_TNAME:
+            if (ch == ':') c->cst = CS_TVALUE;
+            else if (!http_token_char(ch)) return http_chunk_bad(c, "bad trailer field");
+            break;
+        case CS_TVALUE:
+            if (ch == '\r') c->cst = CS_TLF;
+            else if (!http_value_char(ch)) return http_chunk_bad(c, "bad trailer field");
+            break;
+        case CS_TLF:
+            if (ch != '\n') return http_chunk_bad(c, "no LF after CR");
+            c->cst = CS_TLINE;
+            break;
+        case CS_END_LF:
+            if (ch != '\n') return http_chunk_bad(c, "no LF after CR");
+            /* the framing took at least "0\r\n\r\n": the byte after the
+             * data is not the next request's */
+            r->body_len = c->cout;
+            r->len = i + 1;
+            in[r->body + c->cout] = '\0';
+            return 1;
+        }
+        i++;
     }
-    *dst = '\0';
+    /* all read is decoded or dropped */
+    c->in_len = c->cpos = r->body + c->cout;
+    return 0;
+too_large:
+    http_fail(c, 413, "Payload Too Large", "payload_too_large", "body: larger than server.max_body");
+    return -1;
 }
 
 static void http_grow_in(hconn *c, size_t want)
@@ -404,48 +731,13 @@ static int http_next(hconn *c)
     http_req *r = &c->req;
     http_server *s = c->srv;
     if (!c->parsed) {
-        char *hend = c->in_len >= 4 ? memmem(c->in, c->in_len, "\r\n\r\n", 4) : NULL;
-        if (!hend) {
-            if (c->in_len > HTTP_MAX_HEAD) {
-                http_fail(c, 431, "Request Header Fields Too Large", "header_too_large",
-                          "headers: larger than 16 KiB");
-                return -1;
-            }
-            return 0;
-        }
-        size_t hlen = (size_t)(hend - c->in) + 4;
-        if (hlen > HTTP_MAX_HEAD + 4) {
-            http_fail(c, 431, "Request Header Fields Too Large", "header_too_large",
-                      "headers: larger than 16 KiB");
-            return -1;
-        }
-        if (http_parse_head(c, hlen) != 0) return -1;
+        int k = http_scan_head(c);
+        if (k <= 0) return k;
+        size_t hlen = c->scan;
+        c->scan = 0;
+        if (http_parse_head(c, hlen) != 0 || http_framing(c) != 0) return -1;
         r->body = hlen;
         r->len = hlen;
-        const char *te = http_header(r, "Transfer-Encoding");
-        const char *cl = http_header(r, "Content-Length");
-        if (te) {
-            if (strcasecmp(te, "chunked") != 0) {
-                http_fail(c, 501, "Not Implemented", "not_implemented",
-                          "Transfer-Encoding: only chunked is supported");
-                return -1;
-            }
-            r->body_len = (size_t)-1;   /* chunked: scanned below */
-        } else if (cl) {
-            char *e;
-            errno = 0;
-            unsigned long long n = strtoull(cl, &e, 10);
-            if (!*cl || *e || errno || *cl == '-' || *cl == '+') {
-                http_fail(c, 400, "Bad Request", "bad_request", "Content-Length: not a number");
-                return -1;
-            }
-            if (n > s->max_body) {
-                http_fail(c, 413, "Payload Too Large", "payload_too_large",
-                          "body: larger than server.max_body");
-                return -1;
-            }
-            r->body_len = (size_t)n;
-        }
         const char *expect = http_header(r, "Expect");
         if (expect && strcasecmp(expect, "100-continue") != 0) {
             http_fail(c, 417, "Expectation Failed", "expectation_failed",
@@ -458,34 +750,20 @@ static int http_next(hconn *c)
             return -1;
         }
         c->parsed = 1;
+        c->head_ms = 0;
+        c->body_ms = http_now_ms(s);
+        if (r->chunked) {
+            c->cst = CS_SIZE0;
+            c->cpos = hlen;
+            c->cout = c->cext = c->ctrail = 0;
+        }
         size_t have = c->in_len - hlen;
-        if (expect && !r->http10 && (r->body_len == (size_t)-1 || have < r->body_len))
+        if (expect && !r->http10 && (r->chunked || have < r->body_len))
             http_out_add(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
-    if (r->body_len == (size_t)-1) {
-        size_t decoded, span;
-        int k = http_chunked_scan(c, r->body, &decoded, &span);
-        if (k == -3) {
-            http_fail(c, 413, "Payload Too Large", "payload_too_large",
-                      "body: larger than server.max_body");
-            return -1;
-        }
-        if (k < 0) {
-            http_fail(c, 400, "Bad Request", "bad_request", "body: malformed chunked encoding");
-            return -1;
-        }
-        if (k == 0) {
-            /* chunk framing is small: more than that around max_body is not a body */
-            if (c->in_len - r->body > 2 * s->max_body + 65536) {
-                http_fail(c, 413, "Payload Too Large", "payload_too_large",
-                          "body: larger than server.max_body");
-                return -1;
-            }
-            return 0;
-        }
-        http_chunked_join(c, r->body);
-        r->body_len = decoded;
-        r->len = r->body + span;
+    if (r->chunked) {
+        int k = http_chunked(c);
+        if (k <= 0) return k;
     } else {
         if (c->in_len - r->body < r->body_len) {
             http_grow_in(c, r->body + r->body_len + 1);
@@ -497,26 +775,38 @@ static int http_next(hconn *c)
     }
     c->parsed = 0;
     c->pending = 1;
+    c->body_ms = 0;
     return 1;
 }
 
-/* Parse and hand on requests while the connection is free to. */
+/* Parse and hand on requests while the connection is free to, writing the
+ * answers when the handler gave them at once; stop while unsent answers
+ * exceed HTTP_MAX_OUT (a client that sends and never reads). */
 static void http_run(hconn *c)
 {
     if (c->in_parse || c->dead) return;
     c->in_parse = 1;
-    while (!c->pending && !c->closing && !c->lingering) {
-        if (http_next(c) <= 0) break;
-        http_req *r = &c->req;
-        /* the body is NUL-terminated for the handler; the byte under the
-         * NUL (a pipelined request's first) is put back by http_reply.
-         * r->len <= in_len < in_cap: there is room. */
-        c->saved = c->in[r->len];
-        c->in[r->len] = '\0';
-        c->srv->handler(r, c->srv->arg);
+    for (;;) {
+        while (!c->pending && !c->closing && !c->lingering &&
+               c->out_len - c->out_off < HTTP_MAX_OUT) {
+            if (http_next(c) <= 0) break;
+            http_req *r = &c->req;
+            /* the body is NUL-terminated for the handler; the byte under the
+             * NUL (a pipelined request's first) is put back by http_reply.
+             * r->len <= in_len < in_cap: there is room. */
+            c->saved = c->in[r->len];
+            c->in[r->len] = '\0';
+            c->srv->handler(r, c->srv->arg);
+        }
+        if (!c->out_len || c->out_off) break;   /* nothing new, or a write is under way */
+        c->in_parse = 0;
+        if (http_flush(c) != 0) return;
+        c->in_parse = 1;
+        /* all written: more pipelined requests may wait behind the bound */
+        if (c->out_len || c->pending || c->closing || c->lingering || !c->in_len) break;
     }
     c->in_parse = 0;
-    if (c->out_len) http_flush(c);
+    http_want_read(c);
 }
 
 void http_reply(http_req *r, int status, const char *reason, const char *type,
@@ -532,14 +822,15 @@ void http_reply(http_req *r, int status, const char *reason, const char *type,
     c->in[r->len] = c->saved;
     memmove(c->in, c->in + r->len, c->in_len - r->len);
     c->in_len -= r->len;
+    c->head_ms = c->in_len ? http_now_ms(c->srv) : 0;
     if (c->in_cap > 65536 && c->in_len < HTTP_READ_MIN / 2) {
         c->in = xrealloc(c->in, HTTP_READ_MIN);   /* after a large body */
         c->in_cap = HTTP_READ_MIN;
     }
     if (c->in_parse) return;   /* answered from within the handler: http_run goes on */
-    http_read_on(c, 1);
-    if (http_flush(c) != 0) return;
+    if (c->out_off == 0 && http_flush(c) != 0) return;
     if (c->out_len == 0) http_run(c);
+    else http_want_read(c);
 }
 
 static void http_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -566,22 +857,18 @@ static void http_read_cb(evutil_socket_t fd, short what, void *arg)
     c->in_len += (size_t)n;
     if (c->pending) {
         /* pipelined requests wait; bound what piles up meanwhile */
-        if (c->in_len > HTTP_MAX_HEAD + s->max_body) http_read_on(c, 0);
+        http_want_read(c);
         return;
     }
+    if (!c->parsed && !c->head_ms) c->head_ms = c->last_ms;
     http_run(c);
 }
 
 /* ---- server -------------------------------------------------------------- */
 
-static void http_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
-                           int salen, void *arg)
+static hconn *http_conn_new(http_server *s, int fd)
 {
-    http_server *s = arg;
     int one = 1;
-    (void)lev;
-    (void)sa;
-    (void)salen;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     hconn *c = xcalloc(1, sizeof(*c));
     c->srv = s;
@@ -592,12 +879,47 @@ static void http_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struc
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
+    s->nconns++;
     if (!c->rev || !c->wev) {
         log_error("http: out of memory for a connection");
         http_conn_free(c);
-        return;
+        return NULL;
     }
     http_read_on(c, 1);
+    return c;
+}
+
+/* At max_conns open connections, stop accepting: the kernel's backlog holds
+ * the next ones until a connection closes (http_conn_free). */
+static void http_check_limit(http_server *s)
+{
+    if (s->nconns < s->max_conns || s->at_limit || !s->lev) return;
+    s->at_limit = 1;
+    evconnlistener_disable(s->lev);
+    int64_t now = http_now_ms(s);
+    if (now - s->limit_warned_ms >= 10000) {
+        log_warn("http: %d connections open (server.max_connections or the descriptor "
+                 "limit); pausing accepts until one closes", s->nconns);
+        s->limit_warned_ms = now;
+    }
+}
+
+static void http_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+                           int salen, void *arg)
+{
+    http_server *s = arg;
+    (void)lev;
+    (void)sa;
+    (void)salen;
+    http_conn_new(s, fd);
+    http_check_limit(s);
+}
+
+int http_server_adopt(http_server *s, int fd)
+{
+    if (evutil_make_socket_nonblocking(fd) != 0 || !http_conn_new(s, fd)) return -1;
+    http_check_limit(s);
+    return 0;
 }
 
 static void http_resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -605,7 +927,7 @@ static void http_resume_cb(evutil_socket_t fd, short what, void *arg)
     http_server *s = arg;
     (void)fd;
     (void)what;
-    if (s->lev) evconnlistener_enable(s->lev);
+    if (s->lev && !s->at_limit) evconnlistener_enable(s->lev);
 }
 
 /* Out of descriptors (or another accept error): the pending connection
@@ -625,8 +947,16 @@ static void http_accept_error_cb(struct evconnlistener *lev, void *arg)
     event_add(s->resume, &tv);
 }
 
-/* Every quarter of the idle time (0.1 to 1 s): close connections idle for
- * too long, and lingering ones whose time is up. */
+/* A request's head or body that did not come in time: 408, and close. */
+static void http_timeout(hconn *c, const char *msg)
+{
+    http_fail(c, 408, "Request Timeout", "request_timeout", msg);
+    if (http_flush(c) == 0) http_want_read(c);
+}
+
+/* Every quarter of the shortest time limit (0.1 to 1 s): close connections
+ * idle for too long and lingering ones whose time is up; answer 408 to
+ * heads and bodies that take too long. */
 static void http_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     http_server *s = arg;
@@ -636,81 +966,118 @@ static void http_sweep_cb(evutil_socket_t fd, short what, void *arg)
     for (hconn *c = s->conns, *next; c; c = next) {
         next = c->next;
         if (c->pending || c->dead) continue;
-        int64_t limit = c->lingering ? HTTP_LINGER_MS : s->idle_ms;
-        if (now - c->last_ms > limit) http_conn_close(c);
+        if (c->lingering || c->closing) {
+            if (now - c->last_ms > (c->lingering ? HTTP_LINGER_MS : s->idle_ms)) http_conn_close(c);
+        } else if (c->parsed && now - c->body_ms > s->body_ms) {
+            http_timeout(c, "body: not received within server.body_timeout_ms");
+        } else if (!c->parsed && c->head_ms && now - c->head_ms > s->header_ms) {
+            http_timeout(c, "headers: not received within server.header_timeout_ms");
+        } else if (now - c->last_ms > s->idle_ms) {
+            http_conn_close(c);
+        }
     }
+}
+
+static int http_sweep_arm(http_server *s)
+{
+    int64_t every = s->idle_ms;
+    if (s->header_ms < every) every = s->header_ms;
+    if (s->body_ms < every) every = s->body_ms;
+    every /= 4;
+    every = every < 100 ? 100 : every > 1000 ? 1000 : every;
+    struct timeval tv = {(time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000};
+    return event_add(s->sweep, &tv);
 }
 
 http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
                              int64_t idle_ms, http_handler *handler, void *arg, char *err,
                              size_t errlen)
 {
-    char host[256], port[16];
-    const char *colon = strrchr(listen, ':');
-    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host) ||
-        strlen(colon + 1) >= sizeof(port) || !colon[1]) {
-        snprintf(err, errlen, "server.listen: \"%s\" is not host:port", listen);
-        return NULL;
-    }
-    const char *h = listen;
-    size_t hl = (size_t)(colon - listen);
-    if (h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;   /* [::1]:8080 */
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    snprintf(port, sizeof(port), "%s", colon + 1);
-    char *end;
-    long pn = strtol(port, &end, 10);
-    if (*end || pn < 0 || pn > 65535) {
-        snprintf(err, errlen, "server.listen: bad port in \"%s\"", listen);
-        return NULL;
-    }
-
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    int gai = getaddrinfo(host, port, &hints, &res);
-    if (gai != 0) {
-        snprintf(err, errlen, "server.listen: %s: %s", host, gai_strerror(gai));
-        return NULL;
-    }
     http_server *s = xcalloc(1, sizeof(*s));
     s->base = base;
     s->handler = handler;
     s->arg = arg;
     s->max_body = max_body;
     s->idle_ms = idle_ms;
-    int lerr = 0;
-    for (struct addrinfo *ai = res; ai && !s->lev; ai = ai->ai_next) {
-        s->lev = evconnlistener_new_bind(base, http_accept_cb, s,
-                                         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-                                             LEV_OPT_CLOSE_ON_EXEC,
-                                         1024, ai->ai_addr, (int)ai->ai_addrlen);
-        if (!s->lev) lerr = errno;
+    s->header_ms = 10000;
+    s->body_ms = 30000;
+    s->max_conns = 10000;
+    if (listen) {
+        char host[256], port[16];
+        const char *colon = strrchr(listen, ':');
+        if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host) ||
+            strlen(colon + 1) >= sizeof(port) || !colon[1]) {
+            snprintf(err, errlen, "server.listen: \"%s\" is not host:port", listen);
+            free(s);
+            return NULL;
+        }
+        const char *h = listen;
+        size_t hl = (size_t)(colon - listen);
+        if (h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;   /* [::1]:8080 */
+        memcpy(host, h, hl);
+        host[hl] = '\0';
+        snprintf(port, sizeof(port), "%s", colon + 1);
+        char *end;
+        long pn = strtol(port, &end, 10);
+        if (*end || pn < 0 || pn > 65535) {
+            snprintf(err, errlen, "server.listen: bad port in \"%s\"", listen);
+            free(s);
+            return NULL;
+        }
+
+        struct addrinfo hints = {0}, *res = NULL;
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+        int gai = getaddrinfo(host, port, &hints, &res);
+        if (gai != 0) {
+            snprintf(err, errlen, "server.listen: %s: %s", host, gai_strerror(gai));
+            free(s);
+            return NULL;
+        }
+        int lerr = 0;
+        for (struct addrinfo *ai = res; ai && !s->lev; ai = ai->ai_next) {
+            s->lev = evconnlistener_new_bind(base, http_accept_cb, s,
+                                             LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+                                                 LEV_OPT_CLOSE_ON_EXEC,
+                                             1024, ai->ai_addr, (int)ai->ai_addrlen);
+            if (!s->lev) lerr = errno;
+        }
+        freeaddrinfo(res);
+        if (!s->lev) {
+            snprintf(err, errlen, "server.listen: cannot listen on %s: %s", listen,
+                     strerror(lerr ? lerr : EADDRNOTAVAIL));
+            free(s);
+            return NULL;
+        }
+        evconnlistener_set_error_cb(s->lev, http_accept_error_cb);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        if (getsockname(evconnlistener_get_fd(s->lev), (struct sockaddr *)&ss, &sl) == 0)
+            s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
     }
-    freeaddrinfo(res);
-    if (!s->lev) {
-        snprintf(err, errlen, "server.listen: cannot listen on %s: %s", listen,
-                 strerror(lerr ? lerr : EADDRNOTAVAIL));
-        free(s);
-        return NULL;
-    }
-    evconnlistener_set_error_cb(s->lev, http_accept_error_cb);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getsockname(evconnlistener_get_fd(s->lev), (struct sockaddr *)&ss, &sl) == 0)
-        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
     s->sweep = event_new(base, -1, EV_PERSIST, http_sweep_cb, s);
     s->resume = evtimer_new(base, http_resume_cb, s);
-    int64_t every = idle_ms / 4 < 100 ? 100 : idle_ms / 4 > 1000 ? 1000 : idle_ms / 4;
-    struct timeval tv = {(time_t)(every / 1000), (suseconds_t)(every % 1000) * 1000};
-    if (!s->sweep || !s->resume || event_add(s->sweep, &tv) != 0) {
+    if (!s->sweep || !s->resume || http_sweep_arm(s) != 0) {
         snprintf(err, errlen, "server.listen: out of memory");
         http_server_free(s);
         return NULL;
     }
     return s;
+}
+
+void http_server_set_limits(http_server *s, int max_conns, int64_t header_ms, int64_t body_ms)
+{
+    s->max_conns = max_conns > 0 ? max_conns : 1;
+    s->header_ms = header_ms;
+    s->body_ms = body_ms;
+    http_sweep_arm(s);
+    if (s->at_limit && s->nconns < s->max_conns) {
+        s->at_limit = 0;
+        if (s->lev) evconnlistener_enable(s->lev);
+    }
+    http_check_limit(s);
 }
 
 int http_server_port(const http_server *s) { return s->port; }
@@ -735,8 +1102,10 @@ void http_server_set_gate(http_server *s, http_gate *gate) { s->gate = gate; }
 
 /* ---- request accessors --------------------------------------------------- */
 
-const char *http_method(const http_req *r) { return r->c->in + r->method; }
-const char *http_target(const http_req *r) { return r->c->in + r->target; }
+/* HEAD is GET without the body (http_out_reply leaves it out): the handler
+ * sees GET, so HEAD works wherever GET does. */
+const char *http_method(const http_req *r) { return r->head ? "GET" : r->c->in + r->method; }
+const char *http_target(const http_req *r) { return r->root ? "/" : r->c->in + r->target; }
 
 const char *http_header(const http_req *r, const char *name)
 {

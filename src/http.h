@@ -6,14 +6,29 @@
  * answers with one write(); nothing is copied between the two but the
  * answer, and a steady keep-alive connection costs no epoll_ctl per request.
  *
+ * Strict, as RFC 9112 asks of a server that may sit behind a proxy: lines
+ * end with CRLF (a bare LF or CR is a 400 at once); field values without
+ * control characters; exactly one Host in HTTP/1.1; Content-Length 1*DIGIT
+ * (repeated only with the same value), never with Transfer-Encoding, whose
+ * only coding is a final chunked (HTTP/1.1 only); chunk sizes 1*HEXDIG,
+ * chunk extensions and trailers bounded. Targets in origin-form or
+ * absolute-form (http_target gives the path). Chunked bodies are decoded in
+ * place as they come, each byte looked at once.
+ *
  * Every request handed to the handler must get exactly one http_reply(),
  * now or later from the same loop; if its client went away meanwhile the
  * reply is dropped and the request freed then. The server answers for
  * itself, with a JSON error and by closing the connection: a malformed
  * request (400), a body over max_body (413), a head over 16 KiB or with too
- * many fields (431), a transfer coding other than chunked (501), an Expect
- * other than 100-continue (417). A connection with no request at the
- * handler is closed after idle_ms without a byte. */
+ * many fields (431), a coding before the final chunked (501), an Expect
+ * other than 100-continue (417), a head not complete within header_ms of
+ * its first byte or a body not within body_ms of its head (408).
+ *
+ * Bounded: a connection is not read while its unsent answers pass 64 KiB
+ * or, with a request at the handler, while a further 16 KiB waits; at
+ * max_conns connections open, accepting pauses until one closes. A
+ * connection with no request at the handler is closed after idle_ms without
+ * a byte. */
 #ifndef TICKD_HTTP_H
 #define TICKD_HTTP_H
 
@@ -40,11 +55,19 @@ typedef struct http_refusal {
  * closed), never reading the body. The gate may http_add_header(). */
 typedef int http_gate(http_req *req, void *arg, http_refusal *out);
 
-/* Listen on host:port ("127.0.0.1:0" picks a free port; a name is resolved).
+/* Listen on host:port ("127.0.0.1:0" picks a free port; a name is resolved;
+ * NULL: no listener, for tests that hand in sockets with http_server_adopt).
+ * Limits start at 10,000 connections, header_ms 10 s, body_ms 30 s.
  * Returns NULL + err. */
 http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
                              int64_t idle_ms, http_handler *handler, void *arg, char *err,
                              size_t errlen);
+/* At most max_conns connections open; a request's head must be read within
+ * header_ms of its first byte, its body within body_ms of the head. */
+void http_server_set_limits(http_server *s, int max_conns, int64_t header_ms, int64_t body_ms);
+/* Serve an already connected socket as if accepted (tests, fuzzing); the
+ * server owns fd from then on. 0, or -1 (fd not taken). */
+int http_server_adopt(http_server *s, int fd);
 /* Put a gate before the handler (it gets the handler's arg). */
 void http_server_set_gate(http_server *s, http_gate *gate);
 /* The port actually bound. */
@@ -54,7 +77,9 @@ void http_server_stop_accepting(http_server *s);
 /* Close everything; requests still unanswered must not be answered after. */
 void http_server_free(http_server *s);
 
-/* The request: method ("GET"), target as sent ("/v1/tasks?x=1"), a header
+/* The request: method ("GET"; HEAD is given as GET, answered without the
+ * body), target ("/v1/tasks?x=1"; of an absolute-form target, the path
+ * and query, "/" when the path is empty), a header
  * by name (case-insensitive; NULL if absent; the first of repeated ones),
  * the body (chunked bodies already decoded; NUL-terminated). The pointers
  * are valid while the handler runs: copy what is needed later. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "api.h"
 #include "config.h"
 #include "dispatch.h"
+#include "http.h"
 #include "log.h"
 #include "memstore.h"
 #include "netpolicy.h"
@@ -192,6 +194,34 @@ static int tickd_url_check(void *priv, const char *host, int port, char *why, si
     return -1;
 }
 
+/* Raise the soft descriptor limit to the hard one, and return how many API
+ * connections may be open at once: server.max_connections, but never so
+ * many that Redis and the callbacks are left without descriptors. Kept for
+ * them: 256 (Redis nodes, the loop, logs) + server.max_inflight (one
+ * connection per callback in flight), at most half the limit. */
+static int tickd_api_connections(const config *c)
+{
+    struct rlimit rl;
+    int64_t nofile = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max) {
+            struct rlimit want = {rl.rlim_max, rl.rlim_max};
+            if (setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+        }
+        nofile = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 30) ? (1 << 30)
+                                                                        : (int64_t)rl.rlim_cur;
+    }
+    int64_t reserve = 256 + c->max_inflight;
+    if (reserve > nofile / 2) reserve = nofile / 2;
+    int64_t n = nofile - reserve < c->max_connections ? nofile - reserve : c->max_connections;
+    if (n < c->max_connections)
+        log_warn("server.max_connections: %lld, but %lld open files (RLIMIT_NOFILE) with %lld kept "
+                 "for Redis and callbacks allow %lld API connections",
+                 (long long)c->max_connections, (long long)nofile, (long long)reserve,
+                 (long long)n);
+    return n < 1 ? 1 : (int)n;
+}
+
 static void tickd_scripts_dir(const config *c, char *out, size_t outlen)
 {
     char exe[PATH_MAX];
@@ -270,6 +300,7 @@ int main(int argc, char **argv)
     if (tickd_args(&t, argc, argv) != 0) return 2;
     log_level = log_level_parse(t.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
+    int api_conns = tickd_api_connections(&t.cfg);
     /* two priorities: the fire wheel's timer (0) runs before API requests,
      * claims and completions (1) that are ready at the same time */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || evthread_use_pthreads() != 0 ||
@@ -328,6 +359,8 @@ int main(int argc, char **argv)
         netpolicy_set_self(&t.np, lhost, api_port(t.a));
         task_set_url_check(tickd_url_check, &t.np);
     }
+    http_server_set_limits(api_http(t.a), api_conns, t.cfg.header_timeout_ms,
+                           t.cfg.body_timeout_ms);
     t.sig_term = evsignal_new(t.base, SIGTERM, tickd_signal, &t);
     t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
     event_add(t.sig_term, NULL);
