@@ -206,6 +206,13 @@ static int tickd_api_connections(const config *c)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         if (rl.rlim_cur < rl.rlim_max) {
             struct rlimit want = {rl.rlim_max, rl.rlim_max};
+            FILE *f;
+            unsigned long nr_open;
+            /* an unlimited hard limit is the kernel's fs.nr_open */
+            if (rl.rlim_max == RLIM_INFINITY && (f = fopen("/proc/sys/fs/nr_open", "r"))) {
+                if (fscanf(f, "%lu", &nr_open) == 1) want.rlim_cur = (rlim_t)nr_open;
+                fclose(f);
+            }
             if (setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
         }
         nofile = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 30) ? (1 << 30)
@@ -215,7 +222,7 @@ static int tickd_api_connections(const config *c)
     if (reserve > nofile / 2) reserve = nofile / 2;
     int64_t n = nofile - reserve < c->max_connections ? nofile - reserve : c->max_connections;
     if (n < c->max_connections)
-        log_warn("server.max_connections: %lld, but %lld open files (RLIMIT_NOFILE) with %lld kept "
+        log_info("server.max_connections: %lld, but %lld open files (RLIMIT_NOFILE) with %lld kept "
                  "for Redis and callbacks allow %lld API connections",
                  (long long)c->max_connections, (long long)nofile, (long long)reserve,
                  (long long)n);
