@@ -160,6 +160,21 @@ def test_absolute_form_target_is_routed_on_its_path(tickd):
     s.close()
 
 
+def test_absolute_form_and_head_are_still_behind_the_api_token(redis, tickd_factory):
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c"}).start()
+    for line in [b"GET http://t/v1/stats HTTP/1.1", b"HEAD /v1/stats HTTP/1.1",
+                 b"HEAD http://t/v1/tasks/x HTTP/1.1"]:
+        s = connect(t)
+        s.sendall(line + b"\r\nHost: t\r\n\r\n")
+        data = s.recv(4096)
+        assert data.startswith(b"HTTP/1.1 401"), (line, data[:60])
+        s.close()
+    s = connect(t)
+    s.sendall(b"GET http://t/v1/stats HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer tok-9f2c\r\n\r\n")
+    assert Reader(s).response()[0] == 200
+    s.close()
+
+
 def test_head_works_wherever_get_does(tickd):
     tid = tickd.post(TASK)["id"]
     for path in ["/healthz", "/v1/stats", f"/v1/tasks/{tid}"]:
