@@ -338,7 +338,9 @@ def test_idle_and_slowloris_crowd_does_not_delay_tasks_or_clients(redis, receive
         s.close()
     calls = receiver.by_task().get(task["id"])
     assert calls, "the task did not fire"
-    assert calls[0]["t"] - due < 500, f"fired {calls[0]['t'] - due:.0f} ms late"
+    late = calls[0]["t"] - due
+    print(f"crowd: task {late:.0f} ms late, slowest request {max(latencies) * 1000:.0f} ms")
+    assert -1 <= late < 500, f"fired {late:.0f} ms late"
     assert max(latencies) < 0.5, f"a normal request took {max(latencies):.2f} s"
     for s in idle:
         s.close()
