@@ -2,6 +2,7 @@
 #include "dispatch.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 
 #include "h1.h"
+#include "h1_answer.h"
 #include "log.h"
 #include "netpolicy.h"
 #include "util.h"
@@ -28,6 +30,7 @@ typedef struct hostq {
     char *key;
     h1_host *h1;                /* http:// without a proxy: the built-in client's */
     int active;
+    int64_t used_ms;            /* monotonic: the last transfer's end */
     xfer *head, *tail;
     struct hostq *next;
 } hostq;
@@ -51,6 +54,8 @@ struct xfer {
     char errbuf[CURL_ERROR_SIZE];
     int64_t queued_ms;          /* monotonic: when the worker took it */
     int nopen, ndenied;         /* addresses tried, and refused by the policy */
+    int local_errno;            /* socket() failed for this process's own reason */
+    size_t got;                 /* answer body bytes (libcurl) */
     char denied[200];           /* why the last one was refused */
     struct xfer *next, *prev;
 };
@@ -73,6 +78,7 @@ struct worker {
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
     int nspare;
     h1_client *h1;              /* NULL: every callback through libcurl */
+    struct event *sweep_ev;     /* frees the state of hosts no longer called */
     webhook_ctx *sig;           /* this thread's signing state */
 };
 
@@ -87,6 +93,7 @@ struct dispatch {
     int nworkers;
     int next;
     const netpolicy *np;        /* NULL: callbacks go anywhere */
+    _Atomic long hosts;         /* hostq entries across the workers */
     const webhook_keys *keys;   /* NULL: unsigned */
 };
 
@@ -141,10 +148,21 @@ void dispatch_submit(dispatch *d, job *j)
 
 /* ---- worker side ------------------------------------------------------- */
 
+/* The answer's body is read (so the connection is reusable) and dropped, up
+ * to H1_DRAIN_MAX bytes, as the built-in client does; past that the transfer
+ * ends (CURLE_WRITE_ERROR, the connection closed) with its status. */
 static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
 {
-    (void)p, (void)u;
-    return size * n; /* the answer's body is read (so the connection is reusable) and dropped */
+    xfer *x = u;
+    (void)p;
+    x->got += size * n;
+    return x->got > H1_DRAIN_MAX ? 0 : size * n;
+}
+
+/* errno of a failed connect that is this process's own trouble */
+static int dispatch_errno_local(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EADDRNOTAVAIL;
 }
 
 static void xfer_free(xfer *x)
@@ -171,7 +189,7 @@ static int64_t dispatch_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void worker_h1_done(void *priv, long status, const char *err);
+static void worker_h1_done(void *priv, long status, const char *err, int flags);
 
 /* Start x (in curl or the built-in client), or queue it behind its host's
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
@@ -227,20 +245,58 @@ static hostq *worker_hostq(worker *w, const char *url)
     q->h1 = h1_host_new(w->h1, url);
     q->next = *b;
     *b = q;
+    w->d->hosts++;
     return q;
+}
+
+static void hostq_free(worker *w, hostq *q)
+{
+    h1_host_free(q->h1);
+    free(q->key);
+    free(q);
+    w->d->hosts--;
+}
+
+/* Free the state of hosts unused for keepalive_ms (their kept connections
+ * have closed by then), so that callbacks to ever new hosts cost no memory
+ * for ever. Runs every keepalive_ms / 2. */
+static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    worker *w = arg;
+    int64_t now = dispatch_mono_ms();
+    (void)fd, (void)what;
+    for (int b = 0; b < HOSTQ_BUCKETS; b++)
+        for (hostq **p = &w->hq[b]; *p;) {
+            hostq *q = *p;
+            if (q->active || q->head || now - q->used_ms < w->keepalive_ms ||
+                h1_host_busy(q->h1)) {
+                p = &q->next;
+                continue;
+            }
+            *p = q->next;
+            hostq_free(w, q);
+        }
+}
+
+long dispatch_hosts(const dispatch *d)
+{
+    return d->hosts;
 }
 
 /* x's attempt ended: the answer's status (0: none), or err when it failed
  * (an answer may have begun: status then says which). */
-static void worker_end(worker *w, xfer *x, long status, const char *err)
+static void worker_end(worker *w, xfer *x, long status, const char *err, int local)
 {
     job *j = x->j;
     j->status_code = status;
     /* every address refused by the policy: no retry can change that */
     if (err && x->ndenied && x->ndenied == x->nopen) j->permanent = 1;
+    if (err && !status && local) j->uncounted = 1;
+    /* a status with err: the head came, its body was cut off; the receiver
+     * has answered, and its status decides */
     if (err) snprintf(j->err, sizeof(j->err), "%s", err);
-    else if (status >= 200 && status < 300) j->ok = 1;
-    else snprintf(j->err, sizeof(j->err), "HTTP %ld", status);
+    if (status >= 200 && status < 300) j->ok = 1;
+    else if (status && !err) snprintf(j->err, sizeof(j->err), "HTTP %ld", status);
     if (x->prev) x->prev->next = x->next;
     else w->active = x->next;
     if (x->next) x->next->prev = x->prev;
@@ -249,6 +305,7 @@ static void worker_end(worker *w, xfer *x, long status, const char *err)
     xfer_free(x);
     dispatch_finish(w->d, j);
     hq->active--;
+    hq->used_ms = dispatch_mono_ms();
     /* the next queued transfer (several, if some had run out of time) */
     while (hq->head && hq->active < w->host_connections) {
         xfer *next = hq->head;
@@ -262,20 +319,43 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
 {
     long code = 0;
     char err[sizeof(x->j->err)];
+    int local = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (rc != CURLE_OK && x->ndenied && x->ndenied == x->nopen)
+    if (rc == CURLE_WRITE_ERROR && x->got > H1_DRAIN_MAX && code) {
+        rc = CURLE_OK; /* a body over the bound, not read on: the status stands */
+    } else if (rc != CURLE_OK && x->ndenied && x->ndenied == x->nopen) {
         snprintf(err, sizeof(err), "%s", x->denied);
-    else if (rc != CURLE_OK)
-        snprintf(err, sizeof(err), "%.40s%s%.200s", curl_easy_strerror(rc),
+        code = 0;
+    } else if (rc == CURLE_OPERATION_TIMEDOUT && code >= 200) {
+        snprintf(err, sizeof(err), "HTTP %ld, but the answer's body was cut off by the timeout "
+                 "(%lld ms)", code, (long long)x->j->timeout_ms);
+    } else if (rc != CURLE_OK) {
+        /* a transfer that failed early keeps the code of no answer */
+        if (rc != CURLE_OPERATION_TIMEDOUT && rc != CURLE_PARTIAL_FILE) code = 0;
+        else if (code < 200) code = 0;
+        local = rc == CURLE_OUT_OF_MEMORY ||
+                (x->local_errno && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_FAILED_INIT));
+        if (x->local_errno && !x->errbuf[0])
+            snprintf(x->errbuf, sizeof(x->errbuf), "%s", strerror(x->local_errno));
+        char full[CURL_ERROR_SIZE + 128];
+        snprintf(full, sizeof(full), "%s%s%s", curl_easy_strerror(rc),
                  x->errbuf[0] ? ": " : "", x->errbuf);
-    worker_end(w, x, code, rc == CURLE_OK ? NULL : err);
+        size_t fl = strlen(full);
+        if (fl >= sizeof(err)) { /* cut at a word, never mid-word */
+            fl = sizeof(err) - 4;
+            while (fl > sizeof(err) / 2 && full[fl] != ' ') fl--;
+            memcpy(full + fl, "...", 4);
+        }
+        memcpy(err, full, strlen(full) + 1);
+    }
+    worker_end(w, x, code, rc == CURLE_OK ? NULL : err, local);
 }
 
-static void worker_h1_done(void *priv, long status, const char *err)
+static void worker_h1_done(void *priv, long status, const char *err, int flags)
 {
     xfer *x = priv;
     x->call = NULL;
-    worker_end(x->w, x, status, err);
+    worker_end(x->w, x, status, err, flags & H1_LOCAL);
 }
 
 static void worker_check(worker *w)
@@ -374,7 +454,9 @@ static curl_socket_t xfer_opensocket(void *clientp, curlsocktype purpose,
 {
     xfer *x = clientp;
     if (purpose != CURLSOCKTYPE_IPCXN || !xfer_allowed(x, &a->addr)) return CURL_SOCKET_BAD;
-    return socket(a->family, a->socktype, a->protocol);
+    curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+    if (fd == CURL_SOCKET_BAD && dispatch_errno_local(errno)) x->local_errno = errno;
+    return fd;
 }
 
 /* One header line of the request: "name: value\r\n". */
@@ -511,6 +593,7 @@ static int xfer_build(xfer *x)
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
     x->hdrs = xfer_curl_headers(x);
@@ -554,6 +637,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         j->ok = 0;
         j->aborted = 0;
         j->permanent = 0;
+        j->uncounted = 0;
         j->status_code = 0;
         j->err[0] = '\0';
         if (stop) {
@@ -600,10 +684,9 @@ static void *worker_main(void *arg)
                 xn = x->next;
                 worker_abort(w, x);
             }
-            h1_host_free(q->h1);
-            free(q->key);
-            free(q);
+            hostq_free(w, q);
         }
+    event_free(w->sweep_ev);
     h1_client_free(w->h1); /* on this thread: it runs the loop once more */
     w->h1 = NULL;
     return NULL;
@@ -662,6 +745,9 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
         w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
         event_add(w->wake_ev, NULL);
+        w->sweep_ev = event_new(w->base, -1, EV_PERSIST, worker_sweep_cb, w);
+        struct timeval sweep = {(time_t)(keepalive_ms / 2000), (suseconds_t)(keepalive_ms / 2 % 1000) * 1000};
+        event_add(w->sweep_ev, &sweep);
         curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, worker_sock_cb);
         curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
         curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
@@ -671,6 +757,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         d->nworkers = i + 1;
         if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
             snprintf(err, errlen, "dispatch: cannot start worker thread %d", i);
+            event_free(w->sweep_ev);
             event_free(w->timer_ev);
             event_free(w->wake_ev);
             h1_client_free(w->h1);

@@ -23,6 +23,10 @@ struct netpolicy;
 struct webhook_keys;
 typedef struct dispatch dispatch;
 
+/* A job that failed for tickd's own reason (uncounted) goes again after
+ * this long plus up to as much again of jitter. */
+#define UNCOUNTED_RETRY_MS 1000
+
 typedef struct job job;
 struct job {
     wheel_timer timer;          /* waiting for its ms on the fire wheel */
@@ -37,6 +41,8 @@ struct job {
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */
     int permanent;              /* failed for a reason a retry cannot change (policy) */
+    int uncounted;              /* failed for a reason of tickd's own (out of descriptors,
+                                   memory or local ports): not an attempt, tried again later */
     long status_code;           /* 0: no HTTP answer */
     char err[256];              /* why not ok */
     int max_attempts;           /* the spec's retry policy (1 if unreadable) */
@@ -64,6 +70,10 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
  * caller's and must outlive the pool. Call before the first dispatch_submit:
  * the workers read them only for a submitted job. */
 void dispatch_set_edge(dispatch *d, const struct netpolicy *np, const struct webhook_keys *keys);
+
+/* Receiving hosts the workers hold state for (connections, addresses); a
+ * host's state is freed once it has been unused for keepalive_ms. */
+long dispatch_hosts(const dispatch *d);
 
 /* Hand a fired job to a worker (round robin). Main thread only. */
 void dispatch_submit(dispatch *d, job *j);

@@ -1,6 +1,8 @@
 /* h1.c -- see h1.h. */
 #include "h1.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <event2/dns.h>
@@ -16,11 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "h1_answer.h"
 #include "util.h"
 
 #define H1_DNS_TTL_MS 60000     /* as libcurl's DNS cache */
-#define H1_HEAD_MAX 65536       /* longest answer head read */
-#define H1_DRAIN_MAX 1048576    /* a longer body is not read: the connection closes instead */
 #define H1_ADDR_MAX 8
 
 typedef struct h1_conn h1_conn;
@@ -67,8 +68,6 @@ struct dns_ctx {
     h1_host *h; /* NULL once the host is freed */
 };
 
-enum { PH_HEAD, PH_BODY, PH_CHUNK_SIZE, PH_CHUNK_DATA, PH_CHUNK_CRLF, PH_TRAILER, PH_DONE };
-
 struct h1_call {
     h1_host *h;
     h1_conn *conn;
@@ -81,13 +80,11 @@ struct h1_call {
     void *priv;
     int started;                /* off the caller's stack: on a connection or waiting */
     int retried;                /* a kept connection failed before any answer: once more */
-    int head_req;               /* HEAD: the answer has no body */
-    int phase;
-    long status;
-    int close;                  /* the connection ends with this answer */
-    int64_t remain;
+    h1_answer a;                /* the answer being read */
     size_t got;                 /* bytes of answer received */
     int denied;                 /* addresses the guard refused */
+    int flags;                  /* H1_LOCAL: failed for a reason of this process's */
+    int cut;                    /* the answer's head came, its body not in time */
     char err[240];
 };
 
@@ -131,6 +128,32 @@ void h1_client_free(h1_client *c)
     free(c);
 }
 
+/* A literal address as libcurl reads it: [IPv6] in brackets; IPv4 in any
+ * form inet_aton takes (127.1, 0177.0.0.1, 2130706433, 0x7f000001: parts
+ * in decimal, octal or hex, as curl's URL parser normalises them). Anything
+ * else is a name to look up. */
+static int h1_literal(const char *name, int bracketed, int port, struct sockaddr_storage *ss,
+                      socklen_t *len)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (bracketed) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        if (strchr(name, '%') || inet_pton(AF_INET6, name, &s6->sin6_addr) != 1) return 0;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*s6);
+        return 1;
+    }
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    if (name[strspn(name, "0123456789abcdefABCDEFxX.")] != '\0' || !isdigit((unsigned char)name[0]) ||
+        inet_aton(name, &s4->sin_addr) == 0)
+        return 0;
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    *len = sizeof(*s4);
+    return 1;
+}
+
 h1_host *h1_host_new(h1_client *c, const char *url)
 {
     if (!c || strncasecmp(url, "http://", 7) != 0) return NULL;
@@ -169,10 +192,22 @@ h1_host *h1_host_new(h1_client *c, const char *url)
     h->authority = xstrndup(a, n);
     h->port = p;
     h->waiting_tail = &h->waiting;
+    if (h1_literal(h->name, *a == '[', p, &h->addr[0], &h->alen[0])) {
+        h->naddr = 1;
+        h->addr_until_ms = INT64_MAX; /* never looked up */
+    } else if (*a == '[') {
+        h1_host_free(h);
+        return NULL; /* not an IPv6 address: libcurl says why */
+    }
     return h;
 }
 
 static void conn_close(h1_conn *conn);
+
+int h1_host_busy(const h1_host *h)
+{
+    return h && (h->idle || h->waiting || h->dnsreq);
+}
 
 void h1_host_free(h1_host *h)
 {
@@ -247,7 +282,7 @@ static void call_finish(h1_call *k, long status)
     h1_conn *conn = k->conn;
     if (conn) {
         conn->k = NULL;
-        if (status && !k->close && conn->len == 0) {
+        if (status && !k->a.close && conn->len == 0) {
             conn->reused = 1;
             conn->idle_since_ms = h1_now_ms();
             conn->next = k->h->idle;
@@ -263,10 +298,11 @@ static void call_finish(h1_call *k, long status)
     }
     h1_done_fn *done = k->done;
     void *priv = k->priv;
+    int flags = k->flags, cut = k->cut;
     char err[sizeof(k->err)];
     memcpy(err, k->err, sizeof(err));
     call_free(k);
-    done(priv, status, status ? NULL : err);
+    done(priv, status, status && !cut ? NULL : err, flags);
 }
 
 /* The call failed for the reason in k->err: its connection closes. */
@@ -290,6 +326,15 @@ static void call_fail(h1_call *k, const char *fmt, ...)
     call_failed(k);
 }
 
+/* A connect failed with errno e: out of descriptors, memory or local ports
+ * is this process's own trouble, not the host's (H1_LOCAL). */
+static void call_fail_connect(h1_call *k, int e)
+{
+    if (e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EADDRNOTAVAIL)
+        k->flags |= H1_LOCAL;
+    call_fail(k, "Failed to connect to %s port %d: %s", k->h->name, k->h->port, strerror(e));
+}
+
 /* A kept connection failed before any byte of the answer: the host closed it
  * while it sat idle. The request goes once more, on a new connection. */
 static int call_retry(h1_call *k)
@@ -301,178 +346,6 @@ static int call_retry(h1_call *k)
     k->off = 0;
     call_connect(k);
     return 1;
-}
-
-/* ---- the answer ---------------------------------------------------------- */
-
-static int h1_token(const char *v, const char *end, const char *tok)
-{
-    size_t tl = strlen(tok);
-    while (v < end) {
-        const char *comma = memchr(v, ',', (size_t)(end - v));
-        const char *e = comma ? comma : end;
-        while (v < e && (*v == ' ' || *v == '\t')) v++;
-        const char *te = e;
-        while (te > v && (te[-1] == ' ' || te[-1] == '\t')) te--;
-        if ((size_t)(te - v) == tl && strncasecmp(v, tok, tl) == 0) return 1;
-        v = comma ? comma + 1 : end;
-    }
-    return 0;
-}
-
-/* The last coding of a Transfer-Encoding value is chunked. */
-static int h1_chunked_last(const char *v, const char *end)
-{
-    const char *last = v;
-    for (const char *q = v; q < end; q++)
-        if (*q == ',') last = q + 1;
-    return h1_token(last, end, "chunked");
-}
-
-#define H1_BAD(...) do { snprintf(k->err, sizeof(k->err), __VA_ARGS__); return -1; } while (0)
-
-/* An answer head (up to and with its empty line): status and framing. */
-static int h1_head(h1_call *k, const char *p, size_t n)
-{
-    if (n < 13 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' || p[8] != ' ' ||
-        p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9' ||
-        (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
-        H1_BAD("malformed answer: bad status line");
-    long status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-    int close_tok = 0, keep_tok = 0, chunked = 0, coded = 0, have_len = 0;
-    int64_t clen = 0;
-    const char *end = p + n, *line = (const char *)memchr(p, '\n', n) + 1;
-    while (line < end) {
-        const char *eol = memchr(line, '\n', (size_t)(end - line));
-        size_t ll = (size_t)(eol - line);
-        if (ll && line[ll - 1] == '\r') ll--;
-        if (ll == 0) break;
-        const char *colon = memchr(line, ':', ll);
-        if (colon) {
-            size_t nl = (size_t)(colon - line);
-            const char *v = colon + 1, *ve = line + ll;
-            while (v < ve && (*v == ' ' || *v == '\t')) v++;
-            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t')) ve--;
-            if (nl == 14 && strncasecmp(line, "content-length", 14) == 0) {
-                int64_t x = 0;
-                if (v == ve) H1_BAD("malformed answer: empty Content-Length");
-                for (const char *q = v; q < ve; q++) {
-                    if (*q < '0' || *q > '9' || x > 100000000000000LL)
-                        H1_BAD("malformed answer: bad Content-Length");
-                    x = x * 10 + (*q - '0');
-                }
-                if (have_len && x != clen) H1_BAD("malformed answer: two Content-Lengths");
-                have_len = 1;
-                clen = x;
-            } else if (nl == 17 && strncasecmp(line, "transfer-encoding", 17) == 0) {
-                coded = 1;
-                chunked = h1_chunked_last(v, ve);
-            } else if (nl == 10 && strncasecmp(line, "connection", 10) == 0) {
-                close_tok |= h1_token(v, ve, "close");
-                keep_tok |= h1_token(v, ve, "keep-alive");
-            }
-        }
-        line = eol + 1;
-    }
-    k->status = status;
-    if (status < 200) {
-        if (status == 101) H1_BAD("malformed answer: 101 Switching Protocols");
-        return 0; /* an interim answer (100, 103): the final one follows */
-    }
-    k->close = close_tok || (p[7] == '0' && !keep_tok);
-    if (k->head_req || status == 204 || status == 304) {
-        k->phase = PH_DONE;
-    } else if (chunked) {
-        k->phase = PH_CHUNK_SIZE;
-    } else if (coded || !have_len || clen > H1_DRAIN_MAX) {
-        /* the body runs to the close, or is long: not read, the connection closes */
-        k->close = 1;
-        k->phase = PH_DONE;
-    } else {
-        k->remain = clen;
-        k->phase = clen ? PH_BODY : PH_DONE;
-    }
-    return 0;
-}
-
-static int h1_hex(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Read what has arrived, data[0..len): 1 when the answer is complete, 0
- * when more must come, -1 when it is malformed (k->err); *used: the bytes
- * consumed (the rest is a part line or head, to be read again with more). */
-static int h1_parse(h1_call *k, const char *data, size_t len, size_t *used)
-{
-    size_t pos = 0;
-    int rc = 0;
-    while (rc == 0) {
-        const char *p = data + pos;
-        size_t avail = len - pos;
-        if (k->phase == PH_DONE) {
-            rc = 1;
-        } else if (k->phase == PH_HEAD) {
-            const char *end = memmem(p, avail, "\r\n\r\n", 4);
-            if (!end) {
-                if (avail > H1_HEAD_MAX) {
-                    snprintf(k->err, sizeof(k->err), "malformed answer: head over 64 KiB");
-                    rc = -1;
-                }
-                break;
-            }
-            size_t n = (size_t)(end + 4 - p);
-            if (h1_head(k, p, n) != 0) rc = -1;
-            pos += n;
-        } else if (k->phase == PH_BODY || k->phase == PH_CHUNK_DATA) {
-            size_t n = avail < (uint64_t)k->remain ? avail : (size_t)k->remain;
-            pos += n;
-            k->remain -= (int64_t)n;
-            if (k->remain > 0) break;
-            k->phase = k->phase == PH_BODY ? PH_DONE : PH_CHUNK_CRLF;
-        } else if (k->phase == PH_CHUNK_CRLF) {
-            if (avail < 2) break;
-            if (p[0] != '\r' || p[1] != '\n') {
-                snprintf(k->err, sizeof(k->err), "malformed answer: chunk not ended by CRLF");
-                rc = -1;
-                break;
-            }
-            pos += 2;
-            k->phase = PH_CHUNK_SIZE;
-        } else { /* PH_CHUNK_SIZE, PH_TRAILER: one line */
-            const char *eol = memmem(p, avail, "\r\n", 2);
-            if (!eol) {
-                if (avail > 4096) {
-                    snprintf(k->err, sizeof(k->err), "malformed answer: chunk line over 4 KiB");
-                    rc = -1;
-                }
-                break;
-            }
-            size_t ll = (size_t)(eol - p), i = 0;
-            pos += ll + 2;
-            if (k->phase == PH_TRAILER) {
-                if (ll == 0) k->phase = PH_DONE;
-                continue;
-            }
-            int64_t size = 0;
-            for (; i < ll && h1_hex((unsigned char)p[i]) >= 0; i++) {
-                if (size > (INT64_MAX >> 5)) break;
-                size = size * 16 + h1_hex((unsigned char)p[i]);
-            }
-            if (i == 0 || (i < ll && p[i] != ';' && p[i] != ' ' && p[i] != '\t')) {
-                snprintf(k->err, sizeof(k->err), "malformed answer: bad chunk size");
-                rc = -1;
-                break;
-            }
-            k->remain = size;
-            k->phase = size ? PH_CHUNK_DATA : PH_TRAILER;
-        }
-    }
-    *used = pos;
-    return rc;
 }
 
 /* ---- I/O ----------------------------------------------------------------- */
@@ -509,7 +382,7 @@ static void call_recv(h1_call *k)
             data = c->buf;
             len = c->len;
         }
-        int rc = h1_parse(k, data, len, &used);
+        int rc = h1_answer_parse(&k->a, data, len, &used);
         size_t left = len - used;
         if (left && data == c->buf) {
             memmove(c->buf, c->buf + used, left);
@@ -523,11 +396,12 @@ static void call_recv(h1_call *k)
         }
         c->len = left; /* left after a complete answer: the connection is not kept */
         if (rc < 0) {
+            snprintf(k->err, sizeof(k->err), "%s", k->a.err);
             call_failed(k);
             return;
         }
         if (rc > 0) {
-            call_finish(k, k->status);
+            call_finish(k, k->a.status);
             return;
         }
         if ((size_t)n < room) return; /* the socket is drained */
@@ -611,8 +485,7 @@ static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
             c->ai++;
             int e = c->ai < c->h->naddr ? conn_connect(c) : err;
             if (e < 0) call_failed(k);
-            else if (e) call_fail(k, "Failed to connect to %s port %d: %s", c->h->name, c->h->port,
-                             strerror(e));
+            else if (e) call_fail_connect(k, e);
             return;
         }
         c->connecting = 0;
@@ -646,7 +519,7 @@ static void call_connect(h1_call *k)
     k->denied = 0;
     int e = conn_connect(c);
     if (e < 0) call_failed(k);
-    else if (e) call_fail(k, "Failed to connect to %s port %d: %s", h->name, h->port, strerror(e));
+    else if (e) call_fail_connect(k, e);
 }
 
 /* ---- resolving ------------------------------------------------------------ */
@@ -727,6 +600,16 @@ static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (!k->conn) waiting_remove(k->h, k);
+    if (k->conn && h1_answer_has_status(&k->a)) {
+        /* the head came, the body did not: the status stands, and the
+         * connection (mid-body) closes */
+        k->a.close = 1;
+        k->cut = 1;
+        snprintf(k->err, sizeof(k->err), "HTTP %ld, but the answer's body was cut off by the "
+                 "timeout (%lld ms)", k->a.status, (long long)k->timeout_ms);
+        call_finish(k, k->a.status);
+        return;
+    }
     call_fail(k, "Timeout: no answer from %s port %d within %lld ms", k->h->name, k->h->port,
               (long long)k->timeout_ms);
 }
@@ -759,7 +642,7 @@ h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const ch
     k->done = done;
     k->priv = priv;
     k->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
-    k->head_req = strcmp(method, "HEAD") == 0;
+    k->a.head_req = strcmp(method, "HEAD") == 0;
 
     /* the request target: the URL after its authority, without a fragment */
     const char *t = url + 7 + strcspn(url + 7, "/?#");

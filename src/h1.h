@@ -26,8 +26,12 @@ typedef struct h1_host h1_host;
 typedef struct h1_call h1_call;
 
 /* A call ended: status is the HTTP status of the final answer, or 0 with err
- * saying why there is none (timeout, connection, malformed answer). */
-typedef void h1_done_fn(void *priv, long status, const char *err);
+ * saying why there is none (timeout, connection, malformed answer). A status
+ * with err: the head came but its body was cut off by the timeout. flags:
+ * H1_LOCAL when the call failed for a reason of this process's own (out of
+ * descriptors, memory or local ports), not the host's. */
+#define H1_LOCAL 1
+typedef void h1_done_fn(void *priv, long status, const char *err, int flags);
 
 /* NULL when no resolver can be set up (the caller then uses libcurl). A kept
  * connection unused for keepalive_ms is closed. */
@@ -45,6 +49,8 @@ void h1_client_set_guard(h1_client *c, h1_guard_fn *fn);
  * and idle connections; NULL when url is not one this client takes. */
 h1_host *h1_host_new(h1_client *c, const char *url);
 void h1_host_free(h1_host *h);
+/* 1 while h has calls waiting or connections kept (NULL: 0). */
+int h1_host_busy(const h1_host *h);
 
 /* Call url (on h's host) with method, the header lines hdrs ("Name: value\r\n"
  * each; Host, User-Agent and Accept are added unless given) and body (NULL:

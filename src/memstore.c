@@ -211,6 +211,7 @@ void memstore_on_done(memstore *m, job *j)
         snprintf(t->status, sizeof(t->status), "scheduled");
         return;
     }
+    if (j->uncounted) j->attempt--; /* not an attempt: see sched_on_done */
     t->attempts = j->attempt;
     if (!j->ok) {
         t->code = j->status_code;
@@ -218,11 +219,12 @@ void memstore_on_done(memstore *m, job *j)
     }
     if (j->ok) {
         mem_final(m, t, "succeeded");
-    } else if (j->permanent || j->attempt >= j->max_attempts) {
+    } else if (!j->uncounted && (j->permanent || j->attempt >= j->max_attempts)) {
         mem_final(m, t, "failed");
     } else {
         double jitter = (double)(random() % 1000) / 1000.0;
-        j->due_ms = mem_now_ms() + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
+        j->due_ms = mem_now_ms() + (j->uncounted ? UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS
+                                                 : task_backoff_ms(j->backoff_ms, j->attempt, jitter));
         snprintf(t->status, sizeof(t->status), "scheduled");
         wheel_add(m->w, &j->timer, NULL, (uint64_t)j->due_ms, 0, 1);
     }
@@ -299,6 +301,7 @@ void memstore_stats(void *self, cJSON *obj)
     cJSON_AddNumberToObject(obj, "fired", (double)m->fired);
     cJSON_AddNumberToObject(obj, "tasks", (double)m->count);
     cJSON_AddNumberToObject(obj, "calling", m->calling);
+    if (m->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(m->d));
 }
 
 memstore *memstore_create(struct event_base *base, const config *cfg)

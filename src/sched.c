@@ -416,7 +416,16 @@ void sched_on_done(sched *sc, job *j)
     }
     int local = strcmp(j->src, j->home) == 0;
     int64_t now = store_now_ms(sc->s);
-    if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
+    int64_t delay_ms;
+    if (j->uncounted) {
+        /* tickd's own failure (out of descriptors...): the receiver was never
+         * called, so this was no attempt; the count stays, and it goes again
+         * in a second or two */
+        j->attempt--;
+        delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
+        log_warn("task %s: callback not made (%s); trying again in %lld ms without counting an "
+                 "attempt", j->id, j->err, (long long)delay_ms);
+    } else if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
         if (!j->ok) log_info("task %s failed after %d attempts: %s", j->id, j->attempt, j->err);
         if (local) {
@@ -427,24 +436,26 @@ void sched_on_done(sched *sc, job *j)
         chain_settle(c, j->ok ? "ok" : "fail", 0, "");
         chain_ptr(c, j->src, "done", 0, 0);
         chain_run(c);
+        return;
     } else {
-        chain *c = chain_new(sc, j);
         double jitter = (double)(random() % 1000) / 1000.0;
-        int64_t next = now + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
-        char slice[TASK_SLICE_MAX];
-        task_slice_name(next, sched_bucket_of(j->home), slice);
-        log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
-                  (long long)next);
-        c->retry_due_ms = next;
-        if (local && strcmp(slice, j->home) == 0) {
-            chain_settle(c, "retry", next, "");
-        } else {
-            chain_ptr(c, slice, "add", next, j->timeout_ms);
-            chain_settle(c, "retry", next, slice);
-            if (!local && strcmp(slice, j->src) != 0) chain_ptr(c, j->src, "done", 0, 0);
-        }
-        chain_run(c);
+        delay_ms = task_backoff_ms(j->backoff_ms, j->attempt, jitter);
     }
+    chain *c = chain_new(sc, j);
+    int64_t next = now + delay_ms;
+    char slice[TASK_SLICE_MAX];
+    task_slice_name(next, sched_bucket_of(j->home), slice);
+    log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
+              (long long)next);
+    c->retry_due_ms = next;
+    if (local && strcmp(slice, j->home) == 0) {
+        chain_settle(c, "retry", next, "");
+    } else {
+        chain_ptr(c, slice, "add", next, j->timeout_ms);
+        chain_settle(c, "retry", next, slice);
+        if (!local && strcmp(slice, j->src) != 0) chain_ptr(c, j->src, "done", 0, 0);
+    }
+    chain_run(c);
 }
 
 /* Give an unfired claim back: due again where it was. */
@@ -802,6 +813,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "settled", (double)sc->settled);
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
+    if (sc->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(sc->d));
 }
 
 int sched_idle(const sched *sc) { return sc->held == 0 && sc->pending == 0; }

@@ -1,0 +1,43 @@
+/* h1_answer.h -- the parser of HTTP/1.1 answers for the built-in callback
+ * client (h1.c): status line, framing (Content-Length, chunked, or up to the
+ * close) and the body, which is counted and dropped, never kept.
+ *
+ * Lenient where libcurl is (lines may end in LF alone; interim 1xx answers
+ * are skipped), strict where framing is at stake (a Content-Length that is
+ * not digits, two that differ, a bad chunk size: malformed). A body is read
+ * to its end only up to H1_DRAIN_MAX bytes: past that, or with no length, the
+ * answer is complete at its head and the connection must close. Fed any
+ * split of the bytes, the result is the same. */
+#ifndef TICKD_H1_ANSWER_H
+#define TICKD_H1_ANSWER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define H1_HEAD_MAX 65536       /* longest answer head read */
+#define H1_LINE_MAX 4096        /* longest chunk-size or trailer line */
+#define H1_DRAIN_MAX 1048576    /* a longer body is not read: the connection closes instead */
+
+enum { PH_HEAD, PH_BODY, PH_CHUNK_SIZE, PH_CHUNK_DATA, PH_CHUNK_CRLF, PH_TRAILER, PH_DONE };
+
+typedef struct h1_answer {
+    int head_req;               /* set by the caller: HEAD, the answer has no body */
+    int phase;
+    long status;                /* of the last head read (0: none yet) */
+    int close;                  /* the connection ends with this answer */
+    int capped;                 /* the body was over H1_DRAIN_MAX: not read to its end */
+    int64_t remain;             /* bytes left of the body or chunk */
+    int64_t body;               /* body bytes read */
+    char err[200];              /* why it is malformed */
+} h1_answer;
+
+/* Read what has arrived, data[0..len): 1 when the answer is complete, 0 when
+ * more must come, -1 when it is malformed (a->err). *used: the bytes
+ * consumed; the rest (a part head or line) must be given again, with what
+ * follows it. */
+int h1_answer_parse(h1_answer *a, const char *data, size_t len, size_t *used);
+
+/* 1 when a final answer's head has been read (its status is known). */
+int h1_answer_has_status(const h1_answer *a);
+
+#endif
