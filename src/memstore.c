@@ -213,7 +213,7 @@ void memstore_on_done(memstore *m, job *j)
     }
     if (j->uncounted) j->attempt--; /* not an attempt: see sched_on_done */
     t->attempts = j->attempt;
-    if (!j->ok) {
+    if (!j->ok || j->err[0]) {
         t->code = j->status_code;
         snprintf(t->err, sizeof(t->err), "%s", j->err);
     }

@@ -324,9 +324,11 @@ static void step_settle_job(step *st, const job *j, const char *outcome, int64_t
     step_str(st, j->id);
     step_str(st, outcome);
     step_int(st, j->attempt);
-    if (j->status_code && !j->ok) step_int(st, j->status_code);
+    /* a success keeps its status only when something went wrong after it
+     * (the body cut off): the rest need not cost Redis the bytes */
+    if (j->status_code && (!j->ok || j->err[0])) step_int(st, j->status_code);
     else step_str(st, "");
-    step_str(st, j->ok ? "" : j->err);
+    step_str(st, j->err);
     step_int(st, next_due);
     step_int(st, strcmp(j->src, j->home) == 0);
     step_str(st, next_slice);

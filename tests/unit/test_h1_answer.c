@@ -1,0 +1,241 @@
+/* test_h1_answer.c -- unit tests for the callback answer parser: framing,
+ * bounds, LF-only lines, and the same result whatever the split. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h1_answer.h"
+
+typedef struct result {
+    int rc;           /* 1 complete, -1 malformed, 0 wants more */
+    long status;
+    int close, capped;
+    int64_t body;
+    size_t used;      /* bytes consumed in all */
+} result;
+
+/* Feed msg in pieces cut at cuts[0..ncuts) (ascending), as h1.c does: what a
+ * call leaves unused is given again with the next piece. */
+static result feed_split(const char *msg, size_t len, const size_t *cuts, int ncuts, int head_req)
+{
+    h1_answer a;
+    memset(&a, 0, sizeof(a));
+    a.head_req = head_req;
+    char *pend = malloc(len + 1);
+    size_t plen = 0, at = 0, consumed = 0;
+    result r = {0};
+    for (int i = 0; i <= ncuts; i++) {
+        size_t to = i < ncuts ? cuts[i] : len;
+        memcpy(pend + plen, msg + at, to - at);
+        plen += to - at;
+        at = to;
+        size_t used = 0;
+        r.rc = h1_answer_parse(&a, pend, plen, &used);
+        assert_true(used <= plen);
+        consumed += used;
+        memmove(pend, pend + used, plen - used);
+        plen -= used;
+        if (r.rc != 0) break;
+    }
+    free(pend);
+    r.status = a.status;
+    r.close = a.close;
+    r.capped = a.capped;
+    r.body = a.body;
+    r.used = consumed;
+    return r;
+}
+
+static result feed(const char *msg, int head_req)
+{
+    return feed_split(msg, strlen(msg), NULL, 0, head_req);
+}
+
+/* Whole, byte by byte and in random splits: the same verdict. */
+static void check_splits(const char *msg, size_t len, int head_req)
+{
+    result whole = feed_split(msg, len, NULL, 0, head_req);
+    size_t *cuts = malloc(sizeof(size_t) * (len + 1));
+    for (size_t i = 0; i < len; i++) cuts[i] = i + 1;
+    result bytes = feed_split(msg, len, cuts, len ? (int)len - 1 : 0, head_req);
+    assert_int_equal(whole.rc, bytes.rc);
+    assert_int_equal(whole.status, bytes.status);
+    assert_int_equal(whole.close, bytes.close);
+    assert_int_equal(whole.body, bytes.body);
+    assert_int_equal(whole.used, bytes.used);
+    srandom(42);
+    for (int round = 0; round < 200; round++) {
+        int n = 0;
+        for (size_t i = 1; i < len; i++)
+            if (random() % 7 == 0) cuts[n++] = i;
+        result r = feed_split(msg, len, cuts, n, head_req);
+        assert_int_equal(whole.rc, r.rc);
+        assert_int_equal(whole.status, r.status);
+        assert_int_equal(whole.body, r.body);
+        assert_int_equal(whole.used, r.used);
+    }
+    free(cuts);
+}
+
+static void test_content_length(void **state)
+{
+    (void)state;
+    const char *m = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA";
+    result r = feed(m, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body, 5);
+    assert_int_equal(r.close, 0);
+    assert_int_equal(r.used, strlen(m) - 5); /* what follows is not this answer's */
+    check_splits(m, strlen(m), 0);
+}
+
+static void test_lf_only(void **state)
+{
+    (void)state;
+    const char *m = "HTTP/1.1 201 Created\nContent-Length: 2\nConnection: keep-alive\n\nok";
+    result r = feed(m, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.status, 201);
+    assert_int_equal(r.body, 2);
+    check_splits(m, strlen(m), 0);
+    const char *mix = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\n\r\n3\nabc\n0\n\n";
+    r = feed(mix, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.body, 3);
+    check_splits(mix, strlen(mix), 0);
+}
+
+static void test_chunked(void **state)
+{
+    (void)state;
+    const char *m = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                    "4;ext=1\r\nwiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\n";
+    result r = feed(m, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.body, 4 + 5 + 14);
+    assert_int_equal(r.used, strlen(m));
+    check_splits(m, strlen(m), 0);
+}
+
+static void test_interim_and_head(void **state)
+{
+    (void)state;
+    const char *m = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\nLink: x\r\n\r\n"
+                    "HTTP/1.1 204 No Content\r\n\r\n";
+    result r = feed(m, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.status, 204);
+    check_splits(m, strlen(m), 0);
+    /* HEAD: a Content-Length, but no body follows */
+    r = feed("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", 1);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.body, 0);
+}
+
+static void test_no_length_closes(void **state)
+{
+    (void)state;
+    result r = feed("HTTP/1.1 200 OK\r\n\r\nbody to the close", 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.close, 1);
+    r = feed("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.close, 1); /* 1.0 without keep-alive */
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        "HTTP/2 200 OK\r\n\r\n",
+        "HTTP/1.1 20 OK\r\n\r\n",
+        "HTTP/1.1 600 Nope\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFF\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
+        "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        result r = feed(bad[i], 0);
+        if (r.rc != -1) fail_msg("accepted: %s", bad[i]);
+        check_splits(bad[i], strlen(bad[i]), 0);
+    }
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    /* a head that never ends: refused at 64 KiB, not read for ever */
+    size_t n = H1_HEAD_MAX + 100;
+    char *m = malloc(n + 1);
+    memcpy(m, "HTTP/1.1 200 OK\r\n", 17);
+    for (size_t i = 17; i < n; i++) m[i] = (i % 50 == 49) ? '\n' : 'a';
+    m[n] = '\0';
+    for (size_t i = 17; i < n; i++) if (m[i] == '\n') m[i - 1] = ':';
+    result r = feed_split(m, n, NULL, 0, 0);
+    assert_int_equal(r.rc, -1);
+    free(m);
+    /* a Content-Length over the drain bound: complete at the head, closed */
+    r = feed("HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\nabc", 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.close, 1);
+    assert_int_equal(r.capped, 1);
+    /* a chunked body past the bound: not read on */
+    size_t chunk = 65536, total = 0;
+    size_t cap = 32 + (H1_DRAIN_MAX / chunk + 4) * (chunk + 16);
+    char *c = malloc(cap);
+    size_t at = (size_t)sprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    while (total <= H1_DRAIN_MAX + chunk) {
+        at += (size_t)sprintf(c + at, "%zx\r\n", chunk);
+        memset(c + at, 'x', chunk);
+        at += chunk;
+        memcpy(c + at, "\r\n", 2);
+        at += 2;
+        total += chunk;
+    }
+    r = feed_split(c, at, NULL, 0, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.capped, 1);
+    assert_int_equal(r.close, 1);
+    assert_true(r.body > H1_DRAIN_MAX && r.body <= H1_DRAIN_MAX + (int64_t)chunk);
+    free(c);
+    /* a chunk line that never ends */
+    char line[H1_LINE_MAX + 80];
+    at = (size_t)sprintf(line, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;");
+    memset(line + at, 'e', sizeof(line) - at);
+    r = feed_split(line, sizeof(line), NULL, 0, 0);
+    assert_int_equal(r.rc, -1);
+}
+
+static void test_wants_more(void **state)
+{
+    (void)state;
+    assert_int_equal(feed("HTTP/1.1 200 OK\r\nContent-Le", 0).rc, 0);
+    assert_int_equal(feed("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab", 0).rc, 0);
+    assert_int_equal(feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r", 0).rc, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_content_length),  cmocka_unit_test(test_lf_only),
+        cmocka_unit_test(test_chunked),         cmocka_unit_test(test_interim_and_head),
+        cmocka_unit_test(test_no_length_closes), cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_bounds),          cmocka_unit_test(test_wants_more),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
