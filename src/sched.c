@@ -425,7 +425,7 @@ void sched_on_done(sched *sc, job *j)
          * in a second or two */
         j->attempt--;
         delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
-        log_warn("task %s: callback not made (%s); trying again in %lld ms without counting an "
+        sched_warn(sc, "task %s: callback not made (%s); trying again in %lld ms without counting an "
                  "attempt", j->id, j->err, (long long)delay_ms);
     } else if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
