@@ -263,12 +263,46 @@ static int task_check_header(const cJSON *h, char *err, size_t errlen)
             if (strcasecmp(name, reserved[i]) == 0) FAIL("header.%s: set by tickd, not allowed", name);
         if (!cJSON_IsString(e)) FAIL("header.%s: value must be a string", name);
         if (strlen(e->valuestring) > 8192) FAIL("header.%s: value longer than 8192 bytes", name);
-        for (const char *p = e->valuestring; *p; p++)
-            if (*p == '\r' || *p == '\n') FAIL("header.%s: value contains CR or LF", name);
+        /* a field value is VCHAR, obs-text, SP and HTAB (RFC 9110 5.5) */
+        for (const char *p = e->valuestring; *p; p++) {
+            unsigned char ch = (unsigned char)*p;
+            if (ch == '\r' || ch == '\n') FAIL("header.%s: value contains CR or LF", name);
+            if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+                FAIL("header.%s: value contains the control character 0x%02x (only HTAB is allowed)",
+                     name, ch);
+        }
+        for (const cJSON *d = h->child; d != e; d = d->next)
+            if (strcmp(d->string, name) == 0) FAIL("header.%s: given more than once", name);
     }
     return 0;
 fail:
     return -1;
+}
+
+/* A number of req that the stored JSON would change: cJSON reads 1e400 as
+ * inf and writes it as null, and writes a number in 15 digits when those
+ * come within a rounding error of it (0.30000000000000004 becomes 0.3). 1 and
+ * its path in `path` if one is found. */
+static int task_lossy_number(const cJSON *v, char *path, size_t len, size_t cap, int depth)
+{
+    if (cJSON_IsNumber(v)) {
+        char *s = cJSON_PrintUnformatted(v);
+        if (!s) abort();   /* out of memory */
+        int lossy = !isfinite(v->valuedouble) || strtod(s, NULL) != v->valuedouble;
+        free(s);
+        return lossy;
+    }
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) return 0;
+    int i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        int n = cJSON_IsArray(v) ? snprintf(path + len, cap - len, "[%d]", i)
+                                 : snprintf(path + len, cap - len, ".%s", e->string);
+        size_t sub = len + (size_t)n < cap ? len + (size_t)n : cap - 1;
+        if (depth < CJSON_NESTING_LIMIT && task_lossy_number(e, path, sub, cap, depth + 1))
+            return 1;
+        path[len] = '\0';
+    }
+    return 0;
 }
 
 /* ---- the stored spec ---- */
@@ -332,7 +366,10 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     for (const cJSON *e = obj->child; e; e = e->next) {
         size_t i = 0;
         while (i < sizeof(fields) / sizeof(*fields) && strcmp(e->string, fields[i]) != 0) i++;
-        if (i == sizeof(fields) / sizeof(*fields)) FAIL("%s: unknown field", e->string);
+        if (i == sizeof(fields) / sizeof(*fields)) FAIL("%.100s: unknown field", e->string);
+        /* cJSON keeps both and reads the first: ambiguous, so refused */
+        for (const cJSON *d = obj->child; d != e; d = d->next)
+            if (strcmp(d->string, e->string) == 0) FAIL("%.100s: given more than once", e->string);
     }
 
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
@@ -385,9 +422,13 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "retry"))) {
         const cJSON *r;
         if (!cJSON_IsObject(v)) FAIL("retry: must be an object");
-        for (r = v->child; r; r = r->next)
+        for (r = v->child; r; r = r->next) {
             if (strcmp(r->string, "max_attempts") != 0 && strcmp(r->string, "backoff_ms") != 0)
-                FAIL("retry.%s: unknown field", r->string);
+                FAIL("retry.%.100s: unknown field", r->string);
+            for (const cJSON *d = v->child; d != r; d = d->next)
+                if (strcmp(d->string, r->string) == 0)
+                    FAIL("retry.%s: given more than once", r->string);
+        }
         if ((r = cJSON_GetObjectItemCaseSensitive(v, "max_attempts")) &&
             task_json_int(r, 1, 100, &max_attempts) != 0)
             FAIL("retry.max_attempts: must be an integer from 1 to 100");
@@ -398,6 +439,11 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
         task_json_int(v, 1, 300000, &timeout_ms) != 0)
         FAIL("timeout_ms: must be an integer from 1 to 300000");
+    char path[TASK_PATH_MAX] = "req";
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")) &&
+        task_lossy_number(v, path, 3, sizeof(path), 0))
+        FAIL("%s: a number that would not be stored exactly (out of range, or more "
+             "digits than a double holds)", path);
 
     /* The stored spec: every default made explicit, so a later change of
      * defaults never changes a task already scheduled. Written directly
@@ -439,4 +485,152 @@ void task_input_free(task_input *t)
 {
     free(t->spec);
     t->spec = NULL;
+}
+
+/* ---- NUL in the JSON text ---- */
+
+typedef struct task_scan {
+    const char *p, *end;
+    char path[TASK_PATH_MAX];
+    size_t plen;            /* the path is cut at TASK_PATH_MAX - 1 bytes */
+    task_nul_fn *fn;
+    void *priv;
+    size_t found;
+    int stop;
+} task_scan;
+
+static void task_scan_path(task_scan *sc, const char *s, size_t n)
+{
+    size_t room = sizeof(sc->path) - 1 - sc->plen;
+    if (n > room) n = room;
+    memcpy(sc->path + sc->plen, s, n);
+    sc->plen += n;
+    sc->path[sc->plen] = '\0';
+}
+
+static void task_scan_ws(task_scan *sc)
+{
+    while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\t' || *sc->p == '\r' || *sc->p == '\n'))
+        sc->p++;
+}
+
+static void task_scan_found(task_scan *sc)
+{
+    sc->found++;
+    if (sc->fn(sc->path, sc->priv)) sc->stop = 1;
+}
+
+/* The rest of a string, sc->p just past its opening quote. 1 if it holds a
+ * NUL. A member name (`name`) is added to the path as written, but for \" \\
+ * and \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
+static int task_scan_string(task_scan *sc, int name)
+{
+    int nul = 0;
+    while (sc->p < sc->end && *sc->p != '"') {
+        const char *c = sc->p++;
+        if (*c == '\\' && sc->p < sc->end) {
+            char e = *sc->p++;
+            if (e == 'u') {
+                /* \\u0000 is a backslash and text: the pair was taken above */
+                size_t hex = 0;
+                while (hex < 4 && sc->p < sc->end && isxdigit((unsigned char)*sc->p)) sc->p++, hex++;
+                if (hex == 4 && memcmp(sc->p - 4, "0000", 4) == 0) nul = 1;
+                if (name) task_scan_path(sc, c, (size_t)(sc->p - c));
+            } else if (name) {
+                if (e == '"' || e == '\\' || e == '/') task_scan_path(sc, &e, 1);
+                else task_scan_path(sc, c, 2);
+            }
+        } else if (*c == '\0') {
+            nul = 1;
+            if (name) task_scan_path(sc, "\\u0000", 6);
+        } else if (name) {
+            task_scan_path(sc, c, 1);
+        }
+    }
+    if (sc->p < sc->end) sc->p++;
+    return nul;
+}
+
+/* One value at sc->p. Malformed text is walked over, one byte at least per
+ * step, so any bytes end; cJSON has refused such a text anyway. */
+static void task_scan_value(task_scan *sc, int depth)
+{
+    task_scan_ws(sc);
+    if (sc->p >= sc->end || sc->stop) return;
+    char open = *sc->p;
+    if (open == '"') {
+        sc->p++;
+        if (task_scan_string(sc, 0)) task_scan_found(sc);
+        return;
+    }
+    if (open != '{' && open != '[') {
+        while (sc->p < sc->end && !strchr(" \t\r\n,:]}\"{[", *sc->p)) sc->p++;
+        return;
+    }
+    if (depth >= CJSON_NESTING_LIMIT) {  /* cJSON refuses deeper texts */
+        sc->p = sc->end;
+        return;
+    }
+    sc->p++;
+    size_t base = sc->plen;
+    for (int i = 0; !sc->stop;) {
+        task_scan_ws(sc);
+        if (sc->p >= sc->end) return;
+        const char *at = sc->p;
+        if (*sc->p == (open == '{' ? '}' : ']')) {
+            sc->p++;
+            return;
+        }
+        if (*sc->p == ',') {
+            sc->p++;
+            i++;
+            continue;
+        }
+        if (open == '{') {
+            if (*sc->p == '"') {
+                sc->p++;
+                if (base) task_scan_path(sc, ".", 1);
+                if (task_scan_string(sc, 1)) task_scan_found(sc);
+                task_scan_ws(sc);
+                if (sc->p < sc->end && *sc->p == ':') sc->p++;
+                task_scan_value(sc, depth + 1);
+            }
+        } else {
+            char idx[16];
+            task_scan_path(sc, idx, (size_t)snprintf(idx, sizeof(idx), "[%d]", i));
+            task_scan_value(sc, depth + 1);
+        }
+        sc->plen = base;
+        sc->path[base] = '\0';
+        if (sc->p == at) sc->p++;
+    }
+}
+
+size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv)
+{
+    task_scan sc = {.p = s, .end = s + len, .fn = fn, .priv = priv};
+    while (sc.p < sc.end && !sc.stop) {
+        const char *at = sc.p;
+        task_scan_value(&sc, 0);
+        if (sc.p == at) sc.p++;
+    }
+    return sc.found;
+}
+
+typedef struct task_nul_err {
+    char *err;
+    size_t errlen;
+} task_nul_err;
+
+static int task_nul_first(const char *path, void *priv)
+{
+    task_nul_err *e = priv;
+    snprintf(e->err, e->errlen, "%s: contains a NUL character (\\u0000)", *path ? path : "body");
+    return 1;
+}
+
+int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen)
+{
+    task_nul_err e = {err, errlen};
+    return task_json_nuls(s, len, task_nul_first, &e) ? -1 : 0;
 }

@@ -49,6 +49,20 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      char *err, size_t errlen);
 void task_input_free(task_input *t);
 
+/* cJSON ends every string at a NUL, so a string holding "\u0000" (or a raw
+ * 0 byte) would be stored cut short: the text is checked before it is
+ * trusted. task_json_nuls calls fn for each string of the JSON text s[0..len)
+ * -- member name or value, at any depth -- that holds a NUL, with its path
+ * ("header.X-A", "tasks[2].req.a[0]"; a NUL in a name shows as \u0000) and
+ * stops when fn returns nonzero. Safe on any bytes. Returns the count. */
+#define TASK_PATH_MAX 256
+typedef int task_nul_fn(const char *path, void *priv);
+size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv);
+
+/* The first such string as an error: -1 with "path: contains a NUL character
+ * (\u0000)" in err, or 0 when there is none. */
+int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen);
+
 /* Parse an RFC 3339 timestamp ("2026-11-22T05:00:00.250Z", "...+02:00") to
  * Unix ms. Returns 0, or -1 with the reason in err. */
 int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen);

@@ -1257,6 +1257,146 @@ static void test_input_error_leaves_out_clean(void **state)
     cJSON_Delete(o);
 }
 
+/* ---- NUL and exactness ------------------------------------------------- */
+
+/* The first NUL of `json` as api.c reports it; "" when there is none. */
+static const char *nul_err(const char *json, size_t len)
+{
+    static char err[400];
+    err[0] = '\0';
+    if (task_json_check_nul(json, len, err, sizeof(err)) == 0) assert_string_equal(err, "");
+    else assert_true(err[0] != '\0');
+    return err;
+}
+#define NUL_ERR(lit) nul_err((lit), sizeof(lit) - 1)
+
+static void test_json_nul_found_everywhere(void **state)
+{
+    (void)state;
+    assert_string_equal(NUL_ERR("{\"key\":\"a\\u0000b\",\"callback_url\":\"http://x/\"}"),
+                        "key: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"callback_url\":\"http://x/\\u0000.evil\"}"),
+                        "callback_url: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"method\":\"GET\\u0000\"}"),
+                        "method: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"header\":{\"X-A\":\"v\\u0000w\"}}"),
+                        "header.X-A: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"header\":{\"X-A\\u0000B\":\"v\"}}"),
+                        "header.X-A\\u0000B: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"req\":\"\\u0000\"}"),
+                        "req: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"req\":{\"a\":[1,{\"b\\\"c\":[\"x\",\"\\u0000\"]}]}}"),
+                        "req.a[1].b\"c[1]: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"execute_at\":\"2026-11-22T05:00:00Z\\u0000junk\"}"),
+                        "execute_at: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"tasks\":[{},{\"key\":\"\\u0000\"}]}"),
+                        "tasks[1].key: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("\"\\u0000\""), "body: contains a NUL character (\\u0000)");
+    /* a raw 0 byte inside a string */
+    assert_string_equal(NUL_ERR("{\"key\":\"a\0b\"}"), "key: contains a NUL character (\\u0000)");
+    /* other escapes, and an escaped backslash before text that reads u0000 */
+    assert_string_equal(NUL_ERR("{\"req\":\"\\\\u0000\"}"), "");
+    assert_string_equal(NUL_ERR("{\"req\":\"\\\\\\\\u0000 \\u0001 \\u00000\"}"),
+                        "req: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"req\":\"\\\\\\\\u0000 \\u0001 \\u1000\"}"), "");
+    assert_string_equal(NUL_ERR("{\"a\":\"\\\"\\u0000\"}"), "a: contains a NUL character (\\u0000)");
+    assert_string_equal(NUL_ERR("{\"a\":\"\\u000\"}"), "");
+    assert_string_equal(NUL_ERR("{\"a\":\"\\u0000"), "a: contains a NUL character (\\u0000)");
+}
+
+static int count_path(const char *path, void *priv)
+{
+    (void)path;
+    ++*(int *)priv;
+    return 0;
+}
+
+static void test_json_nul_counts_and_survives_garbage(void **state)
+{
+    (void)state;
+    int n = 0;
+    const char two[] = "{\"tasks\":[{\"key\":\"\\u0000\"},{\"header\":{\"\\u0000\":\"\\u0000\"}}]}";
+    assert_int_equal(task_json_nuls(two, sizeof(two) - 1, count_path, &n), 3);
+    assert_int_equal(n, 3);
+    /* a very long path is cut, never overrun */
+    char big[4096];
+    size_t len = 0;
+    len += (size_t)snprintf(big + len, sizeof(big) - len, "{");
+    for (int i = 0; i < 60; i++) len += (size_t)snprintf(big + len, sizeof(big) - len, "\"name%02d\":{", i);
+    len += (size_t)snprintf(big + len, sizeof(big) - len, "\"x\":\"\\u0000\"");
+    for (int i = 0; i < 61; i++) big[len++] = '}';
+    const char *e = nul_err(big, len);
+    assert_true(strlen(e) < 400);
+    assert_prefix(e, "name00.name01.");
+    /* garbage: nothing found, nothing read out of bounds (ASan run) */
+    const char *junk[] = {"", "{", "[", "\"", "\\", "{\"", "{\"a", "{\"a\":", "[[[[", "}}}]]]",
+                          "{\"a\"\"b\"}", "\"\\u", "\"\\u00", ",,,:::"};
+    for (size_t i = 0; i < sizeof(junk) / sizeof(*junk); i++)
+        assert_string_equal(nul_err(junk[i], strlen(junk[i])), "");
+    /* nesting deeper than cJSON accepts ends the walk */
+    static char deep[5000];
+    memset(deep, '[', sizeof(deep));
+    assert_string_equal(nul_err(deep, sizeof(deep)), "");
+}
+
+static void test_input_header_control_and_duplicates(void **state)
+{
+    (void)state;
+    char err[512];
+    parse_err_text("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"a\\u0001b\"}}",
+                   T0_MS, err, sizeof(err));
+    assert_string_equal(err, "header.X-A: value contains the control character 0x01 (only HTAB "
+                             "is allowed)");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"\\u007f\"}}", T0_MS,
+              "header.X-A: value contains the control character 0x7f");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"\\u001b[31m\"}}", T0_MS,
+              "header.X-A: value contains the control character 0x1b");
+    task_input t;
+    parse_ok("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"a\\tb \\u00e9\"}}", T0_MS,
+             &t);
+    assert_non_null(strstr(t.spec, "\"X-A\":\"a\\tb \xc3\xa9\""));
+    task_input_free(&t);
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"1\",\"X-A\":\"2\"}}",
+              T0_MS, "header.X-A: given more than once");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"key\":\"a\",\"key\":\"b\"}", T0_MS,
+              "key: given more than once");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"callback_url\":\"http://evil.test/\"}",
+              T0_MS, "callback_url: given more than once");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"retry\":{\"max_attempts\":1,"
+              "\"max_attempts\":9}}", T0_MS, "retry.max_attempts: given more than once");
+    /* a long unknown name still leaves room for the reason */
+    char big[700];
+    int n = snprintf(big, sizeof(big), "{\"callback_url\":\"http://cb.test/\",\"");
+    memset(big + n, 'z', 500);
+    snprintf(big + n + 500, sizeof(big) - (size_t)n - 500, "\":1}");
+    parse_err_text(big, T0_MS, err, 400);
+    assert_contains(err, ": unknown field");
+}
+
+static void test_input_req_numbers_exact_or_refused(void **state)
+{
+    (void)state;
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"req\":{\"a\":[1,1e400]}}", T0_MS,
+              "req.a[1]: a number that would not be stored exactly");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"req\":0.30000000000000004}", T0_MS,
+              "req: a number");
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"req\":[1.7976931348623157e308]}", T0_MS,
+              "req[0]: a number");
+    /* cJSON writes a 16-digit integer in 15 digits: 9007199254740993 would
+     * reach the receiver as 9007199254740990 */
+    parse_err("{\"callback_url\":\"http://cb.test/\",\"req\":{\"id\":9007199254740993}}", T0_MS,
+              "req.id: a number");
+    task_input t;
+    parse_ok("{\"callback_url\":\"http://cb.test/\",\"req\":{\"a\":[0.1,-0.5,1e300,42,"
+             "900719925474099,2.5e-300]}}", T0_MS, &t);
+    cJSON *s = spec_of(&t), *want = cJSON_Parse("{\"a\":[0.1,-0.5,1e300,42,900719925474099,"
+                                                "2.5e-300]}");
+    assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(s, "req"), want, 1));
+    cJSON_Delete(want);
+    cJSON_Delete(s);
+    task_input_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1290,6 +1430,10 @@ int main(void)
         cmocka_unit_test(test_input_time_errors),
         cmocka_unit_test(test_input_retry_timeout_errors),
         cmocka_unit_test(test_input_error_leaves_out_clean),
+        cmocka_unit_test(test_json_nul_found_everywhere),
+        cmocka_unit_test(test_json_nul_counts_and_survives_garbage),
+        cmocka_unit_test(test_input_header_control_and_duplicates),
+        cmocka_unit_test(test_input_req_numbers_exact_or_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
