@@ -94,6 +94,63 @@ static const config_key keys[] = {
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
+/* TICKD_ variables that are not settings but that tickd's own tools set:
+ * the test harness names the binary under test in TICKD_BIN. */
+static const char *env_not_settings[] = {"TICKD_BIN"};
+
+/* Levenshtein distance of a and b, ignoring case; each cut at 127 bytes. */
+static size_t config_distance(const char *a, const char *b)
+{
+    size_t n = strnlen(a, 127), m = strnlen(b, 127), row[128];
+    for (size_t j = 0; j <= m; j++) row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+static void config_env_name(const config_key *k, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "TICKD_%s_%s", k->section, k->name);
+    for (char *p = out; *p; p++) *p = (char)toupper((unsigned char)*p);
+}
+
+/* The known key a misspelt one most likely meant, into out as the user
+ * would write it ("section.key", or the variable with env): the fewest edits
+ * of the whole name, or of the key name alone plus one for a wrong or
+ * missing section. 0, or -1 when nothing is within a quarter of the name
+ * (at least 2 edits): no suggestion beats a wrong one. */
+static int config_nearest(const char *section, const char *name, int env, char *out,
+                          size_t outlen)
+{
+    size_t best = (size_t)-1, len = strlen(name);
+    char full[300];
+    if (env) snprintf(full, sizeof(full), "%s", name);
+    else snprintf(full, sizeof(full), "%s.%s", section, name);
+    const char *bare = env ? name + 6 : name;  /* env: after TICKD_ */
+    for (size_t i = 0; i < NKEYS; i++) {
+        char cand[128];
+        if (env) config_env_name(&keys[i], cand, sizeof(cand));
+        else snprintf(cand, sizeof(cand), "%s.%s", keys[i].section, keys[i].name);
+        size_t d = config_distance(full, cand), dk = config_distance(bare, keys[i].name) + 1;
+        if (!env && strcmp(section, keys[i].section) == 0) dk--;
+        if (dk < d) d = dk;
+        if (d < best) {
+            best = d;
+            snprintf(out, outlen, "%s", cand);
+        }
+    }
+    return best <= (len / 4 > 2 ? len / 4 : 2) ? 0 : -1;
+}
+
 static const config_key *config_find(const char *section, const char *name)
 {
     for (size_t i = 0; i < NKEYS; i++)
@@ -160,7 +217,12 @@ int config_set(config *c, const char *section, const char *key,
 {
     const config_key *k = config_find(section, key);
     if (!k) {
-        snprintf(err, errlen, "%s: unknown key in section [%s]", key, section);
+        char near[128];
+        if (config_nearest(section, key, 0, near, sizeof(near)) == 0)
+            snprintf(err, errlen, "%s: unknown key in section [%s] (did you mean %s?)", key,
+                     section, near);
+        else
+            snprintf(err, errlen, "%s: unknown key in section [%s]", key, section);
         return -1;
     }
     return config_apply(c, k, value, err, errlen);
@@ -242,8 +304,20 @@ static int config_precheck(const char *path, char *err, size_t errlen)
                 break;
             }
             if (!config_section_known(p + 1, (size_t)(e - p - 1))) {
-                snprintf(err, errlen, "%s:%d: [%.*s]: unknown section", path, lineno,
-                         (int)(e - p - 1), p + 1);
+                char name[128];
+                const char *near = keys[0].section;
+                size_t best = (size_t)-1;
+                snprintf(name, sizeof(name), "%.*s", (int)(e - p - 1), p + 1);
+                for (size_t i = 0; i < NKEYS; i++)
+                    if (config_distance(name, keys[i].section) < best) {
+                        best = config_distance(name, keys[i].section);
+                        near = keys[i].section;
+                    }
+                if (best <= (strlen(name) / 4 > 2 ? strlen(name) / 4 : 2))
+                    snprintf(err, errlen, "%s:%d: [%s]: unknown section (did you mean [%s]?)",
+                             path, lineno, name, near);
+                else
+                    snprintf(err, errlen, "%s:%d: [%s]: unknown section", path, lineno, name);
                 rc = -1;
                 break;
             }
@@ -278,12 +352,43 @@ int config_load_file(config *c, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+extern char **environ;
+
+/* A TICKD_ variable that is no setting is a typo until shown otherwise: left
+ * unread, TICKD_SERVER_API_TOKN would leave the API open. */
+static int config_env_unknown(char *err, size_t errlen)
+{
+    for (char **e = environ; *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e), i;
+        char name[128], near[128];
+        if (strncmp(*e, "TICKD_", 6) != 0) continue;
+        snprintf(name, sizeof(name), "%.*s", (int)(n < 127 ? n : 127), *e);
+        for (i = 0; i < NKEYS; i++) {
+            config_env_name(&keys[i], near, sizeof(near));
+            if (n == strlen(near) && strncmp(*e, near, n) == 0) break;
+        }
+        if (i < NKEYS) continue;
+        for (i = 0; i < sizeof(env_not_settings) / sizeof(*env_not_settings); i++)
+            if (n == strlen(env_not_settings[i]) && strncmp(*e, env_not_settings[i], n) == 0)
+                break;
+        if (i < sizeof(env_not_settings) / sizeof(*env_not_settings)) continue;
+        if (config_nearest(NULL, name, 1, near, sizeof(near)) == 0)
+            snprintf(err, errlen, "environment %s: unknown setting (did you mean %s?)", name, near);
+        else
+            snprintf(err, errlen, "environment %s: unknown setting (settings are "
+                     "TICKD_<SECTION>_<KEY>; tickd --print-config lists them)", name);
+        return -1;
+    }
+    return 0;
+}
+
 int config_load_env(config *c, char *err, size_t errlen)
 {
+    if (config_env_unknown(err, errlen) != 0) return -1;
     for (size_t i = 0; i < NKEYS; i++) {
         char var[128], why[200];
-        snprintf(var, sizeof(var), "TICKD_%s_%s", keys[i].section, keys[i].name);
-        for (char *p = var; *p; p++) *p = (char)toupper((unsigned char)*p);
+        config_env_name(&keys[i], var, sizeof(var));
         const char *v = getenv(var);
         if (!v) continue;
         if (config_apply(c, &keys[i], v, why, sizeof(why)) != 0) {
@@ -313,13 +418,29 @@ int config_validate(const config *c, char *err, size_t errlen)
         snprintf(err, errlen, "redis.nodes: empty");
         return -1;
     }
-    /* a token as a header carries it (RFC 6750 token68): no space, no
-     * control byte that a header would lose or a copy-paste would add */
-    size_t tl = strlen(c->api_token), tok = strspn(c->api_token, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                  "abcdefghijklmnopqrstuvwxyz0123456789-._~+/");
-    if (tl && (tok == 0 || strspn(c->api_token + tok, "=") != tl - tok)) {
-        snprintf(err, errlen, "server.api_token: only letters, digits and -._~+/ (then any '='), "
-                 "no spaces or line ends");
+    /* each token as a header carries it (RFC 6750 token68): no control
+     * byte that a header would lose or a copy-paste would add; tokens are
+     * separated by spaces, and a value of spaces alone would leave the API
+     * open while it looks guarded */
+    const char *t = c->api_token;
+    int ntok = 0;
+    while (*t) {
+        size_t sp = strspn(t, " ");
+        t += sp;
+        if (!*t) break;
+        size_t tl = strcspn(t, " "), tok = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                "abcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+        if (tok == 0 || tok > tl || strspn(t + tok, "=") != tl - tok) {
+            snprintf(err, errlen, "server.api_token: token %d: only letters, digits and -._~+/ "
+                     "(then any '='), tokens separated by spaces, no tabs or line ends", ntok + 1);
+            return -1;
+        }
+        ntok++;
+        t += tl;
+    }
+    if (c->api_token[0] && ntok == 0) {
+        snprintf(err, errlen, "server.api_token: spaces and no token (leave it empty for an "
+                 "open API)");
         return -1;
     }
     if (c->username[0] && !c->password[0]) {

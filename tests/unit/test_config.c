@@ -18,6 +18,12 @@ extern char **environ;
 
 /* ---- helpers ----------------------------------------------------------- */
 
+#define assert_prefix_str(s, prefix)                                           \
+    do {                                                                       \
+        if (strncmp((s), (prefix), strlen(prefix)) != 0)                       \
+            fail_msg("\"%s\" does not begin with \"%s\"", (s), (prefix));      \
+    } while (0)
+
 #define assert_contains(s, sub)                                                \
     do {                                                                       \
         if (!strstr((s), (sub)))                                               \
@@ -356,13 +362,25 @@ static void test_set_unknown(void **state)
     config_defaults(&c);
     set_bad(&c, "server", "nope", "1", "nope: unknown key in section [server]");
     /* a key exists only in its own section */
-    set_bad(&c, "server", "tick_ms", "100", "tick_ms: unknown key in section [server]");
-    set_bad(&c, "redis", "listen", "x", "listen: unknown key in section [redis]");
+    set_bad(&c, "server", "tick_ms", "100",
+            "tick_ms: unknown key in section [server] (did you mean scheduler.tick_ms?)");
+    set_bad(&c, "redis", "listen", "x",
+            "listen: unknown key in section [redis] (did you mean server.listen?)");
     set_bad(&c, "foo", "bar", "1", "bar: unknown key in section [foo]");
-    set_bad(&c, "", "tick_ms", "100", "tick_ms: unknown key in section []");
+    set_bad(&c, "", "tick_ms", "100",
+            "tick_ms: unknown key in section [] (did you mean scheduler.tick_ms?)");
     /* names are case-sensitive */
-    set_bad(&c, "Scheduler", "tick_ms", "100", "tick_ms: unknown key in section [Scheduler]");
-    set_bad(&c, "scheduler", "TICK_MS", "100", "TICK_MS: unknown key in section [scheduler]");
+    set_bad(&c, "Scheduler", "tick_ms", "100",
+            "tick_ms: unknown key in section [Scheduler] (did you mean scheduler.tick_ms?)");
+    set_bad(&c, "scheduler", "TICK_MS", "100",
+            "TICK_MS: unknown key in section [scheduler] (did you mean scheduler.tick_ms?)");
+    /* a near miss is named; a far one is not guessed at */
+    set_bad(&c, "server", "api_tokn", "t",
+            "api_tokn: unknown key in section [server] (did you mean server.api_token?)");
+    set_bad(&c, "redis", "pasword", "t",
+            "pasword: unknown key in section [redis] (did you mean redis.password?)");
+    set_bad(&c, "callback", "signing_secret", "t", "signing_secret: unknown key in section "
+            "[callback] (did you mean callback.signing_secrets?)");
 }
 
 /* ---- config_load_file -------------------------------------------------- */
@@ -494,18 +512,27 @@ static void test_load_errors(void **state)
     /* a key in the wrong section */
     config_defaults(&c);
     assert_int_equal(load_text(&c, "[server]\n\n\ntick_ms = 100\n", err, sizeof(err)), -1);
-    assert_string_equal(err, "PATH:4: tick_ms: unknown key in section [server]");
+    assert_string_equal(err, "PATH:4: tick_ms: unknown key in section [server] (did you mean "
+                             "scheduler.tick_ms?)");
+    config_defaults(&c);
+    assert_int_equal(load_text(&c, "[server]\napi_tokn = secret\n", err, sizeof(err)), -1);
+    assert_string_equal(err, "PATH:2: api_tokn: unknown key in section [server] (did you mean "
+                             "server.api_token?)");
 
     /* unknown section */
     config_defaults(&c);
     assert_int_equal(load_text(&c, "[server]\nworkers = 2\n[sheduler]\ntick_ms = 100\n", err,
                                sizeof(err)), -1);
-    assert_string_equal(err, "PATH:3: [sheduler]: unknown section");
+    assert_string_equal(err, "PATH:3: [sheduler]: unknown section (did you mean [scheduler]?)");
+    config_defaults(&c);
+    assert_int_equal(load_text(&c, "[listener]\nport = 1\n", err, sizeof(err)), -1);
+    assert_string_equal(err, "PATH:1: [listener]: unknown section");
 
     /* a key before any section */
     config_defaults(&c);
     assert_int_equal(load_text(&c, "tick_ms = 100\n", err, sizeof(err)), -1);
-    assert_string_equal(err, "PATH:1: tick_ms: unknown key in section []");
+    assert_string_equal(err, "PATH:1: tick_ms: unknown key in section [] (did you mean "
+                             "scheduler.tick_ms?)");
 
     /* the first error is reported, not a later one */
     config_defaults(&c);
@@ -663,6 +690,91 @@ static void test_validate(void **state)
     assert_contains(err, "redis.nodes");
 }
 
+static void env_bad(const char *var, const char *value, const char *want)
+{
+    config c;
+    char err[512] = "";
+    clear_tickd_env();
+    assert_int_equal(setenv(var, value, 1), 0);
+    config_defaults(&c);
+    assert_int_equal(config_load_env(&c, err, sizeof(err)), -1);
+    assert_string_equal(err, want);
+    clear_tickd_env();
+}
+
+static void test_env_unknown(void **state)
+{
+    (void)state;
+    /* a misspelt setting stops the start: left unread, the API would run open */
+    env_bad("TICKD_SERVER_API_TOKN", "s3cret", "environment TICKD_SERVER_API_TOKN: unknown "
+            "setting (did you mean TICKD_SERVER_API_TOKEN?)");
+    env_bad("TICKD_REDIS_PASWORD", "pw", "environment TICKD_REDIS_PASWORD: unknown setting "
+            "(did you mean TICKD_REDIS_PASSWORD?)");
+    env_bad("TICKD_SERVR_LISTEN", "x:1", "environment TICKD_SERVR_LISTEN: unknown setting "
+            "(did you mean TICKD_SERVER_LISTEN?)");
+    env_bad("TICKD_LISTEN", "x:1", "environment TICKD_LISTEN: unknown setting "
+            "(did you mean TICKD_SERVER_LISTEN?)");
+    env_bad("TICKD_CALLBACK_SIGNING_SECRET", "whsec_x", "environment "
+            "TICKD_CALLBACK_SIGNING_SECRET: unknown setting (did you mean "
+            "TICKD_CALLBACK_SIGNING_SECRETS?)");
+    env_bad("TICKD_server_listen", "x:1", "environment TICKD_server_listen: unknown setting "
+            "(did you mean TICKD_SERVER_LISTEN?)");
+    env_bad("TICKD_COLOUR", "1", "environment TICKD_COLOUR: unknown setting (settings are "
+            "TICKD_<SECTION>_<KEY>; tickd --print-config lists them)");
+    env_bad("TICKD_", "", "environment TICKD_: unknown setting (settings are "
+            "TICKD_<SECTION>_<KEY>; tickd --print-config lists them)");
+    /* even with an empty value, and after a valid one */
+    clear_tickd_env();
+    config c;
+    char err[512];
+    assert_int_equal(setenv("TICKD_SERVER_WORKERS", "2", 1), 0);
+    assert_int_equal(setenv("TICKD_SERVER_WORKRS", "", 1), 0);
+    config_defaults(&c);
+    assert_int_equal(config_load_env(&c, err, sizeof(err)), -1);
+    assert_contains(err, "TICKD_SERVER_WORKRS: unknown setting (did you mean TICKD_SERVER_WORKERS?)");
+    clear_tickd_env();
+    /* names tickd's own tools set are not settings, and not errors;
+     * nor is any other prefix */
+    assert_int_equal(setenv("TICKD_BIN", "/usr/local/bin/tickd", 1), 0);
+    assert_int_equal(setenv("TICKDX_SERVER_LISTEN", "x", 1), 0);
+    assert_int_equal(setenv("MY_TICKD_SERVER_LISTEN", "x", 1), 0);
+    config_defaults(&c);
+    if (config_load_env(&c, err, sizeof(err)) != 0) fail_msg("load_env: %s", err);
+    unsetenv("TICKDX_SERVER_LISTEN");
+    unsetenv("MY_TICKD_SERVER_LISTEN");
+    clear_tickd_env();
+}
+
+static void test_validate_tokens(void **state)
+{
+    (void)state;
+    config c;
+    char err[256];
+    const char *good[] = {"tok-9f2c", "a b", "tokA  tokB   tokC", " lead", "trail ",
+                          "abc== d_e.f~g+h/", "x="};
+    for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+        config_defaults(&c);
+        set_ok(&c, "server", "api_token", good[i]);
+        if (config_validate(&c, err, sizeof(err)) != 0) fail_msg("\"%s\": %s", good[i], err);
+    }
+    const struct { const char *v, *want; } bad[] = {
+        {"tok\tx", "server.api_token: token 1: "},
+        {"a b\nc", "server.api_token: token 2: "},
+        {"a b c,d", "server.api_token: token 3: "},
+        {"a =b", "server.api_token: token 2: "},
+        {"a=b", "server.api_token: token 1: "},
+        {"ok \xc3\xa9", "server.api_token: token 2: "},
+        {" ", "server.api_token: spaces and no token"},
+        {"    ", "server.api_token: spaces and no token"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        config_defaults(&c);
+        set_ok(&c, "server", "api_token", bad[i].v);
+        assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+        assert_prefix_str(err, bad[i].want);
+    }
+}
+
 /* ---- config_print_defaults --------------------------------------------- */
 
 static void test_print_defaults_round_trip(void **state)
@@ -731,6 +843,8 @@ int main(void)
         cmocka_unit_test(test_load_missing_file),
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_env_unknown),
+        cmocka_unit_test(test_validate_tokens),
         cmocka_unit_test(test_print_defaults_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
