@@ -16,7 +16,8 @@ struct api {
     http_server *http;
     api_backend be;
     int busy;
-    char *token;              /* NULL: the API is open */
+    char **tokens;            /* the accepted tokens; none: the API is open */
+    int ntokens;
 };
 
 /* One API request waiting for the backend. If its client went away, the
@@ -183,7 +184,13 @@ static cJSON *api_body(http_req *req)
     /* the HTTP layer already refused a body over max_body with 413 */
     size_t len;
     const char *data = http_body(req, &len);
-    const char *end = NULL;
+    const char *end = NULL, *nul = memchr(data, '\0', len);
+    if (nul) {
+        /* JSON has no raw NUL; cJSON would end a string, or the text, there */
+        api_error(req, 400, "invalid_argument", "body: a NUL byte at byte %zu",
+                  (size_t)(nul - data));
+        return NULL;
+    }
     cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
     if (!j) {
         size_t at = end ? (size_t)(end - data) : 0;
@@ -234,6 +241,13 @@ static void api_post_task(api *a, http_req *req)
     char err[400];
     cJSON *body = api_body(req);
     if (!body) return;
+    size_t len;
+    const char *data = http_body(req, &len);
+    if (task_json_check_nul(data, len, err, sizeof(err)) != 0) {
+        cJSON_Delete(body);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return;
+    }
     api_item *it = xcalloc(1, sizeof(*it));
     if (task_input_parse(body, a->be.now_ms(a->be.self), &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
@@ -247,6 +261,35 @@ static void api_post_task(api *a, http_req *req)
 }
 
 /* ---- POST /v1/tasks/batch ---------------------------------------------- */
+
+/* NULs of a batch text: a task holding one gets its error (its first NUL's);
+ * one outside the tasks refuses the whole batch (into whole[]). */
+typedef struct api_batch_nul {
+    int n;
+    char **why;               /* per task, malloc'd */
+    char whole[300];
+} api_batch_nul;
+
+static int api_batch_nul_cb(const char *path, void *priv)
+{
+    api_batch_nul *b = priv;
+    char *end;
+    long i = -1;
+    if (strncmp(path, "tasks[", 6) == 0) {
+        i = strtol(path + 6, &end, 10);
+        if (*end != ']' || end == path + 6) i = -1;
+    }
+    if (i < 0 || i >= b->n) {
+        snprintf(b->whole, sizeof(b->whole), "%s: contains a NUL character (\\u0000)", path);
+        return 1;
+    }
+    if (!b->why[i]) {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "%s: contains a NUL character (\\u0000)", path);
+        b->why[i] = xstrdup(msg);
+    }
+    return 0;
+}
 
 static void api_batch_done(api_req *r)
 {
@@ -300,6 +343,17 @@ static void api_post_batch(api *a, http_req *req)
                   BATCH_MAX, n);
         return;
     }
+    size_t len;
+    const char *data = http_body(req, &len);
+    api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
+    task_json_nuls(data, len, api_batch_nul_cb, &nuls);
+    if (nuls.whole[0]) {
+        for (int k = 0; k < n; k++) free(nuls.why[k]);
+        free(nuls.why);
+        cJSON_Delete(body);
+        api_error(req, 400, "invalid_argument", "%s", nuls.whole);
+        return;
+    }
     api_req *r = api_req_new(a, req);
     r->n = n;
     r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
@@ -307,6 +361,10 @@ static void api_post_batch(api *a, http_req *req)
     api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
+        if (nuls.why[i]) {
+            r->results[i] = api_error_body("invalid_argument", nuls.why[i]);
+            continue;
+        }
         api_item *it = xcalloc(1, sizeof(*it));
         if (task_input_parse(e, now, &it->t, err, sizeof(err)) != 0) {
             char msg[450];
@@ -320,6 +378,8 @@ static void api_post_batch(api *a, http_req *req)
         items[i] = it;
         r->waiting++;
     }
+    for (int k = 0; k < n; k++) free(nuls.why[k]);
+    free(nuls.why);
     cJSON_Delete(body);
     if (r->waiting == 0) {
         free(items);
@@ -416,17 +476,24 @@ static void api_health_cb(int ok, const char *err, void *priv)
 
 /* ---- routing ----------------------------------------------------------- */
 
-/* Whether the request carries the API token. The comparison takes the same
- * time whatever the bytes, so the token cannot be guessed from timing. */
+/* Whether the request carries one of the API tokens. Every token is
+ * compared, each over its whole length, whatever the bytes: the time taken
+ * tells neither a token's bytes nor which token matched. */
 static int api_authorized(const api *a, http_req *req)
 {
     const char *h = http_header(req, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
     for (h += 7; *h == ' '; h++) {}
-    size_t n = strlen(a->token), m = strlen(h);
-    unsigned char diff = n != m;
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a->token[i] ^ (i < m ? h[i] : 0));
-    return diff == 0;
+    size_t m = strlen(h);
+    unsigned char ok = 0;
+    for (int t = 0; t < a->ntokens; t++) {
+        const char *tok = a->tokens[t];
+        size_t n = strlen(tok);
+        unsigned char diff = n != m;
+        for (size_t i = 0; i < n; i++) diff |= (unsigned char)(tok[i] ^ (i < m ? h[i] : 0));
+        ok |= (unsigned char)(diff == 0);
+    }
+    return ok;
 }
 
 /* The HTTP server's gate, with an API token set: a /v1/ request without it
@@ -506,21 +573,33 @@ static void api_route(http_req *req, void *arg)
     api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
 }
 
+static void api_free_tokens(api *a)
+{
+    for (int t = 0; t < a->ntokens; t++) free(a->tokens[t]);
+    free(a->tokens);
+}
+
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
                 int64_t idle_timeout_ms, const char *token, const api_backend *be, char *err,
                 size_t errlen)
 {
     api *a = xcalloc(1, sizeof(*a));
     a->be = *be;
-    if (token && *token) a->token = xstrdup(token);
+    /* space-separated, as config_validate checked them */
+    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
+        size_t n = strcspn(t, " ");
+        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
+        a->tokens[a->ntokens++] = xstrndup(t, n);
+        t += n;
+    }
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
                               errlen);
     if (!a->http) {
-        free(a->token);
+        api_free_tokens(a);
         free(a);
         return NULL;
     }
-    if (a->token) http_server_set_gate(a->http, api_gate);
+    if (a->ntokens) http_server_set_gate(a->http, api_gate);
     return a;
 }
 
@@ -534,6 +613,6 @@ void api_free(api *a)
 {
     if (!a) return;
     http_server_free(a->http);
-    free(a->token);
+    api_free_tokens(a);
     free(a);
 }

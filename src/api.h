@@ -27,8 +27,9 @@ typedef struct api_backend {
 } api_backend;
 
 /* Listen on host:port ("127.0.0.1:0" picks a free port). With a non-empty
- * `token`, every /v1/ request must carry "Authorization: Bearer <token>"
- * (401 otherwise); /healthz stays open. Returns NULL + err. */
+ * `token` (one or more tokens separated by spaces), every /v1/ request must
+ * carry "Authorization: Bearer <one of them>" (401 otherwise); /healthz stays
+ * open. Returns NULL + err. */
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
                 int64_t idle_timeout_ms, const char *token, const api_backend *be, char *err,
                 size_t errlen);
