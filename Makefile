@@ -5,6 +5,9 @@
 #                   none is reachable, run tickd on :8080
 #   make test       unit tests (plain and under ASan+UBSan), then the
 #                   integration tests against real redis-server processes
+#   make fuzz       run each libFuzzer target tests/fuzz/fuzz_<name>.c for
+#                   FUZZ_SECONDS (default 60) on tests/fuzz/corpus/<name>/
+#   make fuzz-replay  every target once over its kept corpus (part of test)
 #   make bench      benchmarks (bench/README.md)
 
 CC      ?= cc
@@ -18,14 +21,25 @@ LDLIBS   = -lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lpthread -l
 SANITIZE ?= address,undefined
 SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+# libFuzzer targets: clang, sanitizers on, the src objects built apart
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZFLAGS = -std=c11 -g -O1 -Wall -Wextra -D_GNU_SOURCE -iquote src -MMD -MP \
+            -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+
 SRCS    := $(wildcard src/*.c)
 OBJS    := $(SRCS:src/%.c=build/obj/%.o)
 SOBJS   := $(SRCS:src/%.c=build/san/%.o)
 UNITS   := $(wildcard tests/unit/test_*.c)
 UBINS   := $(UNITS:tests/unit/%.c=build/unit/%)
 SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
+FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o)
+FUZZERS := $(wildcard tests/fuzz/fuzz_*.c)
+FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 
-.PHONY: all run test unit unit-san integration node-deps deps bench bench-wheel clean install
+.PHONY: all run test unit unit-san integration node-deps deps bench bench-wheel clean \
+        install fuzz fuzz-build fuzz-replay
 all: build/tickd
 
 build/obj/%.o: src/%.c | build/obj
@@ -47,7 +61,12 @@ build/unit/%: tests/unit/%.c $(OBJS) | build/unit
 build/unit-san/%: tests/unit/%.c $(SOBJS) | build/unit-san
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-build/obj build/san build/unit build/unit-san build/bench:
+build/fuzz/obj/%.o: src/%.c | build/fuzz/obj
+	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
+	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj:
 	mkdir -p $@
 
 deps:
@@ -59,6 +78,32 @@ unit-san: $(SUBINS)
 	@set -e; for t in $(SUBINS); do echo "== $$t"; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+fuzz-build: $(FBINS)
+
+# New inputs go to build/fuzz/new/<name>/ (merge the useful ones into the
+# kept corpus with -merge=1); a crash is saved in build/fuzz/crashes/<name>/
+# and belongs in the kept corpus once fixed. Every target runs; any finding
+# fails the run at the end. tests/fuzz/<name>.dict is used when present.
+fuzz: $(FBINS)
+	@rc=0; for b in $(FBINS); do n=$${b#build/fuzz/fuzz_}; \
+	  mkdir -p tests/fuzz/corpus/$$n build/fuzz/new/$$n build/fuzz/crashes/$$n; \
+	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
+	  echo "== $$b: $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_ENV) $$b -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict \
+	    -artifact_prefix=build/fuzz/crashes/$$n/ build/fuzz/new/$$n tests/fuzz/corpus/$$n \
+	    || { rc=1; echo "== $$b: FINDING in build/fuzz/crashes/$$n/"; }; \
+	done; exit $$rc
+
+# Each kept input run once, as files (no fuzzing): any sanitizer report fails.
+fuzz-replay: $(FBINS)
+	@set -e; for b in $(FBINS); do n=$${b#build/fuzz/fuzz_}; d=tests/fuzz/corpus/$$n; \
+	  files=$$(find $$d -type f 2>/dev/null | sort); \
+	  [ -n "$$files" ] || { echo "$$b: no corpus in $$d"; exit 1; }; \
+	  echo "== $$b: $$(echo "$$files" | wc -l) inputs"; \
+	  $(FUZZ_ENV) $$b -runs=1 $$files >build/fuzz/replay-$$n.log 2>&1 \
+	    || { tail -40 build/fuzz/replay-$$n.log; exit 1; }; \
+	done
+
 # the Standard Webhooks verifier the signing tests run (npm registry)
 NODE_DEPS = tests/node/node_modules/.package-lock.json
 $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
@@ -69,7 +114,7 @@ integration: build/tickd $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 test: deps
-	$(MAKE) --no-print-directory unit unit-san integration
+	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration
 
 run: deps build/tickd
 	@scripts/run.sh
@@ -91,4 +136,4 @@ install: build/tickd
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d) $(SOBJS:.o=.d) build/obj/main.d build/san/main.d
+-include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d

@@ -1,0 +1,67 @@
+/* fuzz_task_json.c -- the API's task JSON on arbitrary bytes, as api.c takes
+ * it: a raw NUL refused, cJSON, the NUL scan of the text, then
+ * task_input_parse. The NUL scan also runs on every input, JSON or not.
+ * Invariants checked beyond the sanitizers: an error names a field
+ * ("field: reason"); an accepted task's stored spec is JSON that is accepted
+ * again and stored unchanged (what is stored is what was sent). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "task.h"
+
+#define NOW_MS INT64_C(1795323600000)
+
+static int fuzz_count(const char *path, void *priv)
+{
+    if (strlen(path) >= TASK_PATH_MAX) abort();
+    ++*(size_t *)priv;
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *s = (const char *)data;
+    char err[400];
+    size_t seen = 0;
+    size_t n = task_json_nuls(s, size, fuzz_count, &seen);
+    if (n != seen) abort();
+    if (memchr(s, '\0', size)) return 0;
+
+    cJSON *j = cJSON_ParseWithLength(s, size);
+    if (!j) return 0;
+    if (task_json_check_nul(s, size, err, sizeof(err)) != 0) {
+        if (!strstr(err, ": contains a NUL character")) abort();
+        cJSON_Delete(j);
+        return 0;
+    }
+    task_input t;
+    if (task_input_parse(j, NOW_MS, &t, err, sizeof(err)) != 0) {
+        if (!strchr(err, ':')) abort();
+        cJSON_Delete(j);
+        return 0;
+    }
+    if (!task_key_valid(t.key) || t.due_ms < NOW_MS || !t.spec) abort();
+    cJSON *again = cJSON_Parse(t.spec);
+    if (!again || task_json_check_nul(t.spec, strlen(t.spec), err, sizeof(err)) != 0) abort();
+    task_input t2;
+    if (task_input_parse(again, NOW_MS, &t2, err, sizeof(err)) != 0) {
+        fprintf(stderr, "stored spec refused: %s\n%s\n", err, t.spec);
+        abort();
+    }
+    if (strcmp(t.spec, t2.spec) != 0 || strcmp(t.key, t2.key) != 0 ||
+        t.execute_at_ms != t2.execute_at_ms) {
+        fprintf(stderr, "spec changed:\n%s\n%s\n", t.spec, t2.spec);
+        abort();
+    }
+    task_input_free(&t2);
+    task_input_free(&t);
+    cJSON_Delete(again);
+    cJSON_Delete(j);
+    return 0;
+}
