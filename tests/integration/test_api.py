@@ -183,7 +183,8 @@ def test_api_token_is_checked_before_the_body_is_read(redis, tickd_factory):
         assert s.recv(4096).startswith(b"HTTP/1.1 400")  # callback_url missing
 
 
-def test_api_token_with_a_space_is_refused_at_start(redis, tickd_factory):
-    bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c "}).start(wait=False)
+def test_api_token_with_a_tab_is_refused_at_start(redis, tickd_factory):
+    # spaces separate tokens; a tab or line end is a copy-paste slip
+    bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c\t"}).start(wait=False)
     assert bad.proc.wait(10) == 2
     assert "server.api_token" in bad.logtext()

@@ -191,6 +191,34 @@ def test_bad_env_value_names_the_variable():
     assert_config_error(r, "TICKD_SERVER_STORE")
 
 
+def test_unknown_env_variable_stops_the_start_naming_the_nearest(tmp_path):
+    # a misspelt token must not leave the API running open
+    r = run("--store", "memory", "--listen", "127.0.0.1:0",
+            env=clean_env(TICKD_SERVER_API_TOKN="s3cret"))
+    assert_config_error(r, "environment TICKD_SERVER_API_TOKN: unknown setting "
+                           "(did you mean TICKD_SERVER_API_TOKEN?)")
+    r = run(env=clean_env(TICKD_REDIS_NODE="10.0.0.5:6379"))
+    assert_config_error(r, "TICKD_REDIS_NODE: unknown setting (did you mean TICKD_REDIS_NODES?)")
+    r = run(env=clean_env(TICKD_SOMETHING_ELSE="1"))
+    assert_config_error(r, "TICKD_SOMETHING_ELSE: unknown setting (settings are "
+                           "TICKD_<SECTION>_<KEY>")
+    # the file's unknown key gets the same help
+    path = write(tmp_path, "[server]\napi_tokn = s3cret\n")
+    assert_config_error(run("-c", path), f"{path}:2: api_tokn: unknown key in section [server] "
+                                         "(did you mean server.api_token?)")
+
+
+def test_tickd_bin_of_the_test_harness_is_no_setting(tmp_path):
+    port = free_port()
+    p = start_raw(tmp_path, "--store", "memory", "--listen", f"127.0.0.1:{port}",
+                  env=clean_env(TICKD_BIN=TICKD))
+    try:
+        wait_for(lambda: answers(port), 10, what="tickd with TICKD_BIN set")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(15) == 0
+
+
 def test_env_beats_file_and_is_checked_after_it(tmp_path):
     path = write(tmp_path, "[scheduler]\ntick_ms = 5\n")
     # the file is read first: its error is the one reported
