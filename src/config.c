@@ -98,10 +98,13 @@ static const config_key keys[] = {
  * the test harness names the binary under test in TICKD_BIN. */
 static const char *env_not_settings[] = {"TICKD_BIN"};
 
-/* Levenshtein distance of a and b, ignoring case; each cut at 127 bytes. */
-static size_t config_distance(const char *a, const char *b)
+/* Levenshtein distance of a and b, ignoring case; each cut at 127 bytes.
+ * Names whose lengths differ by more than `limit` are that far at least:
+ * limit + 1 is returned without the quadratic walk. */
+static size_t config_distance(const char *a, const char *b, size_t limit)
 {
     size_t n = strnlen(a, 127), m = strnlen(b, 127), row[128];
+    if ((n > m ? n - m : m - n) > limit) return limit + 1;
     for (size_t j = 0; j <= m; j++) row[j] = j;
     for (size_t i = 1; i <= n; i++) {
         size_t diag = row[0];
@@ -131,7 +134,7 @@ static void config_env_name(const config_key *k, char *out, size_t outlen)
 static int config_nearest(const char *section, const char *name, int env, char *out,
                           size_t outlen)
 {
-    size_t best = (size_t)-1, len = strlen(name);
+    size_t best = (size_t)-1, len = strlen(name), limit = len / 4 > 2 ? len / 4 : 2;
     char full[300];
     if (env) snprintf(full, sizeof(full), "%s", name);
     else snprintf(full, sizeof(full), "%s.%s", section, name);
@@ -140,7 +143,8 @@ static int config_nearest(const char *section, const char *name, int env, char *
         char cand[128];
         if (env) config_env_name(&keys[i], cand, sizeof(cand));
         else snprintf(cand, sizeof(cand), "%s.%s", keys[i].section, keys[i].name);
-        size_t d = config_distance(full, cand), dk = config_distance(bare, keys[i].name) + 1;
+        size_t d = config_distance(full, cand, limit + 1);
+        size_t dk = config_distance(bare, keys[i].name, limit + 1) + 1;
         if (!env && strcmp(section, keys[i].section) == 0) dk--;
         if (dk < d) d = dk;
         if (d < best) {
@@ -148,7 +152,7 @@ static int config_nearest(const char *section, const char *name, int env, char *
             snprintf(out, outlen, "%s", cand);
         }
     }
-    return best <= (len / 4 > 2 ? len / 4 : 2) ? 0 : -1;
+    return best <= limit ? 0 : -1;
 }
 
 static const config_key *config_find(const char *section, const char *name)
@@ -308,12 +312,15 @@ static int config_precheck(const char *path, char *err, size_t errlen)
                 const char *near = keys[0].section;
                 size_t best = (size_t)-1;
                 snprintf(name, sizeof(name), "%.*s", (int)(e - p - 1), p + 1);
-                for (size_t i = 0; i < NKEYS; i++)
-                    if (config_distance(name, keys[i].section) < best) {
-                        best = config_distance(name, keys[i].section);
+                size_t limit = strlen(name) / 4 > 2 ? strlen(name) / 4 : 2;
+                for (size_t i = 0; i < NKEYS; i++) {
+                    size_t d = config_distance(name, keys[i].section, limit);
+                    if (d < best) {
+                        best = d;
                         near = keys[i].section;
                     }
-                if (best <= (strlen(name) / 4 > 2 ? strlen(name) / 4 : 2))
+                }
+                if (best <= limit)
                     snprintf(err, errlen, "%s:%d: [%s]: unknown section (did you mean [%s]?)",
                              path, lineno, name, near);
                 else
