@@ -321,38 +321,37 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
 
 static void api_post_batch(api *a, http_req *req)
 {
-    char err[400];
+    char err[400], why[300];
     cJSON *body = api_body(req);
     if (!body) return;
     cJSON *tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
-    if (!cJSON_IsObject(body) || !cJSON_IsArray(tasks)) {
-        cJSON_Delete(body);
-        api_error(req, 400, "invalid_argument", "tasks: required, an array of tasks");
-        return;
-    }
-    for (cJSON *e = body->child; e; e = e->next)
-        if (strcmp(e->string, "tasks") != 0) {
-            api_error(req, 400, "invalid_argument", "%.100s: unknown field", e->string);
-            cJSON_Delete(body);
-            return;
-        }
-    int n = cJSON_GetArraySize(tasks);
-    if (n > BATCH_MAX) {
-        cJSON_Delete(body);
-        api_error(req, 400, "invalid_argument", "tasks: at most %d tasks per batch, got %d",
-                  BATCH_MAX, n);
-        return;
-    }
+    int n = cJSON_IsArray(tasks) ? cJSON_GetArraySize(tasks) : 0;
+    /* NULs first: cJSON has cut the strings that hold one, so the checks
+     * below would read names and values the client never sent */
     size_t len;
     const char *data = http_body(req, &len);
     api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
     task_json_nuls(data, len, api_batch_nul_cb, &nuls);
     if (nuls.whole[0]) {
-        for (int k = 0; k < n; k++) free(nuls.why[k]);
-        free(nuls.why);
-        cJSON_Delete(body);
-        api_error(req, 400, "invalid_argument", "%s", nuls.whole);
-        return;
+        snprintf(why, sizeof(why), "%s", nuls.whole);
+        goto refuse;
+    }
+    if (!cJSON_IsObject(body) || !cJSON_IsArray(tasks)) {
+        snprintf(why, sizeof(why), "tasks: required, an array of tasks");
+        goto refuse;
+    }
+    for (cJSON *e = body->child; e; e = e->next)
+        if (e != tasks) {
+            /* cJSON reads the first "tasks": a second is ambiguous */
+            if (strcmp(e->string, "tasks") == 0)
+                snprintf(why, sizeof(why), "tasks: given more than once");
+            else
+                snprintf(why, sizeof(why), "%.100s: unknown field", e->string);
+            goto refuse;
+        }
+    if (n > BATCH_MAX) {
+        snprintf(why, sizeof(why), "tasks: at most %d tasks per batch, got %d", BATCH_MAX, n);
+        goto refuse;
     }
     api_req *r = api_req_new(a, req);
     r->n = n;
@@ -390,6 +389,12 @@ static void api_post_batch(api *a, http_req *req)
     for (i = 0; i < n; i++)
         if (items[i]) a->be.add(a->be.self, &items[i]->t, api_batch_add_cb, items[i]);
     free(items);
+    return;
+refuse:
+    for (int k = 0; k < n; k++) free(nuls.why[k]);
+    free(nuls.why);
+    cJSON_Delete(body);
+    api_error(req, 400, "invalid_argument", "%s", why);
 }
 
 /* ---- GET / DELETE /v1/tasks/{id} --------------------------------------- */

@@ -130,6 +130,12 @@ def test_batch_refuses_only_the_task_holding_a_nul(tickd, redis, receiver):
     assert code == 400 and body["error"]["message"] == \
         "tasks\\u0000: contains a NUL character (\\u0000)", body
     assert stored_keys(redis) == before
+    # "tasks" twice: which one was meant is unknowable
+    raw = (f'{{"tasks":[{{"callback_url":"{url}","key":"good-4"}}],'
+           f'"tasks":[{{"callback_url":"{url}","key":"good-5"}}]}}').encode()
+    code, body = tickd.request("POST", "/v1/tasks/batch", raw=raw)
+    assert code == 400 and body["error"]["message"] == "tasks: given more than once", body
+    assert stored_keys(redis) == before
 
 
 def test_api_token_rotation(redis, receiver, tickd_factory):
