@@ -94,9 +94,11 @@ static const config_key keys[] = {
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
-/* TICKD_ variables that are not settings but that tickd's own tools set:
- * the test harness names the binary under test in TICKD_BIN. */
-static const char *env_not_settings[] = {"TICKD_BIN"};
+/* TICKD_ variables that are not settings but that tickd's own tools read:
+ * the test harness names the binary under test in TICKD_BIN, and make run
+ * (scripts/run.sh) passes TICKD_ARGS as extra flags; both stay in the
+ * environment tickd starts with. */
+static const char *env_not_settings[] = {"TICKD_BIN", "TICKD_ARGS"};
 
 /* Levenshtein distance of a and b, ignoring case; each cut at 127 bytes.
  * Names whose lengths differ by more than `limit` are that far at least:

@@ -736,6 +736,7 @@ static void test_env_unknown(void **state)
     /* names tickd's own tools set are not settings, and not errors;
      * nor is any other prefix */
     assert_int_equal(setenv("TICKD_BIN", "/usr/local/bin/tickd", 1), 0);
+    assert_int_equal(setenv("TICKD_ARGS", "--store memory", 1), 0);
     assert_int_equal(setenv("TICKDX_SERVER_LISTEN", "x", 1), 0);
     assert_int_equal(setenv("MY_TICKD_SERVER_LISTEN", "x", 1), 0);
     config_defaults(&c);
