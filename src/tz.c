@@ -174,6 +174,28 @@ void tz_local(const tz *z, int64_t t, tz_civil *out)
     out->utoff_s = off;
 }
 
+int tz_rfc3339(const tz *z, int64_t t_ms, char out[TZ_RFC3339_MAX])
+{
+    int64_t s = floor_div(t_ms, 1000);
+    int frac = (int)(t_ms - s * 1000);
+    tz_civil c;
+    tz_local(z, s, &c);
+    int utc_form = strcmp(z->name, "UTC") == 0 || c.utoff_s % 60 != 0;
+    if (utc_form && c.utoff_s) { /* RFC 3339 has no offset seconds: say it in UTC */
+        static const tz utc = {.name = "UTC", .has_footer = 1};
+        tz_local(&utc, s, &c);
+    }
+    char fs[8] = "", off[8] = "Z";
+    if (frac) snprintf(fs, sizeof(fs), ".%03d", frac);
+    if (!utc_form) {
+        int a = c.utoff_s < 0 ? -c.utoff_s : c.utoff_s;
+        snprintf(off, sizeof(off), "%c%02d:%02d", c.utoff_s < 0 ? '-' : '+', a / 3600 % 100,
+                 a / 60 % 60);
+    }
+    return snprintf(out, TZ_RFC3339_MAX, "%04d-%02d-%02dT%02d:%02d:%02d%s%s", c.year, c.mon,
+                    c.mday, c.hour, c.min, c.sec, fs, off);
+}
+
 const char *tz_name(const tz *z)
 {
     return z->name;

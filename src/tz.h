@@ -56,6 +56,14 @@ int tz_offset(const tz *z, int64_t t_s);
 /* Wall-clock time at instant t_s. */
 void tz_local(const tz *z, int64_t t_s, tz_civil *out);
 
+/* Format instant t_ms as RFC 3339 in zone z, with the zone's offset:
+ * "2026-03-08T03:00:00-04:00", or "...T03:00:00.250-04:00" when t_ms is not
+ * on a whole second. Zone UTC, and offsets with seconds (local mean time,
+ * before ~1900), which RFC 3339 cannot write, give UTC with "Z". Returns the
+ * length. */
+#define TZ_RFC3339_MAX 40
+int tz_rfc3339(const tz *z, int64_t t_ms, char out[TZ_RFC3339_MAX]);
+
 /* The first instant > t_s at which the UTC offset changes, or INT64_MAX when
  * none follows (within the supported years). Changes of only the abbreviation
  * or the DST flag are not reported. */

@@ -178,6 +178,24 @@ static void test_local(void **state)
                 c.wday == 3);
 }
 
+static void test_rfc3339(void **state)
+{
+    (void)state;
+    char buf[TZ_RFC3339_MAX];
+    assert_int_equal(tz_rfc3339(zone("America/New_York"), utc(2026, 3, 8, 7, 0, 0) * 1000, buf), 25);
+    assert_string_equal(buf, "2026-03-08T03:00:00-04:00");
+    tz_rfc3339(zone("Asia/Kathmandu"), utc(2026, 1, 1, 0, 0, 0) * 1000 + 250, buf);
+    assert_string_equal(buf, "2026-01-01T05:45:00.250+05:45");
+    tz_rfc3339(zone("UTC"), -1, buf);
+    assert_string_equal(buf, "1969-12-31T23:59:59.999Z");
+    tz_rfc3339(zone("Europe/London"), utc(2026, 1, 1, 0, 0, 0) * 1000, buf);
+    assert_string_equal(buf, "2026-01-01T00:00:00+00:00");
+    tz_rfc3339(zone("Australia/Lord_Howe"), utc(2026, 7, 1, 0, 0, 0) * 1000, buf);
+    assert_string_equal(buf, "2026-07-01T10:30:00+10:30");
+    tz_rfc3339(zone("America/New_York"), utc(1850, 1, 1, 0, 0, 0) * 1000, buf);
+    assert_string_equal(buf, "1850-01-01T00:00:00Z"); /* LMT -4:56:02 */
+}
+
 static int64_t wall(int y, int mo, int d, int h, int mi)
 {
     return utc(y, mo, d, h, mi, 0);
@@ -441,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_offsets),
         cmocka_unit_test(test_local),
+        cmocka_unit_test(test_rfc3339),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test_setup_teardown(test_crafted, setup_dir, teardown_dir),
     };
