@@ -66,7 +66,11 @@ build/fuzz/obj/%.o: src/%.c | build/fuzz/obj
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj:
+# prints tickd's cron runs for the oracle tests (test_cron_oracle.py)
+build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools:
 	mkdir -p $@
 
 deps:
@@ -104,13 +108,14 @@ fuzz-replay: $(FBINS)
 	    || { tail -40 build/fuzz/replay-$$n.log; exit 1; }; \
 	done
 
-# the Standard Webhooks verifier the signing tests run (npm registry)
+# npm packages the tests check against (tests/node): the Standard Webhooks
+# verifier and the croner cron oracle; npm ci runs only when the lock changed
 NODE_DEPS = tests/node/node_modules/.package-lock.json
 $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund
 node-deps: $(NODE_DEPS)
 
-integration: build/tickd $(NODE_DEPS)
+integration: build/tickd build/tools/cron_next $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 test: deps

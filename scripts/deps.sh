@@ -5,13 +5,14 @@ set -euo pipefail
 pkgs=(gcc make pkg-config libc6-dev
       libhiredis-dev libcurl4-openssl-dev libcjson-dev libevent-dev libinih-dev
       libcmocka-dev libssl-dev clang libclang-rt-14-dev redis-server redis-tools python3
-      python3-pytest python3-yaml curl)
+      python3-pytest python3-yaml curl tzdata)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# the tests verify signed callbacks with the npm package standardwebhooks;
-# any node with npm will do, Debian's when there is none
+# the tests verify signed callbacks with the npm package standardwebhooks and
+# compare cron runs with croner; any node with npm will do, Debian's when there
+# is none
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 ((${#missing[@]} == 0)) && exit 0
 if [ "$(id -u)" != 0 ]; then
