@@ -142,6 +142,23 @@ static int rule_isdst(const tz *z, int64_t t)
     return dst;
 }
 
+/* A rule whose offset never changes (DST all year, as "EST5EDT,0/0,J365/25"
+ * writes it, or equal offsets) becomes a fixed offset, so no search for its
+ * next change runs through the centuries. Rules repeat every 400 years. */
+static void rule_settle(tz *z)
+{
+    if (!z->has_dst) return;
+    if (z->std_off != z->dst_off)
+        for (int y = 2000; y <= 2400; y++) {
+            int64_t s, e;
+            rule_year(z, y, &s, &e);
+            if (rule_isdst(z, s) != rule_isdst(z, s - 1) || rule_isdst(z, e) != rule_isdst(z, e - 1))
+                return;
+        }
+    if (rule_isdst(z, 946684800)) z->std_off = z->dst_off;
+    z->has_dst = 0;
+}
+
 /* ---- lookups -------------------------------------------------------------- */
 
 int tz_offset(const tz *z, int64_t t)
@@ -217,7 +234,8 @@ int64_t tz_next_change(const tz *z, int64_t t)
     if (!z->has_footer || !z->has_dst || z->std_off == z->dst_off) return INT64_MAX;
     /* past the table: the rule's changes, year by year from t's */
     int64_t from = z->ntrans && t < z->trans_s[z->ntrans - 1] ? z->trans_s[z->ntrans - 1] : t;
-    for (int y = year_of(from + z->std_off) - 1; y <= 9999; y++) {
+    int y0 = year_of(from + z->std_off);
+    for (int y = y0 - 1; y <= 9999 && y <= y0 + 401; y++) {
         int64_t ev[2], tmp;
         rule_year(z, y, &ev[0], &ev[1]);
         if (ev[0] > ev[1]) tmp = ev[0], ev[0] = ev[1], ev[1] = tmp;
@@ -448,7 +466,15 @@ static int tzif_parse(tz *z, const unsigned char *b, size_t n, char err[256])
         z->trans_s[i] = t;
         z->trans_off[i] = toff[ti[i]];
     }
-    z->ntrans = (int)timecnt;
+    /* keep only transitions that change the offset: the others (a new
+     * abbreviation, a DST flag with the same offset) change nothing tz tells */
+    int kept = 0;
+    for (uint32_t i = 0; i < timecnt; i++)
+        if (z->trans_off[i] != (kept ? z->trans_off[kept - 1] : toff[0])) {
+            z->trans_s[kept] = z->trans_s[i];
+            z->trans_off[kept++] = z->trans_off[i];
+        }
+    z->ntrans = kept;
     z->first_off = toff[0];
     at += need;
     if (v2) { /* the footer is required: a file without it is cut short */
@@ -462,6 +488,7 @@ static int tzif_parse(tz *z, const unsigned char *b, size_t n, char err[256])
             why = "bad footer TZ string";
             goto bad;
         }
+        rule_settle(z);
     }
     return 0;
 bad:
@@ -535,10 +562,32 @@ static tz *tz_load(const char *name, char err[256])
 fail:
     free(buf);
     if (fd >= 0) close(fd);
+    tz_free(z);
+    return NULL;
+}
+
+tz *tz_parse(const char *name, const unsigned char *buf, size_t n, char err[256])
+{
+    tz *z = xcalloc(1, sizeof(*z));
+    snprintf(z->name, sizeof(z->name), "%s", name);
+    if (n > TZ_FILE_MAX) {
+        snprintf(err, 256, "tz: %s: not a valid TZif file (too large)", z->name);
+        tz_free(z);
+        return NULL;
+    }
+    if (tzif_parse(z, buf, n, err)) {
+        tz_free(z);
+        return NULL;
+    }
+    return z;
+}
+
+void tz_free(tz *z)
+{
+    if (!z) return;
     free(z->trans_s);
     free(z->trans_off);
     free(z);
-    return NULL;
 }
 
 void tz_set_dir(const char *dir)

@@ -18,6 +18,7 @@
 #ifndef TICKD_TZ_H
 #define TICKD_TZ_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define TZ_NAME_MAX 64          /* longest zone name accepted */
@@ -46,6 +47,12 @@ void tz_set_dir(const char *dir);
  * no `.` or `..`), when no such zone file exists, or when the file is not a
  * valid TZif file. A zone that failed is not cached: a later call retries. */
 const tz *tz_get(const char *name, char err[256]);
+
+/* A zone from a TZif image buf[0..n) rather than the zone directory, not
+ * cached; NULL with err filled as tz_get() does. For tests and fuzzing; free it
+ * with tz_free(). Zones from tz_get() are never freed. */
+tz *tz_parse(const char *name, const unsigned char *buf, size_t n, char err[256]);
+void tz_free(tz *z);
 
 /* The zone's name as given to tz_get(). */
 const char *tz_name(const tz *z);

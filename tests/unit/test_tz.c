@@ -444,6 +444,24 @@ static void test_crafted(void **state)
         write_raw(nm, buf, k);
         if (tz_get(nm, err)) fail_msg("a file cut at %zu of %zu bytes was accepted", k, n);
     }
+    /* tz_parse: an image in memory, not cached, freed by the caller */
+    char path2[256];
+    snprintf(path2, sizeof(path2), "%s/V2", dir);
+    f = fopen(path2, "rb");
+    n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    tz *p = tz_parse("Mem", buf, n, err);
+    assert_non_null(p);
+    assert_int_equal(tz_offset(p, utc(2026, 3, 8, 7, 0, 0)), -4 * 3600);
+    tz_free(p);
+    assert_null(tz_parse("Mem", buf, n - 1, err));
+    assert_string_equal(err, "tz: Mem: not a valid TZif file (bad footer)");
+    /* transitions that keep the offset are not changes */
+    int64_t tr3[3] = {tr[0], tr[1], utc(2001, 1, 1, 0, 0, 0)};
+    unsigned char ix3[3] = {1, 2, 0};
+    int32_t offs3[3] = {3600, 7200, 7200};
+    write_tzif("Same", '2', 3, tr3, ix3, 3, offs3, "ABC-1", 0);
+    assert_int_equal(tz_next_change(zone("Same"), tr[0]), utc(2001, 1, 1, 0, 0, 0));
     /* UTC is built in: no file needed */
     assert_non_null(tz_get("UTC", err));
     /* a zone that failed is retried: now the file is good */
