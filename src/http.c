@@ -272,9 +272,10 @@ static void http_fail_as(hconn *c, int status, const char *reason, const char *c
     char body[400];
     int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
                      code, msg);
-    /* the head may not have been parsed: nothing of an earlier request's */
+    /* the head may not have been parsed: nothing of an earlier request's
+     * (http_reply clears head). A HEAD's refusal has no content either
+     * (RFC 9110 9.3.2): a client would read it as the next answer. */
     c->req.keep_alive = 0;
-    c->req.head = 0;
     c->req.http10 = 0;
     if (!keep_extra) c->req.extra_len = 0;
     http_out_reply(c, status, reason, "application/json", body, (size_t)n);
@@ -819,6 +820,7 @@ void http_reply(http_req *r, int status, const char *reason, const char *type,
         return;
     }
     http_out_reply(c, status, reason, type, body, len);
+    r->head = 0;   /* answered: an error before the next head is parsed has content */
     c->in[r->len] = c->saved;
     memmove(c->in, c->in + r->len, c->in_len - r->len);
     c->in_len -= r->len;
