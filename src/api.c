@@ -501,12 +501,20 @@ static int api_authorized(const api *a, http_req *req)
     return ok;
 }
 
-/* The HTTP server's gate, with an API token set: a /v1/ request without it
- * is refused on its head, before its body is read. */
+/* The HTTP server's gate, with an API token set: a /v1/ request without it,
+ * or a body sent anywhere else, is refused on its head, before the body is
+ * read. */
 static int api_gate(http_req *req, void *arg, http_refusal *out)
 {
     const api *a = arg;
-    if (strncmp(http_target(req), "/v1/", 4) != 0) return 0;
+    if (strncmp(http_target(req), "/v1/", 4) != 0) {
+        /* the open routes take no body: without the token, no client may
+         * have the server buffer server.max_body per connection */
+        if (!http_body_coming(req)) return 0;
+        *out = (http_refusal){413, "Payload Too Large", "payload_too_large", ""};
+        snprintf(out->msg, sizeof(out->msg), "body: only /v1/ requests carry one");
+        return 1;
+    }
     if (http_header_count(req, "Authorization") > 1) {
         *out = (http_refusal){400, "Bad Request", "invalid_argument", ""};
         snprintf(out->msg, sizeof(out->msg), "Authorization: given more than once");

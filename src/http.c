@@ -1123,6 +1123,8 @@ int http_header_count(const http_req *r, const char *name)
     return n;
 }
 
+int http_body_coming(const http_req *r) { return r->chunked || r->body_len > 0; }
+
 const char *http_body(const http_req *r, size_t *len)
 {
     *len = r->body_len;

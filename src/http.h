@@ -89,6 +89,9 @@ const char *http_header(const http_req *r, const char *name);
 /* How many times the field `name` came. */
 int http_header_count(const http_req *r, const char *name);
 const char *http_body(const http_req *r, size_t *len);
+/* For the gate: whether a body follows the head (chunked, or a Content-Length
+ * over 0). */
+int http_body_coming(const http_req *r);
 
 /* Add a header to the answer ("Allow"); before http_reply. */
 void http_add_header(http_req *r, const char *name, const char *value);

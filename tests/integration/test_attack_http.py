@@ -51,3 +51,40 @@ def test_an_error_after_a_head_request_still_has_content(tickd):
     assert first.startswith(b"HTTP/1.1 404"), data
     assert rest.startswith(b"HTTP/1.1 400"), data
     assert rest.endswith(b"}\n"), rest
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_without_the_token_no_body_is_buffered(redis, tickd_factory):
+    # /healthz and /metrics are open, but take no body: a client without the
+    # token must not make tickd hold server.max_body per connection
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c"}).start()
+    before = rss_kib(t.proc.pid)
+    socks = []
+    for _ in range(60):
+        s = connect(t)
+        s.sendall(b"POST /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n"
+                  + b"x" * 1048575)
+        socks.append(s)
+    head = read_all(socks[0])
+    grown = rss_kib(t.proc.pid) - before
+    for s in socks:
+        s.close()
+    print(f"60 unauthenticated 1 MiB bodies: RSS grew {grown} KiB")
+    assert head.startswith(b"HTTP/1.1 413"), head[:80]
+    assert grown < 16 * 1024, grown
+    # chunked too, and a body on /v1/ still needs the token first
+    s = connect(t)
+    s.sendall(b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert read_all(s).startswith(b"HTTP/1.1 413")
+    s = connect(t)
+    s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n")
+    assert read_all(s).startswith(b"HTTP/1.1 401")
+    # the open routes still answer without a body
+    assert t.request("GET", "/healthz")[0] == 200
