@@ -304,6 +304,15 @@ static void np_self_str(netpolicy *p, const char *s)
     if (np_literal(s, &ss) == 0) np_self_add(p, (struct sockaddr *)&ss);
 }
 
+/* 0.0.0.0 or ::, however written ("0", "0.0.0.0.", "[::0]"): a wildcard */
+static int np_unspecified(const struct sockaddr *sa)
+{
+    static const uint8_t zero[16];
+    np_addr a;
+    if (!sa || np_addr_of(sa, &a) != 0) return 0;
+    return a.has4 ? memcmp(a.a4, zero, 4) == 0 : memcmp(a.a6, zero, 16) == 0;
+}
+
 void netpolicy_set_self(netpolicy *p, const char *host, int port)
 {
     p->self_port = port;
@@ -311,8 +320,22 @@ void netpolicy_set_self(netpolicy *p, const char *host, int port)
     np_self_str(p, "0.0.0.0");
     np_self_str(p, "::");
     struct sockaddr_storage ss;
-    if (!*host || strcmp(host, "*") == 0 || strcmp(host, "0.0.0.0") == 0 ||
-        strcmp(host, "::") == 0 || strcmp(host, "[::]") == 0) {
+    int any = !*host || strcmp(host, "*") == 0;
+    if (!any && np_literal(host, &ss) == 0) {
+        if (!(any = np_unspecified((struct sockaddr *)&ss))) np_self_add(p, (struct sockaddr *)&ss);
+    } else if (!any) {
+        /* a name (localhost, the host's own, or "0" that the listener
+         * reads as 0.0.0.0): what it resolves to now */
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(host, NULL, &hints, &res) == 0) {
+            for (struct addrinfo *r = res; r; r = r->ai_next) {
+                if (np_unspecified(r->ai_addr)) any = 1;
+                else np_self_add(p, r->ai_addr);
+            }
+            freeaddrinfo(res);
+        }
+    }
+    if (any) {
         p->self_any = 1;
         np_self_str(p, "::1");
         /* the whole of 127/8 answers on a wildcard listener */
@@ -325,15 +348,6 @@ void netpolicy_set_self(netpolicy *p, const char *host, int port)
         if (getifaddrs(&ifa) == 0) {
             for (struct ifaddrs *i = ifa; i; i = i->ifa_next) np_self_add(p, i->ifa_addr);
             freeifaddrs(ifa);
-        }
-    } else if (np_literal(host, &ss) == 0) {
-        np_self_add(p, (struct sockaddr *)&ss);
-    } else {
-        /* a name (localhost, the host's own): what it resolves to now */
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-        if (getaddrinfo(host, NULL, &hints, &res) == 0) {
-            for (struct addrinfo *r = res; r; r = r->ai_next) np_self_add(p, r->ai_addr);
-            freeaddrinfo(res);
         }
     }
 }

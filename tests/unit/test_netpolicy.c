@@ -209,6 +209,17 @@ static void test_self(void **state)
     assert_int_equal(netpolicy_check_host(&p, "[::ffff:a9fe:101]", 80, why, sizeof(why)), -1);
     assert_int_equal(netpolicy_check_host(&p, "[fe80::1%25eth0]", 80, why, sizeof(why)), 0);
     netpolicy_free(&p);
+
+    /* the unspecified address however written is a wildcard listener too */
+    const char *wild[] = {"0", "[::0]", "0:0::0", "0.0.0", "0x0"};
+    for (size_t i = 0; i < sizeof(wild) / sizeof(*wild); i++) {
+        assert_int_equal(netpolicy_init(&p, "", "", err, sizeof(err)), 0);
+        netpolicy_set_self(&p, wild[i], 9000);
+        assert_true(p.self_any);
+        assert_false(allowed(&p, "127.0.0.1", 9000));
+        assert_int_equal(netpolicy_check_host(&p, "127.0.0.1", 9000, why, sizeof(why)), -1);
+        netpolicy_free(&p);
+    }
 }
 
 /* ---- webhook.c ------------------------------------------------------------ */
