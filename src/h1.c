@@ -431,6 +431,20 @@ static void call_send(h1_call *k)
 
 /* Connect c to its host's addresses from c->ai on; 0 when under way. When
  * the guard refused every address, -1 with the reason in the call's err. */
+/* EADDRNOTAVAIL from connect() is tickd's own trouble when the local ports
+ * ran out, but the destination's when no local address can reach it (an
+ * IPv6 address where IPv6 is off): then a UDP socket, which needs no TCP
+ * port, cannot be connected there either. Without this, such a task would
+ * be retried for ever without an attempt counted. */
+static int h1_no_source(const struct sockaddr *sa, socklen_t len)
+{
+    int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int r = connect(fd, sa, len), e = errno;
+    close(fd);
+    return r != 0 && (e == EADDRNOTAVAIL || e == ENETUNREACH);
+}
+
 static int conn_connect(h1_conn *c)
 {
     h1_host *h = c->h;
@@ -458,6 +472,7 @@ static int conn_connect(h1_conn *c)
         }
         err = errno;
         close(fd);
+        if (err == EADDRNOTAVAIL && h1_no_source(sa, h->alen[c->ai])) err = ENETUNREACH;
     }
     return err ? err : ECONNREFUSED;
 }

@@ -15,3 +15,4 @@ def test_a_wildcard_listener_however_written_is_tickds_own(tickd_factory, host):
         code, body = t.post({"callback_url": url, "delay_ms": 600000}, expect=None)
         assert code == 400, (url, code, body)
         assert "is tickd's own API" in body["error"]["message"], body
+
