@@ -83,6 +83,8 @@ unit-san: $(SUBINS)
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 fuzz-build: $(FBINS)
+# kept: make would delete them as intermediates of the pattern rules
+.SECONDARY: $(FOBJS)
 
 # New inputs go to build/fuzz/new/<name>/ (merge the useful ones into the
 # kept corpus with -merge=1); a crash is saved in build/fuzz/crashes/<name>/
