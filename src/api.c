@@ -14,7 +14,9 @@
 
 struct api {
     http_server *http;
-    api_backend be;
+    store *s;
+    api_stats_fn *stats;
+    void *stats_priv;
     int busy;
     char **tokens;            /* the accepted tokens; none: the API is open */
     int ntokens;
@@ -249,7 +251,7 @@ static void api_post_task(api *a, http_req *req)
         return;
     }
     api_item *it = xcalloc(1, sizeof(*it));
-    if (task_input_parse(body, a->be.now_ms(a->be.self), &it->t, err, sizeof(err)) != 0) {
+    if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
         free(it);
         api_error(req, 400, "invalid_argument", "%s", err);
@@ -257,7 +259,7 @@ static void api_post_task(api *a, http_req *req)
     }
     cJSON_Delete(body);
     it->r = api_req_new(a, req);
-    a->be.add(a->be.self, &it->t, api_add_cb, it);
+    store_add(a->s, &it->t, api_add_cb, it);
 }
 
 /* ---- POST /v1/tasks/batch ---------------------------------------------- */
@@ -309,6 +311,11 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
     api_req *r = it->r;
     if (st == ST_OK || st == ST_EXISTS) {
         r->results[it->idx] = api_created_body(id, &it->t, state);
+    } else if (id) {
+        /* stored, but not confirmed by the replicas: err says so, and the
+         * id lets the client check on it */
+        r->results[it->idx] = api_error_body("unavailable", err);
+        cJSON_AddStringToObject(r->results[it->idx], "id", id);
     } else {
         char msg[400];
         snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
@@ -356,7 +363,7 @@ static void api_post_batch(api *a, http_req *req)
     api_req *r = api_req_new(a, req);
     r->n = n;
     r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
-    int64_t now = a->be.now_ms(a->be.self);
+    int64_t now = store_now_ms(a->s);
     api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
@@ -387,7 +394,7 @@ static void api_post_batch(api *a, http_req *req)
     }
     /* no answer comes back before add() returns, so waiting is final here */
     for (i = 0; i < n; i++)
-        if (items[i]) a->be.add(a->be.self, &items[i]->t, api_batch_add_cb, items[i]);
+        if (items[i]) store_add(a->s, &items[i]->t, api_batch_add_cb, items[i]);
     free(items);
     return;
 refuse:
@@ -464,8 +471,8 @@ static void api_task_by_id(api *a, http_req *req, const char *id)
     api_idreq *q = xcalloc(1, sizeof(*q));
     snprintf(q->id, sizeof(q->id), "%s", id);
     q->r = api_req_new(a, req);
-    if (get) a->be.get(a->be.self, q->id, api_get_cb, q);
-    else a->be.cancel(a->be.self, q->id, api_cancel_cb, q);
+    if (get) store_get(a->s, q->id, api_get_cb, q);
+    else store_cancel(a->s, q->id, api_cancel_cb, q);
 }
 
 /* ---- GET /healthz ------------------------------------------------------ */
@@ -573,12 +580,12 @@ static void api_route(http_req *req, void *arg)
             return;
         }
         api_req *r = api_req_new(a, req);
-        a->be.health(a->be.self, api_health_cb, r);
+        store_health(a->s, api_health_cb, r);
         return;
     }
     if (strcmp(path, "/v1/stats") == 0 && strcmp(m, "GET") == 0) {
         cJSON *body = cJSON_CreateObject();
-        a->be.stats(a->be.self, body);
+        a->stats(a->stats_priv, body);
         api_send_json(req, 200, "OK", body);
         cJSON_Delete(body);
         return;
@@ -593,11 +600,14 @@ static void api_free_tokens(api *a)
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
-                int64_t idle_timeout_ms, const char *token, const api_backend *be, char *err,
+                int64_t idle_timeout_ms, const char *token, store *s, api_stats_fn *stats,
+                void *stats_priv, char *err,
                 size_t errlen)
 {
     api *a = xcalloc(1, sizeof(*a));
-    a->be = *be;
+    a->s = s;
+    a->stats = stats;
+    a->stats_priv = stats_priv;
     /* space-separated, as config_validate checked them */
     for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
         size_t n = strcspn(t, " ");

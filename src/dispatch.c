@@ -235,8 +235,7 @@ static hostq *worker_hostq(worker *w, const char *url)
 {
     const char *p = strstr(url, "://");
     size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strlen(url);
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)url[i]) * 16777619u;
+    uint32_t h = util_fnv1a(url, n);
     hostq **b = &w->hq[h % HOSTQ_BUCKETS];
     for (hostq *q = *b; q; q = q->next)
         if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) return q;

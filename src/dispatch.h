@@ -49,6 +49,7 @@ struct job {
     int64_t backoff_ms;
     int64_t timeout_ms;
     job *wnext, *wprev;         /* the scheduler's list of jobs it holds */
+    int64_t retry_due_ms;       /* the scheduler's: the retry being recorded (0: none) */
 };
 
 /* Runs on the main loop for each job whose callback finished (or was aborted

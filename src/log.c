@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,4 +35,32 @@ void log_write(int level, const char *file, int line, const char *fmt, ...)
     const char *base = strrchr(file, '/');
     fprintf(stderr, "%s.%03ldZ %c %s:%d %s\n", stamp, ts.tv_nsec / 1000000,
             tag[level & 3], base ? base + 1 : file, line, msg);
+}
+
+void log_panic_at(const char *file, int line, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_write(LOG_ERROR, file, line, "PANIC: %s", msg);
+    abort();
+}
+
+void log_warn_limited(log_limit *l, long long now_ms, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    if (now_ms - l->last_ms < LOG_LIMIT_MS) {
+        l->quiet++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (l->quiet) log_warn("%s (and %d more warnings since the last one)", msg, l->quiet);
+    else log_warn("%s", msg);
+    l->last_ms = now_ms;
+    l->quiet = 0;
 }

@@ -18,4 +18,23 @@ void log_write(int level, const char *file, int line, const char *fmt, ...)
 #define log_warn(...)  do { if (log_level <= LOG_WARN)  log_write(LOG_WARN,  __FILE__, __LINE__, __VA_ARGS__); } while (0)
 #define log_error(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 
+/* As redis's serverAssert / serverPanic: say what broke (the condition or
+ * the message, file and line), then abort for a core file. */
+void log_panic_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+#define log_panic(...) log_panic_at(__FILE__, __LINE__, __VA_ARGS__)
+#define log_assert(cond) \
+    do { if (!(cond)) log_panic_at(__FILE__, __LINE__, "assertion failed: %s", #cond); } while (0)
+
+/* A warning whose cause repeats (a failing Redis: one per bucket per tick,
+ * one per task being recorded) is logged at most once per LOG_LIMIT_MS, with
+ * the count of those left out. */
+#define LOG_LIMIT_MS 5000
+typedef struct log_limit {
+    long long last_ms;
+    int quiet;
+} log_limit;
+void log_warn_limited(log_limit *l, long long now_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

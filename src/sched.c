@@ -12,8 +12,6 @@
 #include "util.h"
 #include "wheel.h"
 
-#define SETTLE_TRIES 40
-#define SETTLE_BACKOFF_MAX_MS 2000
 #define BACKLOG_GATHER_MS 20
 
 typedef struct bucket_scan {
@@ -26,8 +24,12 @@ typedef struct bucket_scan {
     int64_t end_minute;
     int64_t first_open;  /* first minute the watermark may not pass, -1 none */
     int limit;           /* the LIMIT of the claim in flight */
-    char wmkey[96];
+    int failures;        /* claims failed in a row in this pass */
 } bucket_scan;
+
+/* Slices failing in a row before a pass gives up until the next tick: the
+ * store as a whole is failing, not one slice. */
+#define SCAN_FAILURES_MAX 4
 
 struct sched {
     struct event_base *base;
@@ -41,44 +43,17 @@ struct sched {
     int nb;
     int held;            /* jobs claimed and not yet settled */
     int calling;         /* of those, in the dispatch pool */
-    int pending;         /* scheduler Redis calls in flight */
+    int pending;         /* store calls in flight, and attempts being recorded */
     int starved;         /* a pass stopped for lack of room */
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     int64_t claimed, fired, settled;
     int64_t backlog_until_ms; /* overdue claims gather until then */
-    struct chain *batches;  /* settle batches filling in this loop turn */
-    struct event *flush_ev;
-    int64_t warn_ms;     /* last warning logged by sched_warn */
-    int warn_quiet;      /* warnings left out since */
+    store_attempt *settle;    /* outcomes gathered for the store */
+    int nsettle, settle_cap;
+    struct event *flush_ev;   /* hands them over */
+    log_limit warn;
 };
-
-#define WARN_EVERY_MS 5000
-
-/* Warnings of a Redis that fails for a while (one per bucket per tick, one
- * per task being recorded) are logged at most once per WARN_EVERY_MS, with
- * the count of those left out. */
-static void sched_warn(sched *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sched_warn(sched *sc, const char *fmt, ...)
-{
-    int64_t now = store_now_ms(sc->s);
-    char msg[512];
-    va_list ap;
-    if (now - sc->warn_ms < WARN_EVERY_MS) {
-        sc->warn_quiet++;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (sc->warn_quiet)
-        log_warn("%s (and %d more warnings since the last one)", msg, sc->warn_quiet);
-    else
-        log_warn("%s", msg);
-    sc->warn_ms = now;
-    sc->warn_quiet = 0;
-}
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -98,7 +73,7 @@ static void sched_unhold(sched *sc, job *j)
     j->wnext = j->wprev = NULL;
 }
 
-static void job_free(job *j)
+static void sched_job_free(job *j)
 {
     free(j->spec);
     free(j);
@@ -113,7 +88,7 @@ static int sched_room(const sched *sc)
 static void sched_job_gone(sched *sc, job *j)
 {
     sc->held--;
-    job_free(j);
+    sched_job_free(j);
     if (sc->starved && !sc->stopping && sched_room(sc) >= (int)sc->cfg->batch / 2 + 1) {
         sc->starved = 0;
         for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
@@ -140,7 +115,7 @@ static void sched_wheel_arm(sched *sc)
 static void sched_fire(wheel *w, wheel_timer *t, void *arg)
 {
     sched *sc = arg;
-    job *j = (job *)((char *)t - offsetof(job, timer));
+    job *j = container_of(t, job, timer);
     (void)w;
     sched_unhold(sc, j);
     sc->calling++;
@@ -170,244 +145,55 @@ static void sched_wait(sched *sc, job *j)
     sched_wheel_arm(sc);
 }
 
-/* ---- Redis call chains with retry -------------------------------------- */
+/* ---- recording attempts ------------------------------------------------ */
 
-/* One step of a settle or release chain: a script on one slice, retried
- * when Redis cannot be reached (every step is idempotent). */
-typedef struct step {
-    store_script sc;
-    int nkeys, nargs;
-    char keys[5][128];
-    char *args;             /* the arguments, each NUL-terminated (owned) */
-    size_t len, cap;
-} step;
+/* Outcomes are gathered for SETTLE_GATHER_MS and handed to the store in one
+ * call (which sends one script call per home slice): under a burst that is
+ * tens of outcomes a call rather than a few. The outcome is recorded a few ms
+ * later; the lease (lease_margin_ms past the attempt's timeout) covers it. */
+#define SETTLE_GATHER_MS 5
 
-/* The steps recording one attempt, or (a batch) one settle step recording
- * the attempts of several jobs of one home slice. */
-typedef struct chain {
-    sched *sc;
-    job **jobs;
-    int njobs;
-    step steps[3];
-    int n, at, tries;
-    int64_t retry_due_ms;   /* a retry was scheduled for then (0: none) */
-    struct event *retry_ev;
-    struct chain *next;     /* open batches */
-} chain;
-
-#define SETTLE_BATCH 256
-#define SETTLE_GATHER_MS 5   /* see sched_batch_settle */
-
-static void chain_run(chain *c);
-
-static int sched_bucket_of(const char *slice)
+static void sched_settled_cb(void *owner, const char *err, void *priv)
 {
-    const char *dot = strchr(slice, '.');
-    return dot ? atoi(dot + 1) : 0;
-}
-
-static void chain_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd, (void)what;
-    chain_run(arg);
-}
-
-static void chain_done(chain *c)
-{
-    sched *sc = c->sc;
-    if (c->retry_ev) event_free(c->retry_ev);
-    /* a retry due within the lookahead is claimed now, not at the next tick */
-    if (c->retry_due_ms && c->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
-        sched_kick(sc, sched_bucket_of(c->jobs[0]->home));
-    for (int i = 0; i < c->njobs; i++) {
-        sc->settled++;
-        sched_job_gone(sc, c->jobs[i]);
-    }
-    for (int i = 0; i < c->n; i++) free(c->steps[i].args);
-    free(c->jobs);
-    free(c);
-}
-
-static void chain_cb(redisReply *r, const char *err, void *priv)
-{
-    chain *c = priv;
-    sched *sc = c->sc;
+    sched *sc = priv;
+    job *j = owner;
+    (void)err; /* the store logged it; the lease brings the task back */
     sc->pending--;
-    /* An error reply (a write refused: OOM, NOPERM, a slot mid-migration past
-     * the redis timeout) is a step not taken, like a lost connection: the
-     * chain must not go on to the next step, which may drop the lease that
-     * is all that still leads back to the task. */
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        if (r) err = r->str;
-        if (++c->tries >= SETTLE_TRIES) {
-            /* the lease in Redis will expire and the task run again */
-            log_error("task %s%s: giving up recording attempt %d: %s", c->jobs[0]->id,
-                      c->njobs > 1 ? " and others" : "", c->jobs[0]->attempt, err);
-            chain_done(c);
-            return;
-        }
-        if (c->tries == 1)
-            sched_warn(sc, "task %s%s: recording attempt %d: %s (retrying)", c->jobs[0]->id,
-                     c->njobs > 1 ? " and others" : "", c->jobs[0]->attempt, err);
-        int64_t ms = 50LL << (c->tries < 6 ? c->tries : 6);
-        if (ms > SETTLE_BACKOFF_MAX_MS) ms = SETTLE_BACKOFF_MAX_MS;
-        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-        if (!c->retry_ev) c->retry_ev = evtimer_new(sc->base, chain_retry_cb, c);
-        evtimer_add(c->retry_ev, &tv);
-        return;
-    }
-    c->tries = 0;
-    if (++c->at < c->n) chain_run(c);
-    else chain_done(c);
-}
-
-static void chain_run(chain *c)
-{
-    step *st = &c->steps[c->at];
-    const char *keys[5];
-    const char **args = xmalloc(sizeof(*args) * (size_t)st->nargs);
-    for (int i = 0; i < st->nkeys; i++) keys[i] = st->keys[i];
-    for (int i = 0, at = 0; i < st->nargs; i++) {
-        args[i] = st->args + at;
-        at += (int)strlen(args[i]) + 1;
-    }
-    c->sc->pending++;
-    store_eval(c->sc->s, st->sc, st->nkeys, keys, st->nargs, args, chain_cb, c);
-    free(args);
-}
-
-static step *chain_add(chain *c, store_script script, const char *slice, const int *which,
-                       int nkeys)
-{
-    step *st = &c->steps[c->n++];
-    slice_keys k;
-    store_slice_keys(c->sc->s, slice, &k);
-    st->sc = script;
-    st->nkeys = nkeys;
-    for (int i = 0; i < nkeys; i++) memcpy(st->keys[i], k.k[which[i]], sizeof(st->keys[i]));
-    return st;
-}
-
-static void step_arg(step *st, const char *a, size_t n)
-{
-    if (st->len + n + 1 > st->cap) {
-        st->cap = (st->len + n + 1) * 2 + 64;
-        st->args = xrealloc(st->args, st->cap);
-    }
-    memcpy(st->args + st->len, a, n);
-    st->args[st->len + n] = '\0';
-    st->len += n + 1;
-    st->nargs++;
-}
-
-static void step_str(step *st, const char *s)
-{
-    step_arg(st, s, strlen(s));
-}
-
-static void step_int(step *st, long long v)
-{
-    char buf[24], *p = buf + sizeof(buf);
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do *--p = (char)('0' + u % 10); while (u /= 10);
-    if (v < 0) *--p = '-';
-    step_arg(st, p, (size_t)(buf + sizeof(buf) - p));
-}
-
-static const int KEYS_SETTLE[] = {0, 1, 2, 3};
-static const int KEYS_PTR[] = {0, 3, 4};
-
-/* The settle step's record of job j (settle.lua takes groups of 8). */
-static void step_settle_job(step *st, const job *j, const char *outcome, int64_t next_due,
-                            const char *next_slice)
-{
-    step_str(st, j->id);
-    step_str(st, outcome);
-    step_int(st, j->attempt);
-    /* a success keeps its status only when something went wrong after it
-     * (the body cut off): the rest need not cost Redis the bytes */
-    if (j->status_code && (!j->ok || j->err[0])) step_int(st, j->status_code);
-    else step_str(st, "");
-    step_str(st, j->err);
-    step_int(st, next_due);
-    step_int(st, strcmp(j->src, j->home) == 0);
-    step_str(st, next_slice);
-}
-
-static step *chain_settle_step(chain *c)
-{
-    step *st = chain_add(c, SCRIPT_SETTLE, c->jobs[0]->home, KEYS_SETTLE, 4);
-    step_int(st, c->sc->cfg->retention_ms);
-    return st;
-}
-
-static void chain_settle(chain *c, const char *outcome, int64_t next_due, const char *next_slice)
-{
-    step_settle_job(chain_settle_step(c), c->jobs[0], outcome, next_due, next_slice);
-}
-
-static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
-{
-    step *st = chain_add(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
-    step_str(st, c->jobs[0]->id);
-    step_str(st, op);
-    step_int(st, due);
-    step_int(st, to);
-}
-
-static chain *chain_new(sched *sc, job *j)
-{
-    chain *c = xcalloc(1, sizeof(*c));
-    c->sc = sc;
-    c->jobs = xmalloc(sizeof(job *));
-    c->jobs[0] = j;
-    c->njobs = 1;
-    return c;
-}
-
-/* Final outcomes of attempts leased in their home slice are one settle step
- * each: those finishing within SETTLE_GATHER_MS go to Redis as one call per
- * home slice (sent by sched_flush_cb). Under a burst that is tens of outcomes
- * a call rather than a few; the outcome is recorded a few ms later, and the
- * lease (lease_margin_ms past the attempt's timeout) covers the wait. */
-static void sched_batch_settle(sched *sc, job *j, const char *outcome)
-{
-    chain *c;
-    for (c = sc->batches; c; c = c->next)
-        if (strcmp(c->jobs[0]->home, j->home) == 0 && c->njobs < SETTLE_BATCH) break;
-    if (!c) {
-        c = chain_new(sc, j);
-        chain_settle_step(c);
-        c->next = sc->batches;
-        sc->batches = c;
-        c->njobs = 0;
-        if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
-            struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
-            event_add(sc->flush_ev, &tv);
-        }
-    }
-    c->jobs = xrealloc(c->jobs, sizeof(job *) * (size_t)(c->njobs + 1));
-    c->jobs[c->njobs++] = j;
-    step_settle_job(&c->steps[0], j, outcome, 0, "");
+    /* a retry due within the lookahead is claimed now, not at the next tick */
+    if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
+        sched_kick(sc, task_slice_bucket(j->id));
+    sc->settled++;
+    sched_job_gone(sc, j);
 }
 
 static void sched_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
-    chain *list = sc->batches;
+    int n = sc->nsettle;
     (void)fd, (void)what;
-    sc->batches = NULL;
-    while (list) {
-        chain *c = list;
-        list = c->next;
-        c->next = NULL;
-        chain_run(c);
+    sc->nsettle = 0;
+    sc->pending += n;
+    if (n) store_settle(sc->s, sc->settle, n, sched_settled_cb, sc);
+}
+
+static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
+{
+    if (sc->nsettle == sc->settle_cap) {
+        sc->settle_cap = sc->settle_cap ? sc->settle_cap * 2 : 64;
+        sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
+    }
+    j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
+    sc->settle[sc->nsettle++] = (store_attempt){
+        .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
+        .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
+        .timeout_ms = j->timeout_ms, .owner = j};
+    if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
+        event_add(sc->flush_ev, &tv);
     }
 }
 
-/* An attempt finished: record it, as ordered steps on one slice each. A crash
- * between steps can repeat an attempt, never lose one: the retry's pointer is
- * written before the home record says so, and the lease is dropped last. */
+/* An attempt finished: record it. */
 void sched_on_done(sched *sc, job *j)
 {
     sc->calling--;
@@ -416,57 +202,33 @@ void sched_on_done(sched *sc, job *j)
         sched_job_gone(sc, j);
         return;
     }
-    int local = strcmp(j->src, j->home) == 0;
-    int64_t now = store_now_ms(sc->s);
-    int64_t delay_ms;
     if (j->uncounted) {
         /* tickd's own failure (out of descriptors...): the receiver was never
          * called, so this was no attempt; the count stays, and it goes again
          * in a second or two */
+        int64_t delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
         j->attempt--;
-        delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
-        sched_warn(sc, "task %s: callback not made (%s); trying again in %lld ms without counting an "
-                 "attempt", j->id, j->err, (long long)delay_ms);
+        log_warn_limited(&sc->warn, store_now_ms(sc->s),
+                         "task %s: callback not made (%s); trying again in %lld ms without "
+                         "counting an attempt", j->id, j->err, (long long)delay_ms);
+        sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
     } else if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
         if (!j->ok) log_info("task %s failed after %d attempts: %s", j->id, j->attempt, j->err);
-        if (local) {
-            sched_batch_settle(sc, j, j->ok ? "ok" : "fail");
-            return;
-        }
-        chain *c = chain_new(sc, j);
-        chain_settle(c, j->ok ? "ok" : "fail", 0, "");
-        chain_ptr(c, j->src, "done", 0, 0);
-        chain_run(c);
-        return;
+        sched_record(sc, j, j->ok ? OUT_OK : OUT_FAIL, 0);
     } else {
         double jitter = (double)(random() % 1000) / 1000.0;
-        delay_ms = task_backoff_ms(j->backoff_ms, j->attempt, jitter);
+        int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
+        log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
+                  (long long)next);
+        sched_record(sc, j, OUT_RETRY, next);
     }
-    chain *c = chain_new(sc, j);
-    int64_t next = now + delay_ms;
-    char slice[TASK_SLICE_MAX];
-    task_slice_name(next, sched_bucket_of(j->home), slice);
-    log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
-              (long long)next);
-    c->retry_due_ms = next;
-    if (local && strcmp(slice, j->home) == 0) {
-        chain_settle(c, "retry", next, "");
-    } else {
-        chain_ptr(c, slice, "add", next, j->timeout_ms);
-        chain_settle(c, "retry", next, slice);
-        if (!local && strcmp(slice, j->src) != 0) chain_ptr(c, j->src, "done", 0, 0);
-    }
-    chain_run(c);
 }
 
 /* Give an unfired claim back: due again where it was. */
 static void sched_release(sched *sc, job *j)
 {
-    chain *c = chain_new(sc, j);
-    chain_settle(c, "release", 0, "");
-    if (strcmp(j->src, j->home) != 0) chain_ptr(c, j->src, "requeue", j->due_ms, 0);
-    chain_run(c);
+    sched_record(sc, j, OUT_RELEASE, j->due_ms);
 }
 
 /* ---- claiming ---------------------------------------------------------- */
@@ -474,114 +236,60 @@ static void sched_release(sched *sc, job *j)
 static void scan_claim(bucket_scan *bs);
 static void scan_finish(bucket_scan *bs);
 
-typedef struct fetch_ctx {
-    sched *sc;
-    job *j;
-} fetch_ctx;
-
-static void sched_drop_ptr(sched *sc, job *j)
-{
-    chain *c = chain_new(sc, j);
-    chain_ptr(c, j->src, "done", 0, 0);
-    chain_run(c);
-}
-
-static void sched_fetch_cb(redisReply *r, const char *err, void *priv)
-{
-    fetch_ctx *f = priv;
-    sched *sc = f->sc;
-    job *j = f->j;
-    free(f);
-    sc->pending--;
-    sched_unhold(sc, j);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        r->element[0]->type != REDIS_REPLY_STRING) {
-        /* the lease on the pointer expires and it is claimed again */
-        sched_warn(sc, "task %s: fetch failed: %s", j->id,
-                   r && r->type == REDIS_REPLY_ERROR ? r->str : err);
-        sched_job_gone(sc, j);
-        return;
-    }
-    if (strcmp(r->element[0]->str, "ok") != 0 || r->elements != 3 ||
-        r->element[2]->type != REDIS_REPLY_STRING) {
-        /* cancelled, or settled by a duplicate: the pointer is spent */
-        sched_drop_ptr(sc, j);
-        return;
-    }
-    j->attempt = (int)r->element[1]->integer;
-    j->spec = xstrndup(r->element[2]->str, r->element[2]->len);
-    if (sc->stopping) {
-        sched_release(sc, j);
-        return;
-    }
-    sched_hold(sc, j);
-    sched_wait(sc, j);
-}
-
-static void sched_take(sched *sc, const char *slice, redisReply **e)
+static void sched_take(sched *sc, const char *slice, store_lease *l)
 {
     job *j = xcalloc(1, sizeof(*j));
-    snprintf(j->id, sizeof(j->id), "%.*s", (int)e[0]->len, e[0]->str);
+    snprintf(j->id, sizeof(j->id), "%s", l->id);
     snprintf(j->src, sizeof(j->src), "%s", slice);
-    j->due_ms = e[1]->integer;
-    j->attempt = (int)e[2]->integer;
+    /* the id starts with its home slice: "<slice>.<execute_at>.<key>" */
+    size_t dot = strcspn(j->id, ".");
+    size_t home = dot + (j->id[dot] ? 1 + strcspn(j->id + dot + 1, ".") : 0);
+    snprintf(j->home, sizeof(j->home), "%.*s", (int)home, j->id);
+    j->due_ms = l->due_ms;
+    j->attempt = l->attempt;
+    j->spec = l->spec;
     wheel_timer_init(&j->timer, sched_fire, sc);
     sc->held++;
     sc->claimed++;
-    char key[TASK_KEY_MAX + 1];
-    int64_t at;
-    if (task_id_parse(j->id, j->home, &at, key) != 0) {
-        log_error("claimed an id tickd did not make: %s (left leased)", j->id);
-        sched_job_gone(sc, j);
-        return;
-    }
-    sched_hold(sc, j);
-    if (e[3]->type != REDIS_REPLY_STRING) {
-        /* a retry pointer: the record is in the home slice */
-        fetch_ctx *f = xmalloc(sizeof(*f));
-        slice_keys k;
-        f->sc = sc;
-        f->j = j;
-        store_slice_keys(sc->s, j->home, &k);
-        const char *keys[] = {k.k[1]};
-        const char *args[] = {j->id};
-        sc->pending++;
-        store_eval(sc->s, SCRIPT_FETCH, 1, keys, 1, args, sched_fetch_cb, f);
-        return;
-    }
-    j->spec = xstrndup(e[3]->str, e[3]->len);
     if (sc->stopping) {
-        sched_unhold(sc, j);
         sched_release(sc, j);
         return;
     }
+    sched_hold(sc, j);
     sched_wait(sc, j);
 }
 
-static void scan_claim_cb(redisReply *r, const char *err, void *priv)
+/* The claim of one slice answered. A slice whose claim fails holds back its
+ * bucket's watermark, and the scan goes on with the next slice: one slice
+ * that cannot be claimed (its node down, a write refused) does not stall the
+ * rest of its bucket. */
+static void scan_claim_cb(const store_claim *res, void *priv)
 {
     bucket_scan *bs = priv;
     sched *sc = bs->sc;
     char slice[TASK_SLICE_MAX];
     sc->pending--;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || (r->elements - 3) % 4) {
-        sched_warn(sc, "claim bucket %d: %s", bs->b,
-                 r ? (r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply") : err);
-        if (bs->first_open < 0) bs->first_open = bs->minute;
-        scan_finish(bs);
-        return;
+    int passable = 0;
+    if (res->err) {
+        log_warn_limited(&sc->warn, store_now_ms(sc->s), "claim bucket %d minute %lld: %s",
+                         bs->b, (long long)bs->minute, res->err);
+        if (++bs->failures >= SCAN_FAILURES_MAX) {
+            /* the store as a whole is failing: wait for the next tick */
+            if (bs->first_open < 0) bs->first_open = bs->minute;
+            scan_finish(bs);
+            return;
+        }
+    } else {
+        bs->failures = 0;
+        task_slice_name(bs->minute * 60000, bs->b, slice);
+        for (int i = 0; i < res->n; i++) sched_take(sc, slice, &res->leases[i]);
+        if (res->taken >= bs->limit && !sc->stopping) {
+            scan_claim(bs); /* the slice had more than one batch */
+            return;
+        }
+        passable = res->due_left == 0 && res->run_left == 0 &&
+                   (bs->minute + 1) * 60000 + sc->cfg->slice_grace_ms <= store_now_ms(sc->s);
     }
-    task_slice_name(bs->minute * 60000, bs->b, slice);
-    for (size_t i = 3; i < r->elements; i += 4) sched_take(sc, slice, &r->element[i]);
-    long long due_left = r->element[0]->integer, run_left = r->element[1]->integer;
-    long long taken = r->element[2]->integer;
-    if (taken >= bs->limit && !sc->stopping) {
-        scan_claim(bs); /* the slice had more than one batch */
-        return;
-    }
-    int64_t now = store_now_ms(sc->s);
-    int passable = due_left == 0 && run_left == 0 &&
-                   (bs->minute + 1) * 60000 + sc->cfg->slice_grace_ms <= now;
     if (!passable && bs->first_open < 0) bs->first_open = bs->minute;
     if (bs->minute >= bs->end_minute || sc->stopping) {
         scan_finish(bs);
@@ -594,8 +302,6 @@ static void scan_claim_cb(redisReply *r, const char *err, void *priv)
 static void scan_claim(bucket_scan *bs)
 {
     sched *sc = bs->sc;
-    char slice[TASK_SLICE_MAX], lookahead[24], limit[24], margin[24];
-    slice_keys k;
     int room = sched_room(sc);
     if (room == 0 || sc->stopping) {
         if (room == 0) sc->starved = 1;
@@ -604,25 +310,19 @@ static void scan_claim(bucket_scan *bs)
         return;
     }
     bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
-    task_slice_name(bs->minute * 60000, bs->b, slice);
-    store_slice_keys(sc->s, slice, &k);
-    snprintf(lookahead, sizeof(lookahead), "%lld", (long long)sc->cfg->lookahead_ms);
-    snprintf(limit, sizeof(limit), "%d", bs->limit);
-    snprintf(margin, sizeof(margin), "%lld", (long long)sc->cfg->lease_margin_ms);
-    const char *keys[] = {k.k[0], k.k[1], k.k[2], k.k[3], k.k[4]};
-    const char *args[] = {lookahead, limit, margin};
     sc->pending++;
-    store_eval(sc->s, SCRIPT_CLAIM, 5, keys, 3, args, scan_claim_cb, bs);
+    store_claim_slice(sc->s, bs->b, bs->minute, bs->limit, scan_claim_cb, bs);
 }
 
 static void scan_start(bucket_scan *bs);
 
-static void scan_wm_cb(redisReply *r, const char *err, void *priv)
+static void scan_wm_cb(int64_t wm, const char *err, void *priv)
 {
     bucket_scan *bs = priv;
+    (void)wm;
     bs->sc->pending--;
-    if (!r || r->type == REDIS_REPLY_ERROR)
-        sched_warn(bs->sc, "watermark bucket %d: %s", bs->b, r ? r->str : err);
+    if (err) log_warn_limited(&bs->sc->warn, store_now_ms(bs->sc->s), "watermark bucket %d: %s",
+                              bs->b, err);
     bs->active = 0;
     if (bs->again && !bs->sc->stopping) scan_start(bs);
 }
@@ -632,63 +332,40 @@ static void scan_finish(bucket_scan *bs)
     sched *sc = bs->sc;
     int64_t to = bs->first_open >= 0 ? bs->first_open : bs->end_minute + 1;
     if (to > bs->wm) {
-        char from_s[24], to_s[24];
-        snprintf(from_s, sizeof(from_s), "%lld", (long long)bs->wm);
-        snprintf(to_s, sizeof(to_s), "%lld", (long long)to);
-        const char *keys[] = {bs->wmkey};
-        const char *args[] = {from_s, to_s};
         sc->pending++;
-        store_eval(sc->s, SCRIPT_WM, 1, keys, 2, args, scan_wm_cb, bs);
+        store_wm_advance(sc->s, bs->b, bs->wm, to, scan_wm_cb, bs);
         return;
     }
     bs->active = 0;
     if (bs->again && !sc->stopping) scan_start(bs);
 }
 
-static void sched_ignore_cb(redisReply *r, const char *err, void *priv)
-{
-    (void)r, (void)err;
-    ((sched *)priv)->pending--;
-}
-
-static void scan_get_cb(redisReply *r, const char *err, void *priv)
+static void scan_get_cb(int64_t wm, const char *err, void *priv)
 {
     bucket_scan *bs = priv;
     sched *sc = bs->sc;
     sc->pending--;
-    int64_t now = store_now_ms(sc->s);
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        sched_warn(sc, "watermark bucket %d: %s", bs->b, r ? r->str : err);
+    if (err) {
+        log_warn_limited(&sc->warn, store_now_ms(sc->s), "watermark bucket %d: %s", bs->b, err);
         bs->active = 0;
         return;
     }
-    if (r->type == REDIS_REPLY_STRING) {
-        bs->wm = strtoll(r->str, NULL, 10);
-    } else {
-        /* deleted under us (sched_create set it): start again a minute back */
-        char v[24];
-        bs->wm = now / 60000 - 1;
-        log_error("%s is missing; scanning from minute %lld on", bs->wmkey, (long long)bs->wm);
-        snprintf(v, sizeof(v), "%lld", (long long)bs->wm);
-        const char *argv[] = {"SET", bs->wmkey, v, "NX"};
-        sc->pending++;
-        rc_command(sc->s->rc, bs->wmkey, sched_ignore_cb, sc, 4, argv, NULL);
-    }
-    bs->minute = bs->wm;
+    int64_t now = store_now_ms(sc->s);
+    bs->wm = wm;
+    bs->minute = wm;
     bs->end_minute = (now + sc->cfg->lookahead_ms) / 60000;
     bs->first_open = -1;
+    bs->failures = 0;
     if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
     scan_claim(bs);
 }
 
 static void scan_start(bucket_scan *bs)
 {
-    sched *sc = bs->sc;
     bs->active = 1;
     bs->again = 0;
-    const char *argv[] = {"GET", bs->wmkey};
-    sc->pending++;
-    rc_command(sc->s->rc, bs->wmkey, scan_get_cb, bs, 2, argv, NULL);
+    bs->sc->pending++;
+    store_wm_get(bs->sc->s, bs->b, scan_get_cb, bs);
 }
 
 void sched_kick(sched *sc, int bucket)
@@ -699,20 +376,12 @@ void sched_kick(sched *sc, int bucket)
     else scan_start(bs);
 }
 
-static void sched_time_cb(redisReply *r, const char *err, void *priv)
+/* A fresh task due within the lookahead: claim it now rather than at the
+ * next tick. */
+static void sched_added_cb(int bucket, int64_t due_ms, void *priv)
 {
     sched *sc = priv;
-    (void)err;
-    sc->pending--;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t local = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-        int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-                           strtoll(r->element[1]->str, NULL, 10) / 1000;
-        /* the reply took a loopback round trip at most: good to the ms */
-        sc->s->clock_offset_ms = redis_ms - local;
-    }
+    if (due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms) sched_kick(sc, bucket);
 }
 
 /* The next tick in tick_ms +-25 %: replicas drift apart in phase, so each
@@ -730,9 +399,7 @@ static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
     sched *sc = arg;
     (void)fd, (void)what;
     if (!sc->stopping) sched_tick_arm(sc);
-    const char *argv[] = {"TIME"};
-    sc->pending++;
-    rc_node_command(sc->s->rc, 0, sched_time_cb, sc, 1, argv, NULL);
+    store_sync_clock(sc->s);
     for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
 }
 
@@ -759,26 +426,17 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
         sched_free(sc);
         return NULL;
     }
-    int64_t minute = store_now_ms(s) / 60000 - 1;
     for (int b = 0; b < sc->nb; b++) {
-        bucket_scan *bs = &sc->bk[b];
-        bs->sc = sc;
-        bs->b = b;
-        snprintf(bs->wmkey, sizeof(bs->wmkey), "%s:wm:{%d}", s->prefix, b);
-        /* A new keyspace starts scanning a minute back; an existing one keeps
-         * its watermark, however old: that is the catch-up. */
-        redisReply *r = rc_sync_command(s->rc, bs->wmkey, err, errlen, "SET %s %lld NX",
-                                        bs->wmkey, (long long)minute);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            if (r) {
-                snprintf(err, errlen, "%s: %s", bs->wmkey, r->str);
-                freeReplyObject(r);
-            }
-            sched_free(sc);
-            return NULL;
-        }
-        freeReplyObject(r);
+        sc->bk[b].sc = sc;
+        sc->bk[b].b = b;
     }
+    /* A new keyspace starts scanning a minute back; an existing one keeps
+     * its watermark, however old: that is the catch-up. */
+    if (store_wm_init(s, store_now_ms(s) / 60000 - 1, err, errlen) != 0) {
+        sched_free(sc);
+        return NULL;
+    }
+    store_listen(s, sched_added_cb, sc);
     return sc;
 }
 
@@ -797,7 +455,6 @@ void sched_stop(sched *sc)
     /* hand back every claim still waiting for its ms */
     for (job *j = sc->waiting, *n; j; j = n) {
         n = j->wnext;
-        if (!wheel_pending(&j->timer)) continue; /* being fetched: released on reply */
         wheel_cancel(sc->w, &j->timer);
         sched_unhold(sc, j);
         sched_release(sc, j);
@@ -815,7 +472,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "settled", (double)sc->settled);
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
-    if (sc->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(sc->d));
+    store_stats(sc->s, obj);
 }
 
 int sched_idle(const sched *sc) { return sc->held == 0 && sc->pending == 0; }
@@ -825,12 +482,13 @@ void sched_free(sched *sc)
     if (!sc) return;
     for (job *j = sc->waiting, *n; j; j = n) {
         n = j->wnext;
-        job_free(j);
+        sched_job_free(j);
     }
     if (sc->w) wheel_free(sc->w);
     if (sc->tick_ev) event_free(sc->tick_ev);
     if (sc->wheel_ev) event_free(sc->wheel_ev);
     if (sc->flush_ev) event_free(sc->flush_ev);
+    free(sc->settle);
     free(sc->bk);
     free(sc);
 }

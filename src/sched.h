@@ -1,16 +1,18 @@
-/* sched.h -- the Redis-mode scheduler: the tick that claims due tasks, the
- * fire wheel that holds them to their millisecond, and the settle chains that
- * record each attempt's outcome.
+/* sched.h -- the scheduler: the tick that claims due tasks from the store,
+ * the fire wheel that holds them to their millisecond, and the recording of
+ * each attempt's outcome. It runs on any store (store.h).
  *
  * Tick: every tick_ms, each bucket is scanned from its watermark (the oldest
  * minute slice not yet drained) to the slice of now + lookahead, one claim
- * script call per slice (more while a slice fills the batch), as long as
+ * claim per slice (more while a slice fills the batch), as long as
  * there is room under max_inflight. Slices found empty and older than the
  * grace move the watermark forward (compare-and-set), so after any downtime
  * the scan starts where the last one stopped: nothing due is ever skipped.
+ * A slice whose claim fails holds its bucket's watermark back; the scan goes
+ * on with the bucket's other slices.
  *
  * Claimed tasks wait on the in-process timing wheel and go to the dispatch
- * pool at their due ms (Redis time: the local clock corrected by TIME). */
+ * pool at their due ms (the store's clock). */
 #ifndef TICKD_SCHED_H
 #define TICKD_SCHED_H
 
@@ -22,7 +24,8 @@ struct event_base;
 typedef struct sched sched;
 
 /* Create the scheduler; sets each bucket's watermark if none exists (so
- * call it before the API accepts tasks). Returns NULL + err. */
+ * call it before the API accepts tasks) and listens to the store's adds.
+ * Returns NULL + err. */
 sched *sched_create(struct event_base *base, store *s, const config *cfg, char *err,
                     size_t errlen);
 
@@ -38,12 +41,12 @@ void sched_start(sched *sc);
  * at the next tick. */
 void sched_kick(sched *sc, int bucket);
 
-/* Stop claiming; give back to Redis every claimed task not yet fired. */
+/* Stop claiming; give back to the store every claimed task not yet fired. */
 void sched_stop(sched *sc);
 
 /* Callbacks being made now. */
 int sched_calling(const sched *sc);
-/* 1 when nothing is held and no Redis call of the scheduler is pending. */
+/* 1 when nothing is held and no store call of the scheduler is pending. */
 int sched_idle(const sched *sc);
 
 /* Add the scheduler's counters to a JSON object (GET /v1/stats). */

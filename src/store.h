@@ -1,96 +1,188 @@
-/* store.h -- tickd's Redis keyspace: the Lua scripts (the .lua files in lua/), the slice
- * keys, and the operations the API and the scheduler run on them.
+/* store.h -- the one interface between the scheduler / API and storage.
  *
- * Key schema v1 is documented in lua/lib.lua. Every operation here touches the
- * keys of one slice (one hash tag) per Redis call, so it runs on one node of a
- * cluster. Callbacks follow rcluster's contract: each runs exactly once, from
- * the event loop, never from inside the call that started it. */
+ * Typed operations and results: the callers see tasks, leases and times,
+ * never a Redis reply or a key name. A store is a small table of functions
+ * (as redis's dictType or hiredis's adapters) with two implementations,
+ * chosen at start:
+ *   store_redis.c   Redis, one server or a cluster (rcluster.h); durable.
+ *   store_memory.c  this process alone; NOT durable (development, tests).
+ *
+ * The model both keep (lua/lib.lua documents the Redis keyspace): a task
+ * lives in its home slice (task.h), one UTC minute x one bucket. A claim
+ * leases what is due in one slice; a lease that outlives its attempt's
+ * timeout + lease margin is claimed again. Each bucket has a watermark: the
+ * oldest minute not yet drained.
+ *
+ * Callbacks run exactly once, from the event loop, never from inside the call
+ * that started it. Strings handed to a callback live until it returns. */
 #ifndef TICKD_STORE_H
 #define TICKD_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rcluster.h"
+#include "config.h"
 #include "task.h"
 
-#define STORE_SCHEMA 1
-
-typedef enum {
-    SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
-    SCRIPT_PTR, SCRIPT_WM, SCRIPT_COUNT
-} store_script;
-
-struct event;
-typedef struct store_add_batch store_add_batch;
-
-typedef struct store {
-    rcluster *rc;
-    char prefix[64];
-    int buckets;
-    int64_t slice_grace_ms;
-    int64_t retention_ms;
-    int64_t wait_replicas, wait_timeout_ms;
-    char *src[SCRIPT_COUNT];   /* lib.lua + the script */
-    char sha[SCRIPT_COUNT][41];
-    int64_t clock_offset_ms;   /* Redis TIME - local realtime */
-    store_add_batch *adds;     /* adds gathered in this loop turn */
-    int add_bucket;            /* this turn's bucket for tasks without a key */
-    struct event *flush_ev;    /* sends them at the end of the turn */
-} store;
-
-/* The five keys of a slice: due, task, del, run, ptr. */
-typedef struct slice_keys {
-    char k[5][128];
-} slice_keys;
-
-/* Load the scripts from dir, check or set P:meta (schema, buckets), SCRIPT
- * LOAD everywhere, and keep scripts loaded on every (re)connection. base is
- * rc's event loop. Returns 0 or -1 + err. */
-int store_init(store *s, struct event_base *base, rcluster *rc, const char *prefix, const char *scripts_dir,
-               int buckets, char *err, size_t errlen);
-void store_free(store *s);
-
-void store_slice_keys(const store *s, const char *slice, slice_keys *out);
-/* The hash tag route of a slice: "{slice}". */
-void store_route(const char *slice, char *out, size_t outlen);
-
-/* Redis-corrected wall clock, ms. */
-int64_t store_now_ms(const store *s);
-
-/* Run a script; routed by the first key. Retries as EVAL on NOSCRIPT.
- * keys/args are copied. cb as in rcluster. */
-void store_eval(store *s, store_script sc, int nkeys, const char **keys, int nargs,
-                const char **args, rc_reply_fn *cb, void *priv);
-
-/* The same on a given rcluster lane (see rc_command_lane). */
-void store_eval_lane(store *s, int lane, store_script sc, int nkeys, const char **keys,
-                     int nargs, const char **args, rc_reply_fn *cb, void *priv);
-
-/* ---- API operations ---- */
+struct event_base;
+typedef struct store store;
 
 typedef enum { ST_OK, ST_EXISTS, ST_NOTFOUND, ST_CONFLICT, ST_UNAVAILABLE } store_status;
 
 /* add: cb(status, id, state JSON, err). ST_OK = stored, ST_EXISTS = the same
- * id was stored before (nothing new written), ST_UNAVAILABLE = not stored, or
- * (id set) stored but not confirmed by the replicas. The adds of one loop turn
- * are sent together: one script call per home slice. */
+ * id was stored before (nothing new written), ST_UNAVAILABLE = not stored
+ * (id NULL), or stored but not confirmed by the replicas (id set, err says
+ * so in full). The adds of one loop turn go to the backend together. */
 typedef void store_add_fn(store_status st, const char *id, const char *state,
                           const char *err, void *priv);
-void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv);
-
-/* get: cb(status, spec, state): ST_OK, ST_NOTFOUND or ST_UNAVAILABLE. */
+/* get: ST_OK (spec, state), ST_NOTFOUND or ST_UNAVAILABLE (err). */
 typedef void store_get_fn(store_status st, const char *spec, const char *state,
                           const char *err, void *priv);
-void store_get(store *s, const char *id, store_get_fn *cb, void *priv);
-
-/* cancel: cb(status, detail): ST_OK, ST_NOTFOUND, ST_CONFLICT (detail = the
- * task's status) or ST_UNAVAILABLE (detail = reason). */
+/* cancel: ST_OK, ST_NOTFOUND, ST_CONFLICT (detail = the task's status) or
+ * ST_UNAVAILABLE (detail = reason). */
 typedef void store_cancel_fn(store_status st, const char *detail, void *priv);
-void store_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv);
-
-/* Ping every node; cb(1) if all answer. */
+/* health: ok = 1 when every node answers. */
 typedef void store_health_fn(int ok, const char *err, void *priv);
-void store_health(store *s, store_health_fn *cb, void *priv);
+
+/* A task leased by a claim. */
+typedef struct store_lease {
+    const char *id;
+    int64_t due_ms;
+    int attempt;            /* the attempt this lease is for: 1, 2, ... */
+    int64_t timeout_ms;
+    char *spec;             /* task JSON, malloc'd: the callback takes it */
+} store_lease;
+
+/* A claim's answer. With err set nothing was leased. `taken` counts every
+ * id consumed (leased or dropped): taken == limit means there may be more. */
+typedef struct store_claim {
+    const char *err;
+    int64_t due_left, run_left;  /* ids still due / leased in the slice */
+    int taken;
+    int n;
+    store_lease *leases;
+} store_claim;
+typedef void store_claim_fn(const store_claim *res, void *priv);
+
+/* An attempt's outcome, to record. */
+typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE } store_outcome;
+
+typedef struct store_attempt {
+    const char *id;
+    const char *src;        /* slice holding the lease */
+    store_outcome outcome;
+    int attempt;
+    long status_code;       /* 0: no HTTP answer */
+    const char *err;        /* "" when none */
+    int64_t due_ms;         /* retry: the next attempt; release: due again */
+    int64_t timeout_ms;
+    void *owner;            /* handed back to the callback */
+} store_attempt;
+/* Runs once per attempt: err NULL when recorded, else why the store gave up
+ * (the lease then expires and the task runs again). */
+typedef void store_settled_fn(void *owner, const char *err, void *priv);
+
+/* Watermark: minute number, or err. */
+typedef void store_wm_fn(int64_t minute, const char *err, void *priv);
+
+/* A fresh task was stored (the scheduler listens to claim it early). */
+typedef void store_added_fn(int bucket, int64_t due_ms, void *priv);
+
+typedef struct store_type {
+    const char *name;
+    void (*add)(store *s, const task_input *t, store_add_fn *cb, void *priv);
+    void (*get)(store *s, const char *id, store_get_fn *cb, void *priv);
+    void (*cancel)(store *s, const char *id, store_cancel_fn *cb, void *priv);
+    void (*health)(store *s, store_health_fn *cb, void *priv);
+    /* lease up to `limit` tasks of slice (bucket, minute) due before
+     * now + lookahead, expired leases first, then oldest first */
+    void (*claim)(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
+                  void *priv);
+    /* record attempts; `a` is copied, its strings must live until their
+     * callback runs */
+    void (*settle)(store *s, const store_attempt *a, int n, store_settled_fn *cb, void *priv);
+    /* set the watermark of each bucket that has none to `minute` (at start,
+     * before the loop runs; 0 or -1 + err) */
+    int (*wm_init)(store *s, int64_t minute, char *err, size_t errlen);
+    void (*wm_get)(store *s, int bucket, store_wm_fn *cb, void *priv);
+    /* compare-and-set from -> to; answers the watermark after the call */
+    void (*wm_advance)(store *s, int bucket, int64_t from, int64_t to, store_wm_fn *cb,
+                       void *priv);
+    int64_t (*now_ms)(const store *s);
+    void (*sync_clock)(store *s);     /* re-read the backend's clock */
+    void (*stats)(const store *s, cJSON *obj);
+    /* end every call in flight (their callbacks run, failed); free after */
+    void (*close)(store *s);
+    void (*free)(store *s);
+} store_type;
+
+struct store {
+    const store_type *type;
+    const config *cfg;
+    store_added_fn *added;
+    void *added_priv;
+};
+
+/* Redis at cfg->nodes (the scripts in scripts_dir), or NULL + err. */
+store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
+                          char *err, size_t errlen);
+/* Memory, never fails. */
+store *store_memory_create(struct event_base *base, const config *cfg);
+
+#define STORE_SCHEMA 1
+
+static inline void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
+{
+    s->type->add(s, t, cb, priv);
+}
+static inline void store_get(store *s, const char *id, store_get_fn *cb, void *priv)
+{
+    s->type->get(s, id, cb, priv);
+}
+static inline void store_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
+{
+    s->type->cancel(s, id, cb, priv);
+}
+static inline void store_health(store *s, store_health_fn *cb, void *priv)
+{
+    s->type->health(s, cb, priv);
+}
+static inline void store_claim_slice(store *s, int bucket, int64_t minute, int limit,
+                                     store_claim_fn *cb, void *priv)
+{
+    s->type->claim(s, bucket, minute, limit, cb, priv);
+}
+static inline void store_settle(store *s, const store_attempt *a, int n, store_settled_fn *cb,
+                                void *priv)
+{
+    s->type->settle(s, a, n, cb, priv);
+}
+static inline int store_wm_init(store *s, int64_t minute, char *err, size_t errlen)
+{
+    return s->type->wm_init(s, minute, err, errlen);
+}
+static inline void store_wm_get(store *s, int bucket, store_wm_fn *cb, void *priv)
+{
+    s->type->wm_get(s, bucket, cb, priv);
+}
+static inline void store_wm_advance(store *s, int bucket, int64_t from, int64_t to,
+                                    store_wm_fn *cb, void *priv)
+{
+    s->type->wm_advance(s, bucket, from, to, cb, priv);
+}
+static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
+static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }
+static inline void store_stats(const store *s, cJSON *obj) { s->type->stats(s, obj); }
+static inline void store_close(store *s) { s->type->close(s); }
+static inline void store_free(store *s)
+{
+    if (s) s->type->free(s);
+}
+/* Listen to fresh adds (one listener). */
+static inline void store_listen(store *s, store_added_fn *fn, void *priv)
+{
+    s->added = fn;
+    s->added_priv = priv;
+}
 
 #endif

@@ -56,12 +56,13 @@ void task_key_random(char *out)
 
 int task_bucket(const char *key, int buckets)
 {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 16777619u;
-    }
-    return (int)(h % (uint32_t)buckets);
+    return (int)(util_fnv1a(key, strlen(key)) % (uint32_t)buckets);
+}
+
+int task_slice_bucket(const char *slice)
+{
+    const char *dot = strchr(slice, '.');
+    return dot ? atoi(dot + 1) : 0;
 }
 
 void task_slice_name(int64_t ms, int bucket, char *out)

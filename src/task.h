@@ -73,6 +73,9 @@ int task_bucket(const char *key, int buckets);
 /* Slice name of time ms and bucket b into out (TASK_SLICE_MAX bytes). */
 void task_slice_name(int64_t ms, int bucket, char *out);
 
+/* The bucket of a slice name (or of an id, which starts with one). */
+int task_slice_bucket(const char *slice);
+
 /* The minute number (ms / 60000) of a slice name, or -1 if malformed. */
 int64_t task_slice_minute(const char *slice);
 

@@ -1,14 +1,15 @@
 /* util.c -- see util.h. */
 #include "util.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "log.h"
 
 static void util_oom(size_t n)
 {
-    fprintf(stderr, "tickd: out of memory allocating %zu bytes\n", n);
-    abort();
+    log_panic("out of memory allocating %zu bytes", n);
 }
 
 void *xmalloc(size_t n)
@@ -43,4 +44,38 @@ char *xstrndup(const char *s, size_t n)
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
+}
+
+int64_t util_realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint32_t util_fnv1a(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+int util_fmt_int(char *buf, long long v)
+{
+    char tmp[UTIL_INT_MAX], *p = tmp + sizeof(tmp);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (v < 0) *--p = '-';
+    int n = (int)(tmp + sizeof(tmp) - p);
+    memcpy(buf, p, (size_t)n);
+    buf[n] = '\0';
+    return n;
 }

@@ -1,9 +1,9 @@
 /* tickd -- delayed HTTP callbacks ("call this URL at time T") on Redis.
  *
- * main wires the modules: config -> rcluster + store (Redis keyspace and
- * scripts) -> sched (tick, claim, fire wheel, settle) -> dispatch (worker
- * threads making the callbacks) and api (evhttp), all on one libevent loop
- * except the dispatch workers. --store memory swaps Redis for memstore. */
+ * main wires the modules: config -> store (Redis, or memory with --store
+ * memory) -> sched (tick, claim, fire wheel, settle) -> dispatch (worker
+ * threads making the callbacks) and api (HTTP), all on one libevent loop
+ * except the dispatch workers. */
 #include <curl/curl.h>
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -24,16 +24,13 @@
 #include "dispatch.h"
 #include "http.h"
 #include "log.h"
-#include "memstore.h"
 #include "netpolicy.h"
-#include "rcluster.h"
 #include "sched.h"
 #include "store.h"
 #include "util.h"
 #include "webhook.h"
 
 #define TICKD_VERSION "1.0.0"
-#define STARTUP_WAIT_MS 30000
 
 static const char usage[] =
     "usage: tickd [options]\n"
@@ -50,11 +47,8 @@ static const char usage[] =
 typedef struct tickd {
     config cfg;
     struct event_base *base;
-    rcluster *rc;
-    store st;
-    int have_store;
+    store *st;
     sched *sc;
-    memstore *mem;
     dispatch *d;
     api *a;
     netpolicy np;               /* where callbacks may connect */
@@ -63,91 +57,29 @@ typedef struct tickd {
     int64_t stop_started_ms, grace_ends_ms;
 } tickd;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- Redis backend of the API ------------------------------------------ */
-
-typedef struct add_ctx {
-    tickd *t;
-    store_add_fn *cb;
-    void *priv;
-    int64_t due_ms;
-} add_ctx;
-
-static void redis_add_cb(store_status st, const char *id, const char *state, const char *err,
-                         void *priv)
-{
-    add_ctx *c = priv;
-    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
-    int64_t at;
-    /* due within the lookahead: claim it now rather than at the next tick
-     * (the bucket is the one the store chose, named by the id's slice) */
-    if (st == ST_OK && c->due_ms < store_now_ms(&c->t->st) + c->t->cfg.lookahead_ms &&
-        task_id_parse(id, slice, &at, key) == 0)
-        sched_kick(c->t->sc, atoi(strchr(slice, '.') + 1));
-    c->cb(st, id, state, err, c->priv);
-    free(c);
-}
-
-static void redis_add(void *self, const task_input *ti, store_add_fn *cb, void *priv)
-{
-    tickd *t = self;
-    add_ctx *c = xmalloc(sizeof(*c));
-    c->t = t;
-    c->cb = cb;
-    c->priv = priv;
-    c->due_ms = ti->due_ms;
-    store_add(&t->st, ti, redis_add_cb, c);
-}
-
-static void redis_get(void *self, const char *id, store_get_fn *cb, void *priv)
-{
-    store_get(&((tickd *)self)->st, id, cb, priv);
-}
-
-static void redis_cancel(void *self, const char *id, store_cancel_fn *cb, void *priv)
-{
-    store_cancel(&((tickd *)self)->st, id, cb, priv);
-}
-
-static void redis_health(void *self, store_health_fn *cb, void *priv)
-{
-    store_health(&((tickd *)self)->st, cb, priv);
-}
-
-static int64_t redis_now(void *self)
-{
-    return store_now_ms(&((tickd *)self)->st);
-}
-
-static void redis_stats(void *self, cJSON *obj)
-{
-    sched_stats(((tickd *)self)->sc, obj);
-}
-
 static void tickd_done(job *j, void *priv)
 {
+    sched_on_done(((tickd *)priv)->sc, j);
+}
+
+static void tickd_stats(void *priv, cJSON *obj)
+{
     tickd *t = priv;
-    if (t->sc) sched_on_done(t->sc, j);
-    else memstore_on_done(t->mem, j);
+    sched_stats(t->sc, obj);
+    if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
 }
 
 /* ---- shutdown ---------------------------------------------------------- */
 
 static int tickd_calling(const tickd *t)
 {
-    return t->sc ? sched_calling(t->sc) : memstore_calling(t->mem);
+    return sched_calling(t->sc);
 }
 
 static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
 {
     tickd *t = arg;
-    int64_t now = mono_ms();
+    int64_t now = util_mono_ms();
     (void)fd, (void)what;
     if (t->d && (tickd_calling(t) == 0 || now >= t->grace_ends_ms)) {
         if (tickd_calling(t))
@@ -156,10 +88,10 @@ static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
         dispatch_free(t->d); /* aborted jobs come back through tickd_done */
         t->d = NULL;
     }
-    int idle = !t->d && api_busy(t->a) == 0 && (!t->sc || sched_idle(t->sc));
-    /* Redis calls that cannot complete are not waited for forever */
+    int idle = !t->d && api_busy(t->a) == 0 && sched_idle(t->sc);
+    /* store calls that cannot complete are not waited for forever */
     if (idle || now >= t->grace_ends_ms + 10000) {
-        if (!idle) log_warn("exiting with Redis calls unanswered");
+        if (!idle) log_warn("exiting with store calls unanswered");
         event_base_loopexit(t->base, NULL);
     }
 }
@@ -175,8 +107,8 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
     log_info("%s: shutting down (grace %lld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
              (long long)t->cfg.shutdown_grace_ms);
     api_stop_accepting(t->a);
-    if (t->sc) sched_stop(t->sc);
-    t->grace_ends_ms = mono_ms() + t->cfg.shutdown_grace_ms;
+    sched_stop(t->sc);
+    t->grace_ends_ms = util_mono_ms() + t->cfg.shutdown_grace_ms;
     t->stop_ev = event_new(t->base, -1, EV_PERSIST, tickd_stop_poll, t);
     struct timeval tv = {0, 20000};
     event_add(t->stop_ev, &tv);
@@ -301,7 +233,6 @@ int main(int argc, char **argv)
 {
     static tickd t;
     char err[512], dir[PATH_MAX + 32];
-    api_backend be;
     int rc = 1;
 
     if (tickd_args(&t, argc, argv) != 0) return 2;
@@ -321,30 +252,14 @@ int main(int argc, char **argv)
 
     if (strcmp(t.cfg.store, "memory") == 0) {
         log_warn("store = memory: tasks live in this process only and are lost on exit");
-        t.mem = memstore_create(t.base, &t.cfg);
-        be = (api_backend){t.mem, memstore_add, memstore_get, memstore_cancel,
-                           memstore_health, memstore_now, memstore_stats};
+        t.st = store_memory_create(t.base, &t.cfg);
     } else {
         tickd_scripts_dir(&t.cfg, dir, sizeof(dir));
-        if (!(t.rc = rc_create(t.base, t.cfg.nodes, t.cfg.username, t.cfg.password,
-                               t.cfg.timeout_ms, STARTUP_WAIT_MS, err, sizeof(err)))) {
-            log_error("%s", err);
-            goto done;
-        }
-        t.st.slice_grace_ms = t.cfg.slice_grace_ms;
-        t.st.retention_ms = t.cfg.retention_ms;
-        t.st.wait_replicas = t.cfg.wait_replicas;
-        t.st.wait_timeout_ms = t.cfg.wait_timeout_ms;
-        if (store_init(&t.st, t.base, t.rc, t.cfg.prefix, dir, (int)t.cfg.buckets, err, sizeof(err)) != 0) {
-            log_error("%s", err);
-            goto done;
-        }
-        t.have_store = 1;
-        if (!(t.sc = sched_create(t.base, &t.st, &t.cfg, err, sizeof(err)))) {
-            log_error("%s", err);
-            goto done;
-        }
-        be = (api_backend){&t, redis_add, redis_get, redis_cancel, redis_health, redis_now, redis_stats};
+        t.st = store_redis_create(t.base, &t.cfg, dir, err, sizeof(err));
+    }
+    if (!t.st || !(t.sc = sched_create(t.base, t.st, &t.cfg, err, sizeof(err)))) {
+        log_error("%s", err);
+        goto done;
     }
     if (!(t.d = dispatch_create(t.base, workers, (int)t.cfg.host_connections,
                                  t.cfg.keepalive_ms, tickd_done, &t, err, sizeof(err)))) {
@@ -352,10 +267,9 @@ int main(int argc, char **argv)
         goto done;
     }
     dispatch_set_edge(t.d, &t.np, t.keys);
-    if (t.sc) sched_set_dispatch(t.sc, t.d);
-    else memstore_set_dispatch(t.mem, t.d);
+    sched_set_dispatch(t.sc, t.d);
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
-                           t.cfg.api_token, &be, err, sizeof(err)))) {
+                           t.cfg.api_token, t.st, tickd_stats, &t, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }
@@ -372,7 +286,7 @@ int main(int argc, char **argv)
     t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
     event_add(t.sig_term, NULL);
     event_add(t.sig_int, NULL);
-    if (t.sc) sched_start(t.sc);
+    sched_start(t.sc);
     char host[256];
     snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t.cfg.listen, ':') - t.cfg.listen),
              t.cfg.listen);
@@ -383,13 +297,12 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     if (t.d) dispatch_free(t.d);
-    /* before what its callbacks reach: calls still waiting for Redis (a
-     * forced exit) fail as rc_free ends them, into the scheduler, the store
-     * and the API (requests answered 503) */
-    if (t.rc) rc_free(t.rc);
-    if (t.sc) sched_free(t.sc);
-    if (t.mem) memstore_free(t.mem);
-    if (t.have_store) store_free(&t.st);
+    /* before what its callbacks reach: store calls still waiting (a forced
+     * exit) fail as the store closes, into the scheduler and the API
+     * (requests answered 503) */
+    if (t.st) store_close(t.st);
+    sched_free(t.sc);
+    store_free(t.st);
     if (t.a) api_free(t.a);
     if (t.sig_term) event_free(t.sig_term);
     if (t.sig_int) event_free(t.sig_int);

@@ -36,7 +36,8 @@ def test_healthz(mem):
 
 
 def test_create_get_and_deliver(mem, receiver):
-    t = mem.post({"callback_url": receiver.url("/ok"), "delay_ms": 500, "key": "k1"})
+    # claimed (running) from lookahead_ms (1500) before it is due, as with Redis
+    t = mem.post({"callback_url": receiver.url("/ok"), "delay_ms": 2500, "key": "k1"})
     assert set(t) == {"id", "key", "execute_at", "status"}
     assert t["key"] == "k1" and t["status"] == "scheduled"
     g = mem.get(t["id"])
@@ -85,7 +86,7 @@ def wait_clear_of_minute_end(margin_ms):
 
 def test_idempotent_repost(mem, receiver):
     wait_clear_of_minute_end(4000)
-    body = {"callback_url": receiver.url(), "key": "same", "execute_at": now_ms() + 800}
+    body = {"callback_url": receiver.url(), "key": "same", "execute_at": now_ms() + 2500}
     code1, a = mem.request("POST", "/v1/tasks", body)
     code2, b = mem.request("POST", "/v1/tasks", body)
     assert (code1, code2) == (201, 200)
@@ -154,8 +155,8 @@ def test_get_states_match_redis_store(tickd, mem, receiver):
 
 def test_cancel(mem, receiver):
     far = mem.post({"callback_url": receiver.url(), "delay_ms": 10 * 60 * 1000})
-    near = mem.post({"callback_url": receiver.url(), "delay_ms": 700})
-    keep = mem.post({"callback_url": receiver.url(), "delay_ms": 700})
+    near = mem.post({"callback_url": receiver.url(), "delay_ms": 2500})
+    keep = mem.post({"callback_url": receiver.url(), "delay_ms": 2500})
     assert mem.delete(far["id"])[0] == 204
     assert mem.delete(near["id"])[0] == 204
     assert mem.delete(near["id"])[0] == 204  # cancelling twice is fine
@@ -170,12 +171,13 @@ def test_cancel(mem, receiver):
 
 
 def test_cancel_while_waiting_for_retry(mem, receiver):
-    r = mem.post({"callback_url": receiver.url("/fail/1"), "retry": {"backoff_ms": 1500}})
+    # the retry waits beyond lookahead_ms (1500): not yet claimed
+    r = mem.post({"callback_url": receiver.url("/fail/1"), "retry": {"backoff_ms": 4000}})
     wait_for(lambda: mem.get(r["id"])[1].get("attempts") == 1, 5, what="first attempt")
     g = mem.get(r["id"])[1]
     assert g["status"] == "scheduled" and g["next_attempt_at"] > now_ms()
     assert mem.delete(r["id"])[0] == 204
-    time.sleep(2.0)
+    time.sleep(4.0)
     assert len(receiver.by_task()[r["id"]]) == 1
     assert status(mem, r["id"]) == "cancelled"
 

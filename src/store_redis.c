@@ -1,0 +1,1198 @@
+/* store_redis.c -- the Redis store (store.h): the Lua scripts of lua/, the
+ * slice keys, and every reply read into the typed results of store.h.
+ *
+ * Key schema v1 is documented in lua/lib.lua; every key name is built here,
+ * in rs_key and rs_wm_key. Every operation touches the keys of one slice (one
+ * hash tag) per Redis call, so it runs on one node of a cluster. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "rcluster.h"
+#include "util.h"
+
+typedef enum {
+    SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
+    SCRIPT_PTR, SCRIPT_WM, SCRIPT_COUNT
+} rs_script;
+
+static const char *script_names[SCRIPT_COUNT] = {
+    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm"};
+
+/* The five keys of a slice, in the order the scripts take them. */
+enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_COUNT };
+#define KEY_MAX 128
+
+typedef struct store_add_batch store_add_batch;
+
+typedef struct rstore {
+    store base;
+    struct event_base *ev;
+    rcluster *rc;
+    const char *prefix;
+    int buckets;
+    char *src[SCRIPT_COUNT];   /* lib.lua + the script */
+    char sha[SCRIPT_COUNT][41];
+    int64_t clock_offset_ms;   /* Redis TIME - local realtime */
+    store_add_batch *adds;     /* adds gathered in this loop turn */
+    int add_bucket;            /* this turn's bucket for tasks without a key */
+    struct event *flush_ev;    /* sends them at the end of the turn */
+    log_limit warn;
+} rstore;
+
+#define RS(s) container_of(s, rstore, base)
+
+/* ---- key names: the only place they are built -------------------------- */
+
+static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
+{
+    static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr"};
+    snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
+}
+
+static void rs_wm_key(const rstore *rs, int bucket, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:wm:{%d}", rs->prefix, bucket);
+}
+
+static void rs_meta_key(const rstore *rs, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:meta", rs->prefix);
+}
+
+/* The keys `which` of a slice, into k (as argv pointers in kp). */
+typedef struct rs_keys {
+    char k[K_COUNT][KEY_MAX];
+    const char *p[K_COUNT];
+} rs_keys;
+
+static void rs_keys_of(const rstore *rs, const char *slice, const int *which, int n, rs_keys *k)
+{
+    for (int i = 0; i < n; i++) {
+        rs_key(rs, slice, which[i], k->k[i]);
+        k->p[i] = k->k[i];
+    }
+}
+
+static const int KEYS_CLAIM[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_PTR};
+static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN};
+static const int KEYS_PTR[] = {K_DUE, K_RUN, K_PTR};
+static const int KEYS_ADD[] = {K_DUE, K_TASK, K_DEL};
+static const int KEYS_CANCEL[] = {K_TASK, K_DEL};
+static const int KEYS_FETCH[] = {K_TASK};
+
+/* The error text of a failed call: the error reply's, or rcluster's. */
+static const char *rs_err(const redisReply *r, const char *err)
+{
+    if (r && r->type == REDIS_REPLY_ERROR) return r->str;
+    if (r) return "unexpected reply";
+    return err ? err : "unavailable";
+}
+
+static int64_t rs_now_ms(const store *s)
+{
+    return util_realtime_ms() + RS(s)->clock_offset_ms;
+}
+
+/* ---- eval with NOSCRIPT fallback --------------------------------------- */
+
+typedef struct rs_call {
+    rstore *rs;
+    rs_script sc;
+    int argc;
+    const char **argv;   /* [0..2] static, the rest copied into this block */
+    size_t *argvlen;
+    char nkeys[16];
+    char route[KEY_MAX];
+    rc_reply_fn *cb;
+    void *priv;
+    int tried_eval;
+    int lane;
+} rs_call;
+
+static void rs_eval_cb(redisReply *r, const char *err, void *priv)
+{
+    rs_call *c = priv;
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
+        !c->tried_eval) {
+        /* The node lost its scripts (flush, failover): send the source once. */
+        c->tried_eval = 1;
+        c->argv[0] = "EVAL";
+        c->argv[1] = c->rs->src[c->sc];
+        c->argvlen[0] = 4;
+        c->argvlen[1] = strlen(c->argv[1]);
+        rc_command_lane(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->argc, c->argv,
+                        c->argvlen);
+        return;
+    }
+    c->cb(r, err, c->priv);
+    free(c); /* argv and the arguments' copies live in the same block */
+}
+
+/* Run a script on `lane` (see rc_command_lane); routed by the first key.
+ * keys and args are copied. */
+static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
+                    const char **args, rc_reply_fn *cb, void *priv)
+{
+    /* one allocation: the call, argv and argvlen, then copies of the
+     * arguments (kept for the NOSCRIPT resend) */
+    int argc = 3 + nkeys + nargs;
+    size_t bytes = 0;
+    for (int i = 0; i < nkeys + nargs; i++) bytes += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
+    rs_call *c = xcalloc(1, sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    c->lane = lane;
+    c->rs = rs;
+    c->sc = sc;
+    c->cb = cb;
+    c->priv = priv;
+    c->argc = argc;
+    c->argv = (const char **)(c + 1);
+    c->argvlen = (size_t *)(c->argv + argc);
+    char *p = (char *)(c->argvlen + argc);
+    for (int i = 0; i < nkeys + nargs; i++) {
+        const char *a = i < nkeys ? keys[i] : args[i - nkeys];
+        size_t len = strlen(a);
+        memcpy(p, a, len + 1);
+        c->argv[3 + i] = p;
+        c->argvlen[3 + i] = len;
+        p += len + 1;
+    }
+    int n = util_fmt_int(c->nkeys, nkeys);
+    snprintf(c->route, sizeof(c->route), "%s", keys[0]);
+    c->argv[0] = "EVALSHA";
+    c->argv[1] = rs->sha[sc];
+    c->argv[2] = c->nkeys;
+    c->argvlen[0] = 7;
+    c->argvlen[1] = strlen(rs->sha[sc]);
+    c->argvlen[2] = (size_t)n;
+    rc_command_lane(rs->rc, c->route, lane, rs_eval_cb, c, c->argc, c->argv, c->argvlen);
+}
+
+/* ---- write chains with retry ------------------------------------------- */
+
+#define SETTLE_TRIES 40
+#define SETTLE_BACKOFF_MAX_MS 2000
+#define SETTLE_BATCH 256
+
+/* One step of a chain: a script on one slice, retried when Redis cannot be
+ * reached (every step is idempotent). */
+typedef struct step {
+    rs_script sc;
+    const int *which;
+    int nkeys, nargs;
+    char slice[TASK_SLICE_MAX];
+    char *args;             /* the arguments, each NUL-terminated (owned) */
+    size_t len, cap;
+} step;
+
+/* The steps recording one attempt, or (a batch) one settle step recording
+ * the attempts of several tasks of one home slice. */
+typedef struct chain {
+    rstore *rs;
+    store_attempt *a;       /* `one`, or an array (a batch) */
+    int n;
+    store_attempt one;
+    store_settled_fn *cb;   /* NULL: nobody waits (a spent pointer dropped) */
+    void *priv;
+    step steps[3];
+    int nsteps, at, tries;
+    struct event *retry_ev;
+    struct chain *next;     /* open batches of one settle call */
+} chain;
+
+static void chain_run(chain *c);
+
+static void chain_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    chain_run(arg);
+}
+
+static void chain_done(chain *c, const char *err)
+{
+    if (c->retry_ev) event_free(c->retry_ev);
+    for (int i = 0; i < c->n; i++)
+        if (c->cb) c->cb(c->a[i].owner, err, c->priv);
+    for (int i = 0; i < c->nsteps; i++) free(c->steps[i].args);
+    if (c->a != &c->one) free(c->a);
+    free(c);
+}
+
+static void chain_cb(redisReply *r, const char *err, void *priv)
+{
+    chain *c = priv;
+    rstore *rs = c->rs;
+    /* An error reply (a write refused: OOM, NOPERM, a slot mid-migration past
+     * the redis timeout) is a step not taken, like a lost connection: the
+     * chain must not go on to the next step, which may drop the lease that
+     * is all that still leads back to the task. */
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        err = rs_err(r, err);
+        if (++c->tries >= SETTLE_TRIES) {
+            /* the lease in Redis will expire and the task run again */
+            log_error("task %s%s: giving up recording attempt %d: %s", c->a[0].id,
+                      c->n > 1 ? " and others" : "", c->a[0].attempt, err);
+            chain_done(c, err);
+            return;
+        }
+        if (c->tries == 1)
+            log_warn_limited(&rs->warn, rs_now_ms(&rs->base),
+                             "task %s%s: recording attempt %d: %s (retrying)", c->a[0].id,
+                             c->n > 1 ? " and others" : "", c->a[0].attempt, err);
+        int64_t ms = 50LL << (c->tries < 6 ? c->tries : 6);
+        if (ms > SETTLE_BACKOFF_MAX_MS) ms = SETTLE_BACKOFF_MAX_MS;
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        if (!c->retry_ev) c->retry_ev = evtimer_new(rs->ev, chain_retry_cb, c);
+        evtimer_add(c->retry_ev, &tv);
+        return;
+    }
+    c->tries = 0;
+    if (++c->at < c->nsteps) chain_run(c);
+    else chain_done(c, NULL);
+}
+
+static void chain_run(chain *c)
+{
+    step *st = &c->steps[c->at];
+    rs_keys k;
+    const char *stack[64], **args = st->nargs <= 64 ? stack : xmalloc(sizeof(*args) * (size_t)st->nargs);
+    rs_keys_of(c->rs, st->slice, st->which, st->nkeys, &k);
+    for (int i = 0, at = 0; i < st->nargs; i++) {
+        args[i] = st->args + at;
+        at += (int)strlen(args[i]) + 1;
+    }
+    rs_eval(c->rs, 0, st->sc, st->nkeys, k.p, st->nargs, args, chain_cb, c);
+    if (args != stack) free(args);
+}
+
+static step *chain_step(chain *c, rs_script script, const char *slice, const int *which,
+                        int nkeys)
+{
+    step *st = &c->steps[c->nsteps++];
+    st->sc = script;
+    st->which = which;
+    st->nkeys = nkeys;
+    snprintf(st->slice, sizeof(st->slice), "%s", slice);
+    return st;
+}
+
+static void step_arg(step *st, const char *a, size_t n)
+{
+    if (st->len + n + 1 > st->cap) {
+        st->cap = (st->len + n + 1) * 2 + 64;
+        st->args = xrealloc(st->args, st->cap);
+    }
+    memcpy(st->args + st->len, a, n);
+    st->args[st->len + n] = '\0';
+    st->len += n + 1;
+    st->nargs++;
+}
+
+static void step_str(step *st, const char *s)
+{
+    step_arg(st, s, strlen(s));
+}
+
+static void step_int(step *st, long long v)
+{
+    char buf[UTIL_INT_MAX];
+    step_arg(st, buf, (size_t)util_fmt_int(buf, v));
+}
+
+static chain *chain_new(rstore *rs, const store_attempt *a, store_settled_fn *cb, void *priv)
+{
+    chain *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    c->one = *a;
+    c->a = &c->one;
+    c->n = 1;
+    c->cb = cb;
+    c->priv = priv;
+    return c;
+}
+
+static step *chain_settle_step(chain *c, const char *home)
+{
+    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 4);
+    step_int(st, c->rs->base.cfg->retention_ms);
+    return st;
+}
+
+/* The settle step's record of attempt a (settle.lua takes groups of 8). */
+static void step_settle(step *st, const store_attempt *a, int local, const char *next_slice)
+{
+    static const char *names[] = {"ok", "fail", "retry", "release"};
+    step_str(st, a->id);
+    step_str(st, names[a->outcome]);
+    step_int(st, a->attempt);
+    /* a success keeps its status only when something went wrong after it
+     * (the body cut off): the rest need not cost Redis the bytes */
+    if (a->status_code && (a->outcome != OUT_OK || a->err[0])) step_int(st, a->status_code);
+    else step_str(st, "");
+    step_str(st, a->err);
+    step_int(st, a->outcome == OUT_RETRY ? a->due_ms : 0);
+    step_int(st, local);
+    step_str(st, next_slice);
+}
+
+static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
+{
+    step *st = chain_step(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
+    step_str(st, c->a[0].id);
+    step_str(st, op);
+    step_int(st, due);
+    step_int(st, to);
+}
+
+/* An attempt is recorded as ordered steps on one slice each. A crash between
+ * steps can repeat an attempt, never lose one: the retry's pointer is written
+ * before the home record says so, and the lease is dropped last. Outcomes
+ * that are one settle step in their home slice go as one call per home slice
+ * (at most SETTLE_BATCH each). */
+static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    chain *open = NULL;
+    for (int i = 0; i < n; i++) {
+        const store_attempt *a = &as[i];
+        char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1], next[TASK_SLICE_MAX] = "";
+        int64_t at;
+        if (task_id_parse(a->id, home, &at, key) != 0) {
+            cb(a->owner, "not an id tickd made", priv);
+            continue;
+        }
+        int local = strcmp(a->src, home) == 0;
+        if (a->outcome == OUT_RETRY) task_slice_name(a->due_ms, task_slice_bucket(home), next);
+        int one_step = local && (a->outcome != OUT_RETRY || strcmp(next, home) == 0);
+        if (one_step) {
+            chain *c;
+            for (c = open; c; c = c->next)
+                if (strcmp(c->steps[0].slice, home) == 0 && c->n < SETTLE_BATCH) break;
+            if (!c) {
+                c = chain_new(rs, a, cb, priv);
+                c->a = xmalloc(sizeof(*c->a) * SETTLE_BATCH);
+                c->n = 0;
+                chain_settle_step(c, home);
+                c->next = open;
+                open = c;
+            }
+            c->a[c->n++] = *a;
+            step_settle(&c->steps[0], a, 1, "");
+            continue;
+        }
+        chain *c = chain_new(rs, a, cb, priv);
+        switch (a->outcome) {
+        case OUT_RETRY:
+            if (local && strcmp(next, home) == 0) {
+                step_settle(chain_settle_step(c, home), a, 1, "");
+            } else {
+                chain_ptr(c, next, "add", a->due_ms, a->timeout_ms);
+                step_settle(chain_settle_step(c, home), a, local, next);
+                if (!local && strcmp(next, a->src) != 0) chain_ptr(c, a->src, "done", 0, 0);
+            }
+            break;
+        case OUT_RELEASE:
+            step_settle(chain_settle_step(c, home), a, local, "");
+            if (!local) chain_ptr(c, a->src, "requeue", a->due_ms, 0);
+            break;
+        default:
+            step_settle(chain_settle_step(c, home), a, local, "");
+            if (!local) chain_ptr(c, a->src, "done", 0, 0);
+        }
+        chain_run(c);
+    }
+    while (open) {
+        chain *c = open;
+        open = c->next;
+        c->next = NULL;
+        chain_run(c);
+    }
+}
+
+/* A retry pointer whose task must not run (cancelled, settled by a
+ * duplicate): forget it, so the slice can drain. */
+static void rs_drop_ptr(rstore *rs, const char *id, const char *slice)
+{
+    store_attempt a = {.id = id, .src = slice, .err = ""};
+    chain *c = chain_new(rs, &a, NULL, NULL);
+    chain_ptr(c, slice, "done", 0, 0);
+    chain_run(c);
+}
+
+/* ---- claim ------------------------------------------------------------- */
+
+/* A claim whose reply held retry pointers: their records are fetched from
+ * the home slices before the claim is answered. */
+typedef struct claim_ctx {
+    rstore *rs;
+    int bucket;
+    int64_t minute;
+    char slice[TASK_SLICE_MAX];
+    store_claim_fn *cb;
+    void *priv;
+    store_claim res;
+    int fetching;
+    char *ids;              /* copies of the ids when fetching */
+} claim_ctx;
+
+typedef struct fetch_ctx {
+    claim_ctx *cl;
+    int i;
+} fetch_ctx;
+
+static void claim_answer(claim_ctx *cl)
+{
+    /* leases dropped while fetching are squeezed out */
+    int n = 0;
+    for (int i = 0; i < cl->res.n; i++)
+        if (cl->res.leases[i].id) cl->res.leases[n++] = cl->res.leases[i];
+    cl->res.n = n;
+    cl->cb(&cl->res, cl->priv);
+    free(cl->res.leases);
+    free(cl->ids);
+    free(cl);
+}
+
+static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
+{
+    fetch_ctx *f = priv;
+    claim_ctx *cl = f->cl;
+    store_lease *l = &cl->res.leases[f->i];
+    free(f);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+        /* the lease on the pointer expires and it is claimed again */
+        log_warn_limited(&cl->rs->warn, rs_now_ms(&cl->rs->base), "task %s: fetch failed: %s",
+                         l->id, rs_err(r, err));
+        l->id = NULL;
+    } else if (strcmp(r->element[0]->str, "ok") != 0 || r->elements != 3 ||
+               r->element[2]->type != REDIS_REPLY_STRING) {
+        /* cancelled, or settled by a duplicate: the pointer is spent */
+        rs_drop_ptr(cl->rs, l->id, cl->slice);
+        l->id = NULL;
+    } else {
+        l->attempt = (int)r->element[1]->integer;
+        l->spec = xstrndup(r->element[2]->str, r->element[2]->len);
+    }
+    if (--cl->fetching == 0) claim_answer(cl);
+}
+
+static void rs_claim_cb(redisReply *r, const char *err, void *priv)
+{
+    claim_ctx *cl = priv;
+    rstore *rs = cl->rs;
+    store_claim *res = &cl->res;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || (r->elements - 3) % 4) {
+        res->err = rs_err(r, err);
+        cl->cb(res, cl->priv);
+        free(cl);
+        return;
+    }
+    res->due_left = r->element[0]->integer;
+    res->run_left = r->element[1]->integer;
+    res->taken = (int)r->element[2]->integer;
+    res->n = (int)((r->elements - 3) / 4);
+    res->leases = xmalloc(sizeof(*res->leases) * (size_t)(res->n ? res->n : 1));
+    int pointers = 0;
+    size_t idbytes = 0;
+    for (int i = 0; i < res->n; i++) {
+        redisReply **e = &r->element[3 + 4 * i];
+        store_lease *l = &res->leases[i];
+        l->id = e[0]->str;
+        l->due_ms = e[1]->integer;
+        l->attempt = (int)e[2]->integer;
+        l->spec = e[3]->type == REDIS_REPLY_STRING ? xstrndup(e[3]->str, e[3]->len) : NULL;
+        pointers += !l->spec;
+        idbytes += e[0]->len + 1;
+    }
+    if (!pointers) {
+        claim_answer(cl);
+        return;
+    }
+    /* the reply ends with this callback: the ids move to one block */
+    char *p = cl->ids = xmalloc(idbytes);
+    for (int i = 0; i < res->n; i++) {
+        size_t len = strlen(res->leases[i].id);
+        memcpy(p, res->leases[i].id, len + 1);
+        res->leases[i].id = p;
+        p += len + 1;
+    }
+    cl->fetching = pointers;
+    for (int i = 0; i < res->n; i++) {
+        store_lease *l = &res->leases[i];
+        char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+        int64_t at;
+        if (l->spec) continue;
+        if (task_id_parse(l->id, home, &at, key) != 0) {
+            log_error("claimed an id tickd did not make: %s (left leased)", l->id);
+            l->id = NULL;
+            if (--cl->fetching == 0) claim_answer(cl);
+            continue;
+        }
+        fetch_ctx *f = xmalloc(sizeof(*f));
+        rs_keys k;
+        f->cl = cl;
+        f->i = i;
+        rs_keys_of(rs, home, KEYS_FETCH, 1, &k);
+        const char *args[] = {l->id};
+        rs_eval(rs, 0, SCRIPT_FETCH, 1, k.p, 1, args, rs_fetch_cb, f);
+    }
+}
+
+static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
+                     void *priv)
+{
+    rstore *rs = RS(s);
+    char lookahead[UTIL_INT_MAX], lim[UTIL_INT_MAX], margin[UTIL_INT_MAX];
+    rs_keys k;
+    claim_ctx *cl = xcalloc(1, sizeof(*cl));
+    cl->rs = rs;
+    cl->bucket = bucket;
+    cl->minute = minute;
+    cl->cb = cb;
+    cl->priv = priv;
+    task_slice_name(minute * 60000, bucket, cl->slice);
+    rs_keys_of(rs, cl->slice, KEYS_CLAIM, 5, &k);
+    util_fmt_int(lookahead, s->cfg->lookahead_ms);
+    util_fmt_int(lim, limit);
+    util_fmt_int(margin, s->cfg->lease_margin_ms);
+    const char *args[] = {lookahead, lim, margin};
+    rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 3, args, rs_claim_cb, cl);
+}
+
+/* ---- watermarks -------------------------------------------------------- */
+
+typedef struct wm_ctx {
+    rstore *rs;
+    int bucket;
+    store_wm_fn *cb;
+    void *priv;
+} wm_ctx;
+
+static wm_ctx *wm_ctx_new(rstore *rs, int bucket, store_wm_fn *cb, void *priv)
+{
+    wm_ctx *w = xmalloc(sizeof(*w));
+    *w = (wm_ctx){rs, bucket, cb, priv};
+    return w;
+}
+
+static void rs_ignore_cb(redisReply *r, const char *err, void *priv)
+{
+    (void)r, (void)err, (void)priv;
+}
+
+static void rs_wm_get_cb(redisReply *r, const char *err, void *priv)
+{
+    wm_ctx *w = priv;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        w->cb(-1, rs_err(r, err), w->priv);
+    } else if (r->type == REDIS_REPLY_STRING) {
+        w->cb(strtoll(r->str, NULL, 10), NULL, w->priv);
+    } else {
+        /* deleted under us (wm_init set it): start again a minute back */
+        char key[KEY_MAX], v[UTIL_INT_MAX];
+        int64_t wm = rs_now_ms(&w->rs->base) / 60000 - 1;
+        rs_wm_key(w->rs, w->bucket, key);
+        log_error("%s is missing; scanning from minute %lld on", key, (long long)wm);
+        util_fmt_int(v, wm);
+        const char *argv[] = {"SET", key, v, "NX"};
+        rc_command(w->rs->rc, key, rs_ignore_cb, NULL, 4, argv, NULL);
+        w->cb(wm, NULL, w->priv);
+    }
+    free(w);
+}
+
+static void rs_wm_get(store *s, int bucket, store_wm_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX];
+    rs_wm_key(rs, bucket, key);
+    const char *argv[] = {"GET", key};
+    rc_command(rs->rc, key, rs_wm_get_cb, wm_ctx_new(rs, bucket, cb, priv), 2, argv, NULL);
+}
+
+static void rs_wm_advance_cb(redisReply *r, const char *err, void *priv)
+{
+    wm_ctx *w = priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) w->cb(-1, rs_err(r, err), w->priv);
+    else w->cb(r->integer, NULL, w->priv);
+    free(w);
+}
+
+static void rs_wm_advance(store *s, int bucket, int64_t from, int64_t to, store_wm_fn *cb,
+                          void *priv)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX], from_s[UTIL_INT_MAX], to_s[UTIL_INT_MAX];
+    rs_wm_key(rs, bucket, key);
+    util_fmt_int(from_s, from);
+    util_fmt_int(to_s, to);
+    const char *keys[] = {key};
+    const char *args[] = {from_s, to_s};
+    rs_eval(rs, 0, SCRIPT_WM, 1, keys, 2, args, rs_wm_advance_cb, wm_ctx_new(rs, bucket, cb, priv));
+}
+
+/* A new keyspace starts scanning at `minute`; an existing one keeps its
+ * watermark, however old: that is the catch-up. */
+static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX];
+    for (int b = 0; b < rs->buckets; b++) {
+        rs_wm_key(rs, b, key);
+        redisReply *r = rc_sync_command(rs->rc, key, err, errlen, "SET %s %lld NX", key,
+                                        (long long)minute);
+        if (!r) return -1;
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "%s: %s", key, r->str);
+            freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+/* ---- clock, health ----------------------------------------------------- */
+
+static void rs_time_cb(redisReply *r, const char *err, void *priv)
+{
+    rstore *rs = priv;
+    (void)err;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                           strtoll(r->element[1]->str, NULL, 10) / 1000;
+        /* the reply took a loopback round trip at most: good to the ms */
+        rs->clock_offset_ms = redis_ms - util_realtime_ms();
+    }
+}
+
+static void rs_sync_clock(store *s)
+{
+    const char *argv[] = {"TIME"};
+    rc_node_command(RS(s)->rc, 0, rs_time_cb, RS(s), 1, argv, NULL);
+}
+
+typedef struct health_ctx {
+    store_health_fn *cb;
+    void *priv;
+    int pending;            /* replies still to come */
+    int failed;
+    char err[200];          /* the first failure */
+} health_ctx;
+
+static void rs_health_cb(redisReply *r, const char *err, void *priv)
+{
+    health_ctx *h = priv;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        if (!h->failed) snprintf(h->err, sizeof(h->err), "%s", rs_err(r, err));
+        h->failed = 1;
+    }
+    if (--h->pending == 0) {
+        h->cb(!h->failed, h->failed ? h->err : NULL, h->priv);
+        free(h);
+    }
+}
+
+static void rs_health(store *s, store_health_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    health_ctx *h = xcalloc(1, sizeof(*h));
+    const char *argv[] = {"PING"};
+    int n = rc_node_count(rs->rc);
+    h->cb = cb;
+    h->priv = priv;
+    /* no answer runs before this returns (rcluster's contract), so the
+     * count can grow while sending */
+    for (int i = 0; i < n; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        h->pending++;
+        rc_node_command(rs->rc, i, rs_health_cb, h, 1, argv, NULL);
+    }
+    if (h->pending == 0) {
+        h->pending = 1;
+        rc_node_command(rs->rc, 0, rs_health_cb, h, 1, argv, NULL);
+    }
+}
+
+static void rs_stats(const store *s, cJSON *obj)
+{
+    (void)s, (void)obj;
+}
+
+/* ---- API operations ---------------------------------------------------- */
+
+typedef struct store_op {
+    rstore *rs;
+    struct store_op *next; /* add: the next op of its batch */
+    task_input t;          /* add: borrowed spec */
+    char id[TASK_ID_MAX];
+    char slice[TASK_SLICE_MAX];
+    char due[UTIL_INT_MAX], to[UTIL_INT_MAX]; /* add: due_ms and timeout_ms as the script takes them */
+    int64_t end_ms;        /* add: end of the home slice's minute */
+    int tries;
+    int exists;
+    void *cb;
+    void *priv;
+    char *state;           /* add: the task's state JSON, kept for the WAIT */
+} store_op;
+
+/* ---- add: gathered per slice ------------------------------------------- */
+
+/* The adds that reach the store in one loop turn go to Redis as one add.lua
+ * call per home slice (and lane), at most STORE_ADD_MAX tasks each, sent
+ * once the turn's requests have all been read (rs_add_flush_cb). Under
+ * load that is one script call and one round trip for many tasks. */
+#define STORE_ADD_MAX 256
+
+struct store_add_batch {
+    struct store_add_batch *next;   /* open batches of this turn */
+    char slice[TASK_SLICE_MAX];
+    int lane;
+    int n;
+    store_op *ops, **tail;
+};
+
+static void rs_add_send(store_op *op);
+
+/* Answer an add. An unavailable one names its id only when it was written
+ * but not confirmed (err then says so in full). A fresh task is told to the
+ * listener first. */
+static void rs_add_done(store_op *op, store_status st, const char *state, const char *err)
+{
+    store *s = &op->rs->base;
+    if (st == ST_OK && s->added) s->added(task_slice_bucket(op->slice), op->t.due_ms, s->added_priv);
+    ((store_add_fn *)op->cb)(st, st == ST_UNAVAILABLE && !op->state ? NULL : op->id, state, err,
+                             op->priv);
+    free(op->state);
+    free(op);
+}
+
+static void rs_add_fail_all(store_op *ops, const char *err)
+{
+    for (store_op *op = ops, *next; op; op = next) {
+        next = op->next;
+        rs_add_done(op, ST_UNAVAILABLE, NULL, err);
+    }
+}
+
+static void rs_wait_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    const config *cfg = b->ops->rs->base.cfg;
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= cfg->wait_replicas;
+    char why[300];
+    snprintf(why, sizeof(why), "stored on the master but not confirmed by %lld replica%s "
+             "within %lld ms (%s); POST it again, the same key and execute_at is idempotent",
+             (long long)cfg->wait_replicas, cfg->wait_replicas == 1 ? "" : "s",
+             (long long)cfg->wait_timeout_ms,
+             r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : rs_err(r, err));
+    for (store_op *op = b->ops, *next; op; op = next) {
+        next = op->next;
+        /* an id stored before needed no confirmation of this call's writes */
+        if (op->exists) rs_add_done(op, ST_EXISTS, op->state, NULL);
+        else if (ok) rs_add_done(op, ST_OK, op->state, NULL);
+        else rs_add_done(op, ST_UNAVAILABLE, NULL, why);
+    }
+    free(b);
+}
+
+static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    store_op *ops = b->ops;
+    rstore *rs = ops->rs;
+
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "STALE", 5) == 0) {
+        /* the minute turned while the requests were on their way: re-slice */
+        for (store_op *op = ops, *next; op; op = next) {
+            next = op->next;
+            if (++op->tries < 3) rs_add_send(op);
+            else rs_add_done(op, ST_UNAVAILABLE, NULL, r->str);
+        }
+        free(b);
+        return;
+    }
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 * (size_t)b->n) {
+        rs_add_fail_all(ops, rs_err(r, err));
+        free(b);
+        return;
+    }
+    int fresh = 0;
+    size_t i = 0;
+    for (store_op *op = ops; op; op = op->next, i += 2) {
+        op->exists = r->element[i]->integer == 0;
+        fresh += !op->exists;
+    }
+    if (rs->base.cfg->wait_replicas > 0 && fresh) {
+        char route[TASK_SLICE_MAX + 4], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+        i = 0;
+        for (store_op *op = ops; op; op = op->next, i += 2)
+            op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
+        util_fmt_int(n, rs->base.cfg->wait_replicas);
+        util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
+        snprintf(route, sizeof(route), "{%s}", ops->slice);
+        const char *argv[] = {"WAIT", n, ms};
+        rc_command_lane(rs->rc, route, 1, rs_wait_cb, b, 3, argv, NULL);
+        return;
+    }
+    i = 0;
+    for (store_op *op = ops, *next; op; op = next, i += 2) {
+        next = op->next;
+        rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, r->element[i + 1]->str, NULL);
+    }
+    free(b);
+}
+
+static void rs_add_batch_send(rstore *rs, store_add_batch *b)
+{
+    rs_keys k;
+    char end[UTIL_INT_MAX], grace[UTIL_INT_MAX];
+    rs_keys_of(rs, b->slice, KEYS_ADD, 3, &k);
+    util_fmt_int(end, b->ops->end_ms);
+    /* half the scan's grace: the add refuses a slice well before the scan
+     * may pass it, so no clock difference between replicas loses a task */
+    util_fmt_int(grace, rs->base.cfg->slice_grace_ms / 2);
+    const char *args[2 + 4 * STORE_ADD_MAX];
+    int n = 0;
+    args[n++] = end;
+    args[n++] = grace;
+    for (store_op *op = b->ops; op; op = op->next) {
+        args[n++] = op->id;
+        args[n++] = op->t.spec;
+        args[n++] = op->due;
+        args[n++] = op->to;
+    }
+    /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
+     * of its own connection, and blocks none but that one */
+    rs_eval(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, rs_add_batch_cb, b);
+}
+
+static void rs_add_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rstore *rs = arg;
+    store_add_batch *list = rs->adds;
+    (void)fd;
+    (void)what;
+    rs->adds = NULL;
+    rs->add_bucket = (rs->add_bucket + 1) % rs->buckets;
+    for (store_add_batch *b = list, *next; b; b = next) {
+        next = b->next;
+        b->next = NULL;
+        rs_add_batch_send(rs, b);
+    }
+}
+
+static void rs_add_send(store_op *op)
+{
+    rstore *rs = op->rs;
+    const config *cfg = rs->base.cfg;
+    int64_t home = task_home_ms(op->t.execute_at_ms, rs_now_ms(&rs->base), cfg->slice_grace_ms);
+    int lane = cfg->wait_replicas > 0;
+    store_add_batch *b;
+
+    /* A given key picks its bucket (so that a re-POST finds its id); a task
+     * without one goes to the bucket of this loop turn, so that the turn's
+     * adds share one slice and one script call. The bucket turns with each
+     * turn: over time they spread evenly, as the key hashes do. */
+    int bucket = op->t.key_generated ? rs->add_bucket : task_bucket(op->t.key, rs->buckets);
+    task_slice_name(home, bucket, op->slice);
+    task_id_make(op->slice, op->t.execute_at_ms, op->t.key, op->id, sizeof(op->id));
+    util_fmt_int(op->due, op->t.due_ms);
+    util_fmt_int(op->to, op->t.timeout_ms);
+    op->end_ms = (home / 60000 + 1) * 60000;
+    op->next = NULL;
+
+    for (b = rs->adds; b; b = b->next)
+        if (b->lane == lane && strcmp(b->slice, op->slice) == 0) break;
+    if (!b) {
+        b = xcalloc(1, sizeof(*b));
+        memcpy(b->slice, op->slice, sizeof(b->slice));
+        b->lane = lane;
+        b->tail = &b->ops;
+        b->next = rs->adds;
+        if (!rs->adds) event_active(rs->flush_ev, EV_READ, 0);
+        rs->adds = b;
+    }
+    *b->tail = op;
+    b->tail = &op->next;
+    if (++b->n == STORE_ADD_MAX) {
+        /* full: on its way now, so Redis works while the turn goes on */
+        store_add_batch **pp = &rs->adds;
+        while (*pp != b) pp = &(*pp)->next;
+        *pp = b->next;
+        b->next = NULL;
+        rs_add_batch_send(rs, b);
+    }
+}
+
+static void rs_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
+{
+    store_op *op = xcalloc(1, sizeof(*op));
+    op->rs = RS(s);
+    op->t = *t;
+    op->cb = (void *)cb;
+    op->priv = priv;
+    rs_add_send(op);
+}
+
+/* A new operation on the task `id`, in its home slice. An id tickd never made
+ * names no slice: it is looked up in the slice of minute 0, which holds
+ * nothing, so it is answered "unknown" from Redis like any other. */
+static store_op *rs_op_for_id(rstore *rs, const char *id, void *cb, void *priv)
+{
+    store_op *op = xcalloc(1, sizeof(*op));
+    char key[TASK_KEY_MAX + 1];
+    int64_t at;
+    op->rs = rs;
+    op->cb = cb;
+    op->priv = priv;
+    if (task_id_parse(id, op->slice, &at, key) != 0)
+        snprintf(op->slice, sizeof(op->slice), "000000000000.0");
+    return op;
+}
+
+static void rs_get_cb(redisReply *r, const char *err, void *priv)
+{
+    store_op *op = priv;
+    store_get_fn *cb = (store_get_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        cb(ST_UNAVAILABLE, NULL, NULL, rs_err(r, err), op->priv);
+    else if (r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
+        cb(ST_NOTFOUND, NULL, NULL, NULL, op->priv);
+    else
+        cb(ST_OK, r->element[0]->str, r->element[1]->str, NULL, op->priv);
+    free(op);
+}
+
+static void rs_get(store *s, const char *id, store_get_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char field[TASK_ID_MAX + 4], task[KEY_MAX];
+    store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
+    rs_key(rs, op->slice, K_TASK, task);
+    snprintf(field, sizeof(field), "s:%s", id);
+    const char *argv[] = {"HMGET", task, id, field};
+    rc_command(rs->rc, task, rs_get_cb, op, 4, argv, NULL);
+}
+
+static void rs_cancel_cb(redisReply *r, const char *err, void *priv)
+{
+    store_op *op = priv;
+    store_cancel_fn *cb = (store_cancel_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        cb(ST_UNAVAILABLE, rs_err(r, err), op->priv);
+    else if (strcmp(r->element[0]->str, "ok") == 0)
+        cb(ST_OK, NULL, op->priv);
+    else if (strcmp(r->element[0]->str, "notfound") == 0)
+        cb(ST_NOTFOUND, NULL, op->priv);
+    else
+        cb(ST_CONFLICT, r->elements > 1 && r->element[1]->str ? r->element[1]->str : "", op->priv);
+    free(op);
+}
+
+static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char ret[UTIL_INT_MAX];
+    rs_keys k;
+    store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
+    rs_keys_of(rs, op->slice, KEYS_CANCEL, 2, &k);
+    util_fmt_int(ret, s->cfg->retention_ms);
+    const char *args[] = {id, ret};
+    rs_eval(rs, 0, SCRIPT_CANCEL, 2, k.p, 2, args, rs_cancel_cb, op);
+}
+
+/* ---- life -------------------------------------------------------------- */
+
+static char *rs_read_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "%s: cannot read", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void rs_loaded_cb(redisReply *r, const char *err, void *priv)
+{
+    const char *name = priv;
+    if (!r) log_warn("SCRIPT LOAD %s: %s", name, err);
+    else if (r->type == REDIS_REPLY_ERROR) log_error("SCRIPT LOAD %s: %s", name, r->str);
+}
+
+/* On every (re)connection: load the scripts there, so EVALSHA finds them. The
+ * loads go first on the new connection, before any command routed to it. */
+static void rs_on_connect(rcluster *rc, int node, void *priv)
+{
+    rstore *rs = priv;
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", rs->src[i]};
+        rc_node_command(rc, node, rs_loaded_cb, (void *)script_names[i], 3, argv, NULL);
+    }
+}
+
+static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
+{
+    int64_t t0 = util_realtime_ms();
+    redisReply *r = rc_sync_command(rs->rc, NULL, err, errlen, "TIME");
+    int64_t t1 = util_realtime_ms();
+    if (!r) return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        snprintf(err, errlen, "TIME: unexpected reply");
+        freeReplyObject(r);
+        return -1;
+    }
+    int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                       strtoll(r->element[1]->str, NULL, 10) / 1000;
+    rs->clock_offset_ms = redis_ms - (t0 + t1) / 2;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Load the scripts from dir, SCRIPT LOAD them, check or set P:meta (schema,
+ * buckets). */
+static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen)
+{
+    char path[1200], metakey[KEY_MAX];
+    char *lib = NULL;
+    redisReply *r = NULL;
+    int buckets = rs->buckets;
+
+    snprintf(path, sizeof(path), "%s/lib.lua", scripts_dir);
+    if (!(lib = rs_read_file(path, err, errlen))) goto fail;
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        snprintf(path, sizeof(path), "%s/%s.lua", scripts_dir, script_names[i]);
+        char *body = rs_read_file(path, err, errlen);
+        if (!body) goto fail;
+        size_t n = strlen(lib) + strlen(body) + 2;
+        rs->src[i] = xmalloc(n);
+        snprintf(rs->src[i], n, "%s\n%s", lib, body);
+        free(body);
+        r = rc_sync_command(rs->rc, NULL, err, errlen, "SCRIPT LOAD %s", rs->src[i]);
+        if (!r) goto fail;
+        if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+            snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s", script_names[i],
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            goto fail;
+        }
+        memcpy(rs->sha[i], r->str, 41);
+        freeReplyObject(r);
+        r = NULL;
+    }
+
+    /* One keyspace, one bucket count: slices of other counts would be missed. */
+    rs_meta_key(rs, metakey);
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s buckets %d", metakey, buckets);
+    if (!r) goto fail;
+    freeReplyObject(r);
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s schema %d", metakey, STORE_SCHEMA);
+    if (!r) goto fail;
+    freeReplyObject(r);
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HMGET %s buckets schema", metakey);
+    if (!r) goto fail;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !r->element[0]->str ||
+        !r->element[1]->str) {
+        snprintf(err, errlen, "%s: unexpected reply", metakey);
+        goto fail;
+    }
+    if (atoi(r->element[0]->str) != buckets) {
+        snprintf(err, errlen, "scheduler.buckets: %d, but the keyspace %s was made with %s buckets",
+                 buckets, rs->prefix, r->element[0]->str);
+        goto fail;
+    }
+    if (atoi(r->element[1]->str) != STORE_SCHEMA) {
+        snprintf(err, errlen, "keyspace %s has schema %s, this tickd speaks %d",
+                 rs->prefix, r->element[1]->str, STORE_SCHEMA);
+        goto fail;
+    }
+    freeReplyObject(r);
+    r = NULL;
+    if (rs_sync_clock_now(rs, err, errlen) != 0) goto fail;
+    rc_set_connect_cb(rs->rc, rs_on_connect, rs);
+    free(lib);
+    return 0;
+fail:
+    if (r) freeReplyObject(r);
+    free(lib);
+    return -1;
+}
+
+static void rs_close(store *s)
+{
+    rstore *rs = RS(s);
+    rcluster *rc = rs->rc;
+    /* calls in flight fail now, into their callbacks; any they start fail
+     * too (rcluster refuses commands while it is freed) */
+    if (rc) rc_free(rc);
+    rs->rc = NULL;
+}
+
+static void rs_free(store *s)
+{
+    rstore *rs = RS(s);
+    if (rs->rc) rc_free(rs->rc);
+    if (rs->flush_ev) event_free(rs->flush_ev);
+    for (int i = 0; i < SCRIPT_COUNT; i++) free(rs->src[i]);
+    free(rs);
+}
+
+static const store_type redis_type = {
+    .name = "redis",
+    .add = rs_add,
+    .get = rs_get,
+    .cancel = rs_cancel,
+    .health = rs_health,
+    .claim = rs_claim,
+    .settle = rs_settle,
+    .wm_init = rs_wm_init,
+    .wm_get = rs_wm_get,
+    .wm_advance = rs_wm_advance,
+    .now_ms = rs_now_ms,
+    .sync_clock = rs_sync_clock,
+    .stats = rs_stats,
+    .close = rs_close,
+    .free = rs_free,
+};
+
+#define STARTUP_WAIT_MS 30000
+
+store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
+                          char *err, size_t errlen)
+{
+    rstore *rs = xcalloc(1, sizeof(*rs));
+    rs->base.type = &redis_type;
+    rs->base.cfg = cfg;
+    rs->ev = base;
+    rs->prefix = cfg->prefix;
+    rs->buckets = (int)cfg->buckets;
+    rs->add_bucket = (int)(random() % (rs->buckets > 0 ? rs->buckets : 1));
+    rs->flush_ev = event_new(base, -1, EV_READ, rs_add_flush_cb, rs);
+    log_assert(rs->flush_ev);
+    if (!(rs->rc = rc_create(base, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms,
+                             STARTUP_WAIT_MS, err, errlen)) ||
+        rs_init(rs, scripts_dir, err, errlen) != 0) {
+        rs_free(&rs->base);
+        return NULL;
+    }
+    return &rs->base;
+}
