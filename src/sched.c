@@ -35,7 +35,8 @@ struct sched {
     struct event_base *base;
     store *s;
     const config *cfg;
-    dispatch *d;
+    sched_submit_fn *submit;  /* hands a fired job to the callers */
+    void *submit_priv;
     wheel *w;
     struct event *tick_ev;
     struct event *wheel_ev;
@@ -120,7 +121,7 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
     sched_unhold(sc, j);
     sc->calling++;
     sc->fired++;
-    dispatch_submit(sc->d, j);
+    sc->submit(j, sc->submit_priv);
 }
 
 static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
@@ -440,7 +441,16 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     return sc;
 }
 
-void sched_set_dispatch(sched *sc, dispatch *d) { sc->d = d; }
+void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv)
+{
+    sc->submit = fn;
+    sc->submit_priv = priv;
+}
+
+void sched_poll(sched *sc)
+{
+    sched_wheel_cb(-1, 0, sc);
+}
 
 void sched_start(sched *sc)
 {

@@ -29,9 +29,10 @@ typedef struct sched sched;
 sched *sched_create(struct event_base *base, store *s, const config *cfg, char *err,
                     size_t errlen);
 
-/* The pool the scheduler submits to (created by the caller, whose done
- * callback must call sched_on_done for the scheduler's jobs). */
-void sched_set_dispatch(sched *sc, dispatch *d);
+/* Where fired jobs go (the dispatch pool, in tickd); each comes back through
+ * sched_on_done once its attempt ended. */
+typedef void sched_submit_fn(job *j, void *priv);
+void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv);
 void sched_on_done(sched *sc, job *j);
 
 /* Start ticking. */
@@ -53,5 +54,8 @@ int sched_idle(const sched *sc);
 void sched_stats(const sched *sc, cJSON *obj);
 
 void sched_free(sched *sc);
+
+/* For tests on a fake clock: fire what is due by the store's clock now. */
+void sched_poll(sched *sc);
 
 #endif

@@ -62,6 +62,11 @@ static void tickd_done(job *j, void *priv)
     sched_on_done(((tickd *)priv)->sc, j);
 }
 
+static void tickd_submit(job *j, void *priv)
+{
+    dispatch_submit(((tickd *)priv)->d, j);
+}
+
 static void tickd_stats(void *priv, cJSON *obj)
 {
     tickd *t = priv;
@@ -267,7 +272,7 @@ int main(int argc, char **argv)
         goto done;
     }
     dispatch_set_edge(t.d, &t.np, t.keys);
-    sched_set_dispatch(t.sc, t.d);
+    sched_set_submit(t.sc, tickd_submit, &t);
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
                            t.cfg.api_token, t.st, tickd_stats, &t, err, sizeof(err)))) {
         log_error("%s", err);

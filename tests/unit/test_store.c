@@ -1,0 +1,477 @@
+/* test_store.c -- one suite, run on both stores of store.h: the memory store
+ * and the Redis store against a real redis-server that the suite starts on
+ * a free port in a temp dir (skipped, with a message, when redis-server is
+ * not installed). Both must give the same answers: this is the contract the
+ * scheduler and the API rely on. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "util.h"
+
+typedef struct fixture {
+    struct event_base *base;
+    config cfg;
+    store *s;
+    int answers;                 /* callbacks run */
+    /* the last answer */
+    store_status st;
+    char id[TASK_ID_MAX], state[512], spec[512], detail[256];
+    int ok;
+    int64_t wm;
+    store_claim claim;
+    store_lease leases[16];
+    char lease_ids[16][TASK_ID_MAX];
+    int settled;
+    int added_bucket;
+    int64_t added_due;
+    int64_t t0;                  /* the store's time at setup */
+} fixture;
+
+static pid_t redis_pid;
+static int redis_port;
+static char redis_dir[64];
+
+/* ---- a real redis-server ------------------------------------------------ */
+
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int redis_up(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)redis_port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+static int redis_start(void)
+{
+    char port[16];
+    if (system("command -v redis-server >/dev/null 2>&1") != 0) return -1;
+    snprintf(redis_dir, sizeof(redis_dir), "/tmp/tickd-test-store-XXXXXX");
+    if (!mkdtemp(redis_dir) || (redis_port = free_port()) < 0) return -1;
+    snprintf(port, sizeof(port), "%d", redis_port);
+    redis_pid = fork();
+    if (redis_pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", redis_dir, "--loglevel", "warning",
+               (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        if (redis_up()) return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
+static void redis_stop(void)
+{
+    char cmd[128];
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGTERM);
+        waitpid(redis_pid, NULL, 0);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", redis_dir);
+    if (redis_dir[0] && system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", redis_dir);
+}
+
+/* ---- fixture ----------------------------------------------------------- */
+
+static void on_added(int bucket, int64_t due_ms, void *priv)
+{
+    fixture *f = priv;
+    f->added_bucket = bucket;
+    f->added_due = due_ms;
+}
+
+static int setup(void **state, int redis)
+{
+    static int n;
+    fixture *f = xcalloc(1, sizeof(*f));
+    char err[256];
+    f->base = event_base_new();
+    config_defaults(&f->cfg);
+    f->cfg.buckets = 1;
+    f->cfg.lease_margin_ms = 20;
+    f->cfg.retention_ms = 60000;
+    snprintf(f->cfg.prefix, sizeof(f->cfg.prefix), "t%d", ++n); /* a fresh keyspace */
+    if (redis) {
+        if (!redis_port) {
+            skip();
+        }
+        snprintf(f->cfg.nodes, sizeof(f->cfg.nodes), "127.0.0.1:%d", redis_port);
+        f->s = store_redis_create(f->base, &f->cfg, "lua", err, sizeof(err));
+        if (!f->s) fail_msg("redis store: %s", err);
+    } else {
+        f->s = store_memory_create(f->base, &f->cfg);
+    }
+    f->added_bucket = -1;
+    f->t0 = store_now_ms(f->s);
+    store_listen(f->s, on_added, f);
+    *state = f;
+    return 0;
+}
+
+static int setup_memory(void **state) { return setup(state, 0); }
+static int setup_redis(void **state) { return setup(state, 1); }
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    store_close(f->s);
+    store_free(f->s);
+    event_base_free(f->base);
+    free(f);
+    return 0;
+}
+
+/* Run the loop until `n` more answers came (or 5 s passed: a failure). */
+static void wait_answers(fixture *f, int n)
+{
+    int want = f->answers + n;
+    int64_t end = util_mono_ms() + 5000;
+    while (f->answers < want) {
+        assert_true(util_mono_ms() < end);
+        event_base_loop(f->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (f->answers < want) usleep(200);
+    }
+}
+
+static void add_cb(store_status st, const char *id, const char *state, const char *err,
+                   void *priv)
+{
+    fixture *f = priv;
+    (void)err;
+    f->st = st;
+    snprintf(f->id, sizeof(f->id), "%s", id ? id : "");
+    snprintf(f->state, sizeof(f->state), "%s", state ? state : "");
+    f->answers++;
+}
+
+static void get_cb(store_status st, const char *spec, const char *state, const char *err,
+                   void *priv)
+{
+    fixture *f = priv;
+    (void)err;
+    f->st = st;
+    snprintf(f->spec, sizeof(f->spec), "%s", spec ? spec : "");
+    snprintf(f->state, sizeof(f->state), "%s", state ? state : "");
+    f->answers++;
+}
+
+static void cancel_cb(store_status st, const char *detail, void *priv)
+{
+    fixture *f = priv;
+    f->st = st;
+    snprintf(f->detail, sizeof(f->detail), "%s", detail ? detail : "");
+    f->answers++;
+}
+
+static void health_cb(int ok, const char *err, void *priv)
+{
+    fixture *f = priv;
+    (void)err;
+    f->ok = ok;
+    f->answers++;
+}
+
+static void claim_cb(const store_claim *res, void *priv)
+{
+    fixture *f = priv;
+    f->claim = *res;
+    assert_true(res->n <= 16);
+    for (int i = 0; i < res->n; i++) {
+        f->leases[i] = res->leases[i];
+        snprintf(f->lease_ids[i], sizeof(f->lease_ids[i]), "%s", res->leases[i].id);
+        f->leases[i].id = f->lease_ids[i];
+        free(res->leases[i].spec); /* the callback owns it */
+        f->leases[i].spec = NULL;
+    }
+    f->answers++;
+}
+
+static void settled_cb(void *owner, const char *err, void *priv)
+{
+    fixture *f = priv;
+    (void)owner;
+    assert_null(err);
+    f->settled++;
+    f->answers++;
+}
+
+static void wm_cb(int64_t minute, const char *err, void *priv)
+{
+    fixture *f = priv;
+    assert_null(err);
+    f->wm = minute;
+    f->answers++;
+}
+
+/* Add a task with `key`, due `delay_ms` after setup; its id into f->id. */
+static void add(fixture *f, const char *key, int64_t delay_ms, int64_t timeout_ms)
+{
+    task_input t = {0};
+    snprintf(t.key, sizeof(t.key), "%s", key);
+    t.execute_at_ms = t.due_ms = f->t0 + delay_ms;
+    t.timeout_ms = timeout_ms;
+    t.max_attempts = 3;
+    t.spec = (char *)"{\"callback_url\":\"http://127.0.0.1:1/\"}";
+    int before = f->answers;
+    store_add(f->s, &t, add_cb, f);
+    assert_int_equal(f->answers, before); /* never answered inside the call */
+    wait_answers(f, 1);
+}
+
+static const char *status_of(fixture *f, const char *id)
+{
+    static char s[32];
+    store_get(f->s, id, get_cb, f);
+    wait_answers(f, 1);
+    if (f->st != ST_OK) return "none";
+    const char *p = strstr(f->state, "\"s\":\"");
+    assert_non_null(p);
+    snprintf(s, sizeof(s), "%.*s", (int)strcspn(p + 5, "\""), p + 5);
+    return s;
+}
+
+static void claim_now(fixture *f, int limit)
+{
+    store_claim_slice(f->s, 0, store_now_ms(f->s) / 60000, limit, claim_cb, f);
+    wait_answers(f, 1);
+    assert_null(f->claim.err);
+}
+
+static void settle(fixture *f, const char *id, store_outcome o, int attempt, int64_t due_ms)
+{
+    char slice[TASK_SLICE_MAX];
+    snprintf(slice, sizeof(slice), "%.*s", (int)(strchr(strchr(id, '.') + 1, '.') - id), id);
+    store_attempt a = {.id = id, .src = slice, .outcome = o, .attempt = attempt,
+                       .status_code = o == OUT_OK ? 0 : 500, .err = o == OUT_OK ? "" : "HTTP 500",
+                       .due_ms = due_ms, .timeout_ms = 1000, .owner = f};
+    store_settle(f->s, &a, 1, settled_cb, f);
+    wait_answers(f, 1);
+}
+
+/* ---- the suite --------------------------------------------------------- */
+
+static void test_add_get_idempotent(void **state)
+{
+    fixture *f = *state;
+    add(f, "a1", 60000, 1000);
+    assert_int_equal(f->st, ST_OK);
+    assert_int_equal(f->added_bucket, 0);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->id);
+    assert_non_null(strstr(f->state, "\"s\":\"scheduled\""));
+    add(f, "a1", 60000, 1000);
+    assert_int_equal(f->st, ST_EXISTS);
+    assert_string_equal(f->id, id);
+    store_get(f->s, id, get_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    assert_string_equal(f->spec, "{\"callback_url\":\"http://127.0.0.1:1/\"}");
+    store_get(f->s, "202611220000.0.1.nokey", get_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_NOTFOUND);
+    store_get(f->s, "garbage", get_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_NOTFOUND);
+    store_health(f->s, health_cb, f);
+    wait_answers(f, 1);
+    assert_true(f->ok);
+}
+
+static void test_cancel(void **state)
+{
+    fixture *f = *state;
+    add(f, "c1", 60000, 1000);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->id);
+    store_cancel(f->s, id, cancel_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    store_cancel(f->s, id, cancel_cb, f); /* twice is fine */
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    assert_string_equal(status_of(f, id), "cancelled");
+    store_cancel(f->s, "202611220000.0.1.nokey", cancel_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_NOTFOUND);
+}
+
+static void test_claim_settle_ok(void **state)
+{
+    fixture *f = *state;
+    add(f, "k1", 0, 1000);
+    add(f, "k2", -10, 1000);
+    add(f, "far", 10 * 60000, 1000); /* another slice */
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 2);
+    assert_int_equal(f->claim.taken, 2);
+    assert_int_equal(f->claim.due_left, 0);
+    assert_int_equal(f->claim.run_left, 2);
+    /* oldest first */
+    assert_true(f->leases[0].due_ms <= f->leases[1].due_ms);
+    assert_int_equal(f->leases[0].attempt, 1);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->lease_ids[0]);
+    assert_string_equal(status_of(f, id), "running");
+    /* a running task cannot be cancelled */
+    store_cancel(f->s, id, cancel_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_CONFLICT);
+    assert_string_equal(f->detail, "running");
+    settle(f, id, OUT_OK, 1, 0);
+    assert_string_equal(status_of(f, id), "succeeded");
+    assert_non_null(strstr(f->state, "\"a\":1"));
+    /* a duplicate outcome changes nothing */
+    settle(f, id, OUT_FAIL, 1, 0);
+    assert_string_equal(status_of(f, id), "succeeded");
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 0);
+    assert_int_equal(f->claim.run_left, 1);
+}
+
+static void test_retry_and_release(void **state)
+{
+    fixture *f = *state;
+    add(f, "r1", 0, 1000);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->lease_ids[0]);
+    int64_t next = store_now_ms(f->s) + 100;
+    settle(f, id, OUT_RETRY, 1, next);
+    assert_string_equal(status_of(f, id), "scheduled");
+    assert_non_null(strstr(f->state, "\"code\":500"));
+    assert_non_null(strstr(f->state, "HTTP 500"));
+    /* the retry is claimed from the slice of its due time, as attempt 2 */
+    store_claim_slice(f->s, 0, next / 60000, 10, claim_cb, f);
+    wait_answers(f, 1);
+    assert_null(f->claim.err);
+    assert_int_equal(f->claim.n, 1);
+    assert_string_equal(f->lease_ids[0], id);
+    assert_int_equal(f->leases[0].attempt, 2);
+    assert_int_equal(f->leases[0].due_ms, next);
+    /* handed back unfired: due again, the same attempt */
+    char src[TASK_SLICE_MAX];
+    task_slice_name(next, 0, src);
+    store_attempt a = {.id = id, .src = src, .outcome = OUT_RELEASE, .attempt = 2, .err = "",
+                       .due_ms = next, .owner = f};
+    store_settle(f->s, &a, 1, settled_cb, f);
+    wait_answers(f, 1);
+    assert_string_equal(status_of(f, id), "scheduled");
+    store_claim_slice(f->s, 0, next / 60000, 10, claim_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->claim.n, 1);
+    assert_int_equal(f->leases[0].attempt, 2);
+}
+
+static void test_lease_expiry(void **state)
+{
+    fixture *f = *state;
+    add(f, "e1", 0, 1); /* timeout 1 ms + margin 20 ms */
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 0); /* still leased */
+    usleep(60 * 1000);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1); /* its holder died: claimed again */
+    assert_int_equal(f->leases[0].attempt, 1);
+}
+
+static void test_cancelled_is_not_claimed(void **state)
+{
+    fixture *f = *state;
+    add(f, "x1", 0, 1000);
+    store_cancel(f->s, f->id, cancel_cb, f);
+    wait_answers(f, 1);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 0);
+    assert_int_equal(f->claim.due_left, 0);
+}
+
+static void test_claim_limit(void **state)
+{
+    fixture *f = *state;
+    char key[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof(key), "l%d", i);
+        add(f, key, -i, 1000);
+    }
+    claim_now(f, 3);
+    assert_int_equal(f->claim.n, 3);
+    assert_int_equal(f->claim.taken, 3);
+    assert_int_equal(f->claim.due_left, 2);
+    claim_now(f, 3);
+    assert_int_equal(f->claim.n, 2);
+}
+
+static void test_watermarks(void **state)
+{
+    fixture *f = *state;
+    char err[256];
+    assert_int_equal(store_wm_init(f->s, 1000, err, sizeof(err)), 0);
+    assert_int_equal(store_wm_init(f->s, 5, err, sizeof(err)), 0); /* kept */
+    store_wm_get(f->s, 0, wm_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->wm, 1000);
+    store_wm_advance(f->s, 0, 1000, 1003, wm_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->wm, 1003);
+    /* from a stale read: nothing moves */
+    store_wm_advance(f->s, 0, 1000, 1010, wm_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->wm, 1003);
+    /* never backwards */
+    store_wm_advance(f->s, 0, 1003, 1001, wm_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->wm, 1003);
+}
+
+#define BOTH(t) cmocka_unit_test_setup_teardown(t, setup_memory, teardown), \
+                cmocka_unit_test_setup_teardown(t, setup_redis, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        BOTH(test_add_get_idempotent), BOTH(test_cancel), BOTH(test_claim_settle_ok),
+        BOTH(test_retry_and_release), BOTH(test_lease_expiry),
+        BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
+    };
+    if (redis_start() != 0) {
+        fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");
+        redis_port = 0;
+    }
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    redis_stop();
+    return failed;
+}
