@@ -215,7 +215,8 @@ void config_defaults(config *c)
     char err[256];
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < NKEYS; i++)
-        if (config_apply(c, &keys[i], keys[i].def, err, sizeof(err)) != 0) abort();
+        if (config_apply(c, &keys[i], keys[i].def, err, sizeof(err)) != 0)
+            log_panic("default of %s.%s: %s", keys[i].section, keys[i].name, err);
 }
 
 int config_set(config *c, const char *section, const char *key,

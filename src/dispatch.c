@@ -182,14 +182,8 @@ static void xfer_free(xfer *x)
     free(x);
 }
 
-static int64_t dispatch_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void worker_h1_done(void *priv, long status, const char *err, int flags);
+
 
 /* Start x (in curl or the built-in client), or queue it behind its host's
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
@@ -204,7 +198,7 @@ static void worker_start(worker *w, xfer *x)
         x->hq->tail = x;
         return;
     }
-    int64_t left = x->j->timeout_ms - (dispatch_mono_ms() - x->queued_ms);
+    int64_t left = x->j->timeout_ms - (util_mono_ms() - x->queued_ms);
     if (left <= 0) {
         job *j = x->j;
         snprintf(j->err, sizeof(j->err),
@@ -262,7 +256,7 @@ static void hostq_free(worker *w, hostq *q)
 static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     worker *w = arg;
-    int64_t now = dispatch_mono_ms();
+    int64_t now = util_mono_ms();
     (void)fd, (void)what;
     for (int b = 0; b < HOSTQ_BUCKETS; b++)
         for (hostq **p = &w->hq[b]; *p;) {
@@ -304,7 +298,7 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int loc
     xfer_free(x);
     dispatch_finish(w->d, j);
     hq->active--;
-    hq->used_ms = dispatch_mono_ms();
+    hq->used_ms = util_mono_ms();
     /* the next queued transfer (several, if some had run out of time) */
     while (hq->head && hq->active < w->host_connections) {
         xfer *next = hq->head;
@@ -493,7 +487,7 @@ static struct curl_slist *xfer_curl_headers(const xfer *x)
         char *line = xstrndup(x->hblk + at, (size_t)(eol - (x->hblk + at)));
         struct curl_slist *n = curl_slist_append(l, line);
         free(line);
-        if (!n) abort();
+        log_assert(n);
         l = n;
         at = (size_t)(eol + 2 - x->hblk);
     }
@@ -505,7 +499,7 @@ static struct curl_slist *xfer_curl_headers(const xfer *x)
 static CURL *xfer_easy(int64_t keepalive_ms)
 {
     CURL *e = curl_easy_init();
-    if (!e) abort();
+    log_assert(e);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
@@ -559,7 +553,8 @@ static int xfer_build(xfer *x)
         if (req && cJSON_IsString(req)) {
             x->body = xstrdup(req->valuestring);
         } else if (req) {
-            if (!(x->body = cJSON_PrintUnformatted(req))) abort();
+            x->body = cJSON_PrintUnformatted(req);
+            log_assert(x->body);
             json = 1;
             if (!has_ctype) xfer_header(x, "Content-Type", "application/json");
         } else {
@@ -596,15 +591,18 @@ static int xfer_build(xfer *x)
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
     x->hdrs = xfer_curl_headers(x);
-    if (!(x->hdrs = curl_slist_append(x->hdrs, "Expect:"))) abort();
+    x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+    log_assert(x->hdrs);
     if (get) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL); /* a reused handle's last body */
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL);
     } else {
         /* curl would say x-www-form-urlencoded: the task said nothing */
-        if (!has_ctype && !json && !(x->hdrs = curl_slist_append(x->hdrs, "Content-Type:")))
-            abort();
+        if (!has_ctype && !json) {
+            x->hdrs = curl_slist_append(x->hdrs, "Content-Type:");
+            log_assert(x->hdrs);
+        }
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, strcmp(m, "POST") != 0 ? m : NULL);
@@ -650,7 +648,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
             dispatch_finish(w->d, j);
             continue;
         }
-        x->queued_ms = dispatch_mono_ms();
+        x->queued_ms = util_mono_ms();
         worker_start(w, x);
     }
     if (stop) event_base_loopbreak(w->base);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "h1_answer.h"
+#include "log.h"
 #include "util.h"
 
 #define H1_DNS_TTL_MS 60000     /* as libcurl's DNS cache */
@@ -87,13 +88,6 @@ struct h1_call {
     int cut;                    /* the answer's head came, its body not in time */
     char err[240];
 };
-
-static int64_t h1_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- client and hosts -------------------------------------------------- */
 
@@ -284,7 +278,7 @@ static void call_finish(h1_call *k, long status)
         conn->k = NULL;
         if (status && !k->a.close && conn->len == 0) {
             conn->reused = 1;
-            conn->idle_since_ms = h1_now_ms();
+            conn->idle_since_ms = util_mono_ms();
             conn->next = k->h->idle;
             k->h->idle = conn;
             /* idle: closed when the host closes it (readable) or after
@@ -466,7 +460,7 @@ static int conn_connect(h1_conn *c)
             c->fd = fd;
             c->connecting = 1;
             if (!c->ev) c->ev = event_new(h->c->base, fd, EV_WRITE | EV_PERSIST, conn_ev_cb, c);
-            if (!c->ev) abort();
+            log_assert(c->ev);
             conn_want(c, EV_WRITE, NULL);
             return 0;
         }
@@ -513,7 +507,7 @@ static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
 static void call_connect(h1_call *k)
 {
     h1_host *h = k->h;
-    int64_t now = h1_now_ms();
+    int64_t now = util_mono_ms();
     while (h->idle && !k->retried) {
         h1_conn *c = h->idle;
         h->idle = c->next;
@@ -559,7 +553,7 @@ static void host_resolved(int result, struct evutil_addrinfo *res, void *arg)
         h->alen[h->naddr++] = (socklen_t)a->ai_addrlen;
     }
     if (res) evutil_freeaddrinfo(res);
-    if (result == 0 && h->naddr) h->addr_until_ms = h1_now_ms() + H1_DNS_TTL_MS;
+    if (result == 0 && h->naddr) h->addr_until_ms = util_mono_ms() + H1_DNS_TTL_MS;
     h1_call *list = h->waiting;
     h->waiting = NULL;
     h->waiting_tail = &h->waiting;
@@ -604,7 +598,7 @@ static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
         struct timeval tv = {k->timeout_ms / 1000, (k->timeout_ms % 1000) * 1000};
         evtimer_add(k->tev, &tv);
         h1_host *h = k->h;
-        if (h1_now_ms() < h->addr_until_ms) {
+        if (util_mono_ms() < h->addr_until_ms) {
             call_connect(k);
             return;
         }
@@ -694,7 +688,7 @@ h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const ch
     k->reqlen = (size_t)(p - k->req);
 
     k->tev = evtimer_new(h->c->base, call_timer_cb, k);
-    if (!k->tev) abort();
+    log_assert(k->tev);
     event_active(k->tev, EV_TIMEOUT, 0);
     return k;
 }

@@ -48,7 +48,8 @@ void log_panic_at(const char *file, int line, const char *fmt, ...)
     abort();
 }
 
-void log_warn_limited(log_limit *l, long long now_ms, const char *fmt, ...)
+void log_limited_at(log_limit *l, long long now_ms, const char *file, int line,
+                    const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -59,8 +60,9 @@ void log_warn_limited(log_limit *l, long long now_ms, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (l->quiet) log_warn("%s (and %d more warnings since the last one)", msg, l->quiet);
-    else log_warn("%s", msg);
+    if (log_level > LOG_WARN) return;
+    if (l->quiet) log_write(LOG_WARN, file, line, "%s (and %d more warnings since the last one)", msg, l->quiet);
+    else log_write(LOG_WARN, file, line, "%s", msg);
     l->last_ms = now_ms;
     l->quiet = 0;
 }

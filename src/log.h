@@ -34,7 +34,8 @@ typedef struct log_limit {
     long long last_ms;
     int quiet;
 } log_limit;
-void log_warn_limited(log_limit *l, long long now_ms, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void log_limited_at(log_limit *l, long long now_ms, const char *file, int line,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define log_warn_limited(l, now_ms, ...) log_limited_at(l, now_ms, __FILE__, __LINE__, __VA_ARGS__)
 
 #endif

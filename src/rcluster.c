@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "util.h"
 
 #define RC_SLOTS 16384
 #define RC_MAX_REDIRECTS 5
@@ -80,13 +81,6 @@ typedef struct rc_req {
     int64_t deadline_ms;        /* retry transient failures until then */
     struct event *retry_ev;
 } rc_req;
-
-static int64_t rc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* CRC16-CCITT (XMODEM), as Redis Cluster uses for key slots. */
 static uint16_t rc_crc16(const char *buf, size_t len)
@@ -283,7 +277,7 @@ static void rc_link_connect(rc_link *l)
     ac->data = l;
     l->ac = ac;
     l->up = 0;
-    l->connect_ms = rc_now_ms();
+    l->connect_ms = util_mono_ms();
     redisLibeventAttach(ac, n->c->base);
     redisAsyncSetConnectCallback(ac, rc_on_connect);
     redisAsyncSetDisconnectCallback(ac, rc_on_disconnect);
@@ -316,7 +310,7 @@ static void rc_link_drop(rc_link *l)
 static void rc_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
     rcluster *c = arg;
-    int64_t now = rc_now_ms();
+    int64_t now = util_mono_ms();
     (void)fd, (void)what;
     for (int i = 0; i < c->nnodes; i++) {
         for (int lane = 0; lane < RC_LANES; lane++) {
@@ -384,7 +378,7 @@ static void rc_refresh_cb(redisAsyncContext *ac, void *r, void *priv)
 static void rc_refresh(rcluster *c)
 {
     if (c->refreshing || c->freeing) return;
-    c->refresh_ms = rc_now_ms();
+    c->refresh_ms = util_mono_ms();
     for (int i = 0; i < c->nnodes; i++) {
         rc_node *n = c->nodes[(i + (int)(c->refresh_ms / RC_REFRESH_MS)) % c->nnodes];
         if (n->link[0].up &&
@@ -472,7 +466,7 @@ static void rc_req_retry_cb(evutil_socket_t fd, short what, void *arg)
 static int rc_retry(rc_req *q)
 {
     rcluster *c = q->c;
-    if (c->freeing || rc_now_ms() >= q->deadline_ms) return -1;
+    if (c->freeing || util_mono_ms() >= q->deadline_ms) return -1;
     if (c->cluster) rc_refresh(c);
     int64_t ms = 25LL << (q->tries < 5 ? q->tries : 5);
     q->tries++;
@@ -617,7 +611,7 @@ static void rc_start(rcluster *c, int slot, int node, int lane, rc_reply_fn *cb,
     q->slot = slot;
     q->node = node;
     q->lane = lane;
-    q->deadline_ms = rc_now_ms() + c->timeout_ms;
+    q->deadline_ms = util_mono_ms() + c->timeout_ms;
     rc_send(q, node, 0);
 }
 
@@ -714,7 +708,7 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
     rcluster *c = calloc(1, sizeof(*c));
     char hosts[16][256];
     int ports[16], nseeds = 0;
-    int64_t start = rc_now_ms();
+    int64_t start = util_mono_ms();
     int64_t sleep_ms = 100;
 
     if (!c) {
@@ -800,7 +794,7 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
             }
             goto found;
         }
-        if (rc_now_ms() - start >= wait_ms) goto fail;
+        if (util_mono_ms() - start >= wait_ms) goto fail;
         log_warn("%s; retrying", err);
         struct timespec ts = {0, sleep_ms * 1000000};
         nanosleep(&ts, NULL);
@@ -813,7 +807,7 @@ found:
     c->flush_ev = event_new(base, -1, 0, rc_flush_cb, c);
     struct timeval wt = {0, RC_WATCH_MS * 1000};
     if (!c->watch_ev || !c->flush_ev || event_add(c->watch_ev, &wt) != 0) goto oom;
-    c->refresh_ms = rc_now_ms();
+    c->refresh_ms = util_mono_ms();
     log_info("redis: %s mode, %d node%s", c->cluster ? "cluster" : "single-server", c->nnodes,
              c->nnodes == 1 ? "" : "s");
     return c;

@@ -12,6 +12,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "log.h"
 #include "util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -43,7 +44,7 @@ void task_key_random(char *out)
         while (got < sizeof(pool)) {
             ssize_t n = getrandom(pool + got, sizeof(pool) - got, 0);
             if (n > 0) got += (size_t)n;
-            else if (errno != EINTR) abort(); /* the kernel has no entropy API: unusable */
+            else if (errno != EINTR) log_panic("getrandom: %s", strerror(errno)); /* unusable */
         }
         left = sizeof(pool);
     }
@@ -347,7 +348,7 @@ static void task_buf_str(task_buf *b, const char *s)
 static void task_buf_json(task_buf *b, const cJSON *v)
 {
     char *s = cJSON_PrintUnformatted(v);
-    if (!s) abort();   /* out of memory */
+    log_assert(s); /* out of memory */
     task_buf_add(b, s, strlen(s));
     free(s);
 }
