@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "log.h"
 #include "util.h"
 
 #define HMAC_BLOCK 64   /* SHA-256's block */
@@ -65,7 +66,7 @@ static EVP_MD_CTX *pad_state(const unsigned char *key, size_t klen, unsigned cha
     EVP_MD_CTX *m = EVP_MD_CTX_new();
     if (!m || EVP_DigestInit_ex(m, EVP_sha256(), NULL) != 1 ||
         EVP_DigestUpdate(m, block, sizeof(block)) != 1)
-        abort();
+        log_panic("libcrypto: SHA-256 of a signing key failed");
     OPENSSL_cleanse(block, sizeof(block));
     return m;
 }
@@ -141,7 +142,8 @@ int webhook_keys_count(const webhook_keys *k)
 webhook_ctx *webhook_ctx_new(void)
 {
     webhook_ctx *c = xcalloc(1, sizeof(*c));
-    if (!(c->md = EVP_MD_CTX_new())) abort();
+    c->md = EVP_MD_CTX_new();
+    log_assert(c->md);
     return c;
 }
 
@@ -169,7 +171,7 @@ size_t webhook_sign(const webhook_keys *k, webhook_ctx *c, const char *id, int64
             EVP_MD_CTX_copy_ex(c->md, k->outer[i]) != 1 ||
             EVP_DigestUpdate(c->md, ih, sizeof(ih)) != 1 ||
             EVP_DigestFinal_ex(c->md, mac, NULL) != 1)
-            abort();
+            log_panic("libcrypto: HMAC-SHA256 of a callback failed");
         if (o) out[o++] = ' ';
         memcpy(out + o, "v1,", 3);
         o += 3;

@@ -338,6 +338,24 @@ static void test_retry_timing(void **state)
     assert_true(sched_idle(x->sc));
 }
 
+/* A failure no retry can change (a destination the policy refuses) is
+ * final at its first attempt. */
+static void test_permanent_failure(void **state)
+{
+    fixture *x = *state;
+    lease(x, x->m, x->f.now, "p", 1);
+    sched_kick(x->sc, 0);
+    pump(x, 10);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 1);
+    x->f.fired[0]->permanent = 1;
+    finish(x, 0, 0);
+    pump(x, 20);
+    assert_int_equal(x->f.nsettled, 1);
+    assert_int_equal(x->f.settled[0].outcome, OUT_FAIL);
+    assert_int_equal(x->f.settled[0].attempt, 1);
+}
+
 /* Outcomes that end in the same few ms reach the store as one call. */
 static void test_settles_batched(void **state)
 {
@@ -423,6 +441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failing_slice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_timing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settles_batched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_back_on_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
     };
