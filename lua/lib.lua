@@ -18,7 +18,7 @@
 -- made, due = ms of the next attempt, to = timeout ms, cur = slice of the due
 -- entry when it is not the home slice, code / err = last failure, fin = ms.
 --
--- Changing the schema: bump SCHEMA in src/store.c and the version here; tickd
+-- Changing the schema: bump STORE_SCHEMA in src/store.h and the version here; tickd
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
 -- is: drain (stop adding, let every slice empty), then start the new version.
 
