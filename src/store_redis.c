@@ -257,8 +257,23 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
     else chain_done(c, NULL);
 }
 
+/* An id tickd never made names no slice: nothing to record. Answered from
+ * the loop, as every callback is. */
+static void chain_bad_id_cb(evutil_socket_t fd, short what, void *arg)
+{
+    chain *c = arg;
+    (void)fd, (void)what;
+    log_error("task %s: not an id tickd made (left leased)", c->a[0].id);
+    chain_done(c, "not an id tickd made");
+}
+
 static void chain_run(chain *c)
 {
+    if (c->nsteps == 0) {
+        struct timeval tv = {0, 0};
+        log_assert(event_base_once(c->rs->ev, -1, EV_TIMEOUT, chain_bad_id_cb, c, &tv) == 0);
+        return;
+    }
     step *st = &c->steps[c->at];
     rs_keys k;
     const char *stack[64], **args = st->nargs <= 64 ? stack : xmalloc(sizeof(*args) * (size_t)st->nargs);
@@ -364,7 +379,7 @@ static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn
         char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1], next[TASK_SLICE_MAX] = "";
         int64_t at;
         if (task_id_parse(a->id, home, &at, key) != 0) {
-            cb(a->owner, "not an id tickd made", priv);
+            chain_run(chain_new(rs, a, cb, priv));
             continue;
         }
         int local = strcmp(a->src, home) == 0;

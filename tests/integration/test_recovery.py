@@ -69,6 +69,22 @@ def test_post_while_redis_down_is_503_and_stores_nothing(redis, receiver, tickd_
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="reconnected")
 
 
+def test_stored_but_not_replicated_names_the_id_single_and_batch(redis, receiver, tickd_factory):
+    """wait_replicas with no replica: the write is on the master, unconfirmed.
+    The answer says so (not "not stored") and gives the id, in a batch too."""
+    t = tickd_factory(redis, env={"TICKD_REDIS_WAIT_REPLICAS": "1",
+                                  "TICKD_REDIS_WAIT_TIMEOUT_MS": "50"}).start()
+    task = {"callback_url": receiver.url(), "delay_ms": 600000}
+    code, body = t.request("POST", "/v1/tasks", dict(task, key="one"))
+    assert code == 503 and "not confirmed by 1 replica" in body["error"]["message"], body
+    results = t.batch([dict(task, key="b1"), dict(task, key="b2")])
+    for r in results:
+        assert r["error"]["code"] == "unavailable", r
+        assert "stored on the master but not confirmed" in r["error"]["message"], r
+        assert "not stored" not in r["error"]["message"], r
+        assert t.get(r["id"])[0] == 200  # it was stored
+
+
 def test_sigterm_hands_back_claims_and_exits_0(redis, receiver, tickd_factory):
     t1 = tickd_factory(redis).start()
     slow = t1.post({"callback_url": receiver.url("/slow/800")})
