@@ -32,7 +32,6 @@ struct job {
     wheel_timer timer;          /* waiting for its ms on the fire wheel */
     job *next;                  /* queue link, owned by whoever queues it */
     char id[TASK_ID_MAX];
-    char home[TASK_SLICE_MAX];  /* slice holding the record */
     char src[TASK_SLICE_MAX];   /* slice holding the lease */
     int64_t due_ms;
     int attempt;                /* 1, 2, ... */

@@ -2,11 +2,9 @@
 #include "sched.h"
 
 #include <event2/event.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "log.h"
 #include "util.h"
@@ -242,10 +240,6 @@ static void sched_take(sched *sc, const char *slice, store_lease *l)
     job *j = xcalloc(1, sizeof(*j));
     snprintf(j->id, sizeof(j->id), "%s", l->id);
     snprintf(j->src, sizeof(j->src), "%s", slice);
-    /* the id starts with its home slice: "<slice>.<execute_at>.<key>" */
-    size_t dot = strcspn(j->id, ".");
-    size_t home = dot + (j->id[dot] ? 1 + strcspn(j->id + dot + 1, ".") : 0);
-    snprintf(j->home, sizeof(j->home), "%.*s", (int)home, j->id);
     j->due_ms = l->due_ms;
     j->attempt = l->attempt;
     j->spec = l->spec;
