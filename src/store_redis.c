@@ -66,6 +66,12 @@ static void rs_meta_key(const rstore *rs, char *out)
     snprintf(out, KEY_MAX, "%s:meta", rs->prefix);
 }
 
+/* The route of a command on a slice's node (its hash tag alone). */
+static void rs_route(const char *slice, char *out)
+{
+    snprintf(out, KEY_MAX, "{%s}", slice);
+}
+
 /* The keys `which` of a slice, into k (as argv pointers in kp). */
 typedef struct rs_keys {
     char k[K_COUNT][KEY_MAX];
@@ -846,13 +852,13 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         fresh += !op->exists;
     }
     if (rs->base.cfg->wait_replicas > 0 && fresh) {
-        char route[TASK_SLICE_MAX + 4], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+        char route[KEY_MAX], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
         i = 0;
         for (store_op *op = ops; op; op = op->next, i += 2)
             op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
         util_fmt_int(n, rs->base.cfg->wait_replicas);
         util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
-        snprintf(route, sizeof(route), "{%s}", ops->slice);
+        rs_route(ops->slice, route);
         const char *argv[] = {"WAIT", n, ms};
         rc_command_lane(rs->rc, route, 1, rs_wait_cb, b, 3, argv, NULL);
         return;
