@@ -356,6 +356,27 @@ static void test_permanent_failure(void **state)
     assert_int_equal(x->f.settled[0].attempt, 1);
 }
 
+/* A callback not made for tickd's own reason (out of descriptors) is no
+ * attempt: recorded as a retry in a second or two, the count unchanged. */
+static void test_uncounted_failure(void **state)
+{
+    fixture *x = *state;
+    lease(x, x->m, x->f.now, "u", 2);
+    sched_kick(x->sc, 0);
+    pump(x, 10);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 1);
+    x->f.fired[0]->uncounted = 1;
+    int64_t t = x->f.now;
+    finish(x, 0, 0);
+    pump(x, 20);
+    assert_int_equal(x->f.nsettled, 1);
+    store_attempt *a = &x->f.settled[0];
+    assert_int_equal(a->outcome, OUT_RETRY);
+    assert_int_equal(a->attempt, 1);
+    assert_true(a->due_ms >= t + UNCOUNTED_RETRY_MS && a->due_ms < t + 2 * UNCOUNTED_RETRY_MS);
+}
+
 /* Outcomes that end in the same few ms reach the store as one call. */
 static void test_settles_batched(void **state)
 {
@@ -442,6 +463,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry_timing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settles_batched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_uncounted_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_back_on_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
     };
