@@ -289,7 +289,7 @@ static int task_lossy_number(const cJSON *v, char *path, size_t len, size_t cap,
 {
     if (cJSON_IsNumber(v)) {
         char *s = cJSON_PrintUnformatted(v);
-        if (!s) abort();   /* out of memory */
+        log_assert(s); /* out of memory */
         int lossy = !isfinite(v->valuedouble) || strtod(s, NULL) != v->valuedouble;
         free(s);
         return lossy;
