@@ -189,6 +189,19 @@ h1_host *h1_host_new(h1_client *c, const char *url)
     if (h1_literal(h->name, *a == '[', p, &h->addr[0], &h->alen[0])) {
         h->naddr = 1;
         h->addr_until_ms = INT64_MAX; /* never looked up */
+        if (*a != '[') {
+            /* Host names the address as libcurl sends it: 127.0.0.1, not 0177.1 */
+            char dotted[INET_ADDRSTRLEN], *auth;
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&h->addr[0])->sin_addr, dotted,
+                      sizeof(dotted));
+            size_t dl = strlen(dotted), rest = n - hn;
+            auth = xmalloc(dl + rest + 1);
+            memcpy(auth, dotted, dl);
+            memcpy(auth + dl, a + hn, rest); /* ":port" as written, if any */
+            auth[dl + rest] = '\0';
+            free(h->authority);
+            h->authority = auth;
+        }
     } else if (*a == '[') {
         h1_host_free(h);
         return NULL; /* not an IPv6 address: libcurl says why */

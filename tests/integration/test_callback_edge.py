@@ -115,6 +115,9 @@ def test_numeric_ipv4_forms_reach_127_0_0_1(tickd, raw_servers, kind, host):
     g = final(tickd, t["id"])
     assert g["status"] == "succeeded", (host, g)
     assert len(srv.heads) == 1
+    # and the Host header names the address the same way on both paths
+    hosthdr = [ln for ln in srv.heads[0].split("\r\n") if ln.lower().startswith("host:")][0]
+    assert hosthdr.split(":", 1)[1].strip() == f"127.0.0.1:{srv.port}", hosthdr
 
 
 # ---- answers --------------------------------------------------------------
