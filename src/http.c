@@ -54,7 +54,7 @@ struct hconn {
     size_t in_len, in_cap;
     char *out;
     size_t out_len, out_off, out_cap;
-    int64_t last_ms;                 /* last byte read or written */
+    int64_t last_ms;                 /* last byte read or written (closing: written) */
     int parsed;                      /* req's head parsed, body still coming */
     int pending;                     /* req is with the handler */
     int closing;                     /* close once out is written */
@@ -848,8 +848,10 @@ static void http_read_cb(evutil_socket_t fd, short what, void *arg)
         http_conn_close(c);
         return;
     }
+    /* an answer ends it: drop; what the client sends meanwhile does not
+     * keep the connection (last_ms counts from the last write) */
+    if (c->lingering || c->closing) return;
     c->last_ms = http_now_ms(s);
-    if (c->lingering || c->closing) return;   /* an error answer ends it: drop */
     if (c->pending && c->in_len == c->req.len) {
         /* the first byte read sits under the pending body's NUL: keep it
          * aside as http_run does, for http_reply to put back */

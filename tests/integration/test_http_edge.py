@@ -229,6 +229,26 @@ def test_bare_lf_is_refused_at_once(tickd):
 # ---- bounded resources ---------------------------------------------------
 
 
+def test_a_client_sending_after_an_error_answer_cannot_keep_the_connection(tickd):
+    """After an error answer tickd reads and drops what still comes (so the
+    client sees the answer, not a reset) for a short while only: a client
+    that keeps sending, never reading, loses the connection all the same."""
+    s = connect(tickd)
+    s.sendall(b"GET /healthz HTTP/1.1\nHost: t\n\n")  # bare LF: 400, then close
+    start = time.monotonic()
+    closed = False
+    while time.monotonic() - start < 8:
+        try:
+            s.sendall(b"x" * 100)
+        except OSError:  # reset: tickd closed it
+            closed = True
+            break
+        time.sleep(0.05)
+    s.close()
+    assert closed, "tickd kept a closing connection open while the client kept sending"
+    assert time.monotonic() - start < 5
+
+
 def test_pipelined_flood_never_read_does_not_grow_memory(tickd):
     s = connect(tickd)
     s.setblocking(False)
