@@ -167,7 +167,12 @@ def hostile_pipeline(port):
         if st["s"] is None:
             st["s"] = connect(port)
             st["s"].setblocking(False)
+            st["t0"] = time.time()
             bump("pipeline: connections")
+            bump("pipeline: blocked sends (tickd stopped reading)", 0)
+        with lock:  # how long tickd keeps one never-read connection going
+            k = "pipeline: longest connection held (s)"
+            stats[k] = max(stats.get(k, 0), round(time.time() - st["t0"]))
         try:
             n = st["s"].send(req)
             bump("pipeline: bytes accepted", n)
