@@ -37,6 +37,7 @@ RSS_BOUND_MIB = float(os.environ.get("SOAK_RSS_BOUND_MIB", "64"))
 WARMUP = min(60.0, SECONDS / 4)
 MAX_BODY = 1048576
 HEADER_TIMEOUT_MS, BODY_TIMEOUT_MS = 3000, 5000
+IDLE_TIMEOUT_MS = 20000
 HOST = "127.0.0.1"
 
 stop = threading.Event()
@@ -173,6 +174,15 @@ def hostile_pipeline(port):
         with lock:  # how long tickd keeps one never-read connection going
             k = "pipeline: longest connection held (s)"
             stats[k] = max(stats.get(k, 0), round(time.time() - st["t0"]))
+        # the kernel's socket buffers take answers for a while (up to ~30 s
+        # at this rate), then reading stops, the half head gets its 408, and
+        # idle_ms without a byte written closes it, whatever the client sends
+        held_max = (HEADER_TIMEOUT_MS + IDLE_TIMEOUT_MS) / 1000 + 30
+        if time.time() - st["t0"] > held_max:
+            fail(f"pipeline: a never-read connection held over {held_max:.0f} s")
+            st["s"].close()
+            st["s"] = None
+            return
         try:
             n = st["s"].send(req)
             bump("pipeline: bytes accepted", n)
@@ -429,6 +439,7 @@ def main():
     recv = Receiver()
     hostile = HostileReceiver()
     env = {"TICKD_SERVER_HEADER_TIMEOUT_MS": str(HEADER_TIMEOUT_MS),
+           "TICKD_SERVER_IDLE_TIMEOUT_MS": str(IDLE_TIMEOUT_MS),
            "TICKD_SERVER_BODY_TIMEOUT_MS": str(BODY_TIMEOUT_MS),
            "TICKD_SERVER_MAX_BODY": str(MAX_BODY),
            "ASAN_OPTIONS": os.environ.get(
