@@ -255,6 +255,14 @@ class Tickd:
         return self.stop(signal.SIGKILL)
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
 def percentile(values, p):
     v = sorted(values)
     if not v:

@@ -4,6 +4,7 @@ import socket
 
 import pytest
 
+from harness import rss_kib
 from test_http import connect
 
 
@@ -51,14 +52,6 @@ def test_an_error_after_a_head_request_still_has_content(tickd):
     assert first.startswith(b"HTTP/1.1 404"), data
     assert rest.startswith(b"HTTP/1.1 400"), data
     assert rest.endswith(b"}\n"), rest
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_without_the_token_no_body_is_buffered(redis, tickd_factory):

@@ -5,7 +5,7 @@ import json
 import socket
 import time
 
-from harness import now_ms, wait_for
+from harness import now_ms, rss_kib, wait_for
 from test_http import Reader, connect
 
 TASK = {"callback_url": "http://127.0.0.1:9/x", "execute_at": now_ms() + 3600000}
@@ -38,14 +38,6 @@ def refused(tickd, wire, code=400, words=None):
     assert headers["connection"] == "close" and r.closed(), wire[:120]
     s.close()
     assert tickd.request("GET", "/healthz")[0] == 200
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 # ---- never crash ---------------------------------------------------------

@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import Receiver, Redis, Tickd, percentile, wait_for  # noqa: E402
+from harness import Receiver, Redis, Tickd, percentile, rss_kib, wait_for  # noqa: E402
 
 SECONDS = int(os.environ.get("SOAK_SECONDS", "600"))
 RATE = float(os.environ.get("SOAK_RATE", "50"))        # normal tasks per second
@@ -415,14 +415,6 @@ def normal_gets(tickd):
             if code != 200:
                 fail(f"a normal GET {path} -> {code} {body}")
     return normal_get
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def pct(v):
