@@ -14,6 +14,9 @@
 --                     earlier slice (the id names that home slice)
 --   P:wm:{b}    STRING minute number of bucket b's oldest undrained slice
 --   P:meta      HASH  schema, buckets
+--   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
+--   P:{sc.b}:snext ZSET  active schedule id -> next run (ms), or its lease's end
+--   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)
 -- State JSON: s = scheduled|running|succeeded|failed|cancelled, a = attempts
 -- made, due = ms of the next attempt, to = timeout ms, cur = slice of the due
 -- entry when it is not the home slice, code / err = last failure, fin = ms.

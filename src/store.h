@@ -88,6 +88,42 @@ typedef void store_wm_fn(int64_t minute, const char *err, void *priv);
 /* A fresh task was stored (the scheduler listens to claim it early). */
 typedef void store_added_fn(int bucket, int64_t due_ms, void *priv);
 
+/* ---- schedules (schedule.h) ----
+ * A schedule is its definition (schedule.h's normalized JSON, opaque here)
+ * and its state, a JSON object:
+ *   st    active | paused | completed
+ *   next  the next run not yet made (ms; -1: none)
+ *   runs  runs made; skipped: missed runs not made (catch_up)
+ *   last, lid   the last run's time and task id
+ *   fut   ids of runs made ahead of their time by the last pass
+ *   v     definition version (PUT adds 1)
+ *   ct    while a runner holds the schedule: its claim's clock (ms)
+ * An active schedule is indexed by `next`, so a claim finds the due ones in
+ * O(log n); a claim leases them (lease_ms) to one runner. */
+typedef struct store_schedule {
+    const char *id;
+    const char *def;
+    const char *state;
+    const char *prev;          /* sch_write: the state before it (NULL: none) */
+} store_schedule;
+typedef void store_sch_fn(store_status st, const store_schedule *sc, const char *err,
+                          void *priv);
+/* n schedules, or err. */
+typedef void store_sch_list_fn(const store_schedule *items, int n, const char *err, void *priv);
+
+typedef enum { SCH_CREATE, SCH_REPLACE, SCH_PAUSE, SCH_RESUME, SCH_DELETE } store_sch_op;
+
+/* What one runner pass made of a schedule it claimed. */
+typedef struct store_sch_pass {
+    int64_t ct, v;             /* the claim's clock and the version it read */
+    int64_t made, skipped;
+    int64_t last_at;           /* made > 0: the last run made */
+    const char *last_id;
+    int64_t next;              /* -1: completed */
+    const char **fut;          /* runs made ahead of their time */
+    int nfut;
+} store_sch_pass;
+
 typedef struct store_type {
     const char *name;
     void (*add)(store *s, const task_input *t, store_add_fn *cb, void *priv);
@@ -108,6 +144,26 @@ typedef struct store_type {
     /* compare-and-set from -> to; answers the watermark after the call */
     void (*wm_advance)(store *s, int bucket, int64_t from, int64_t to, store_wm_fn *cb,
                        void *priv);
+    /* CREATE (id, def, next): ST_OK; ST_EXISTS with the same def, ST_CONFLICT
+     * with another (sc: the stored one). REPLACE (def, next; -1 completes):
+     * runs and history kept, version + 1. PAUSE; RESUME (next); DELETE.
+     * ST_NOTFOUND, or ST_CONFLICT (pause/resume of a completed schedule).
+     * sc: the schedule after the write, prev its state before. */
+    void (*sch_write)(store *s, store_sch_op op, const char *id, const char *def, int64_t next,
+                      store_sch_fn *cb, void *priv);
+    void (*sch_get)(store *s, const char *id, store_sch_fn *cb, void *priv);
+    /* up to `limit` schedules of a bucket with ids after `after` ("" = from
+     * the first), in id order */
+    void (*sch_list)(store *s, int bucket, const char *after, int limit, store_sch_list_fn *cb,
+                     void *priv);
+    /* lease to the caller, for lease_ms, up to `limit` active schedules of a
+     * bucket whose next run is before `until` or whose lease expired */
+    void (*sch_claim)(store *s, int bucket, int64_t until, int limit, int64_t lease_ms,
+                      store_sch_list_fn *cb, void *priv);
+    /* record a pass and end its lease; ST_CONFLICT when the lease was lost
+     * (another runner claimed it since: nothing written) */
+    void (*sch_advance)(store *s, const char *id, const store_sch_pass *a, store_sch_fn *cb,
+                        void *priv);
     int64_t (*now_ms)(const store *s);
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
@@ -169,6 +225,30 @@ static inline void store_wm_advance(store *s, int bucket, int64_t from, int64_t 
                                     store_wm_fn *cb, void *priv)
 {
     s->type->wm_advance(s, bucket, from, to, cb, priv);
+}
+static inline void store_sch_write(store *s, store_sch_op op, const char *id, const char *def,
+                                   int64_t next, store_sch_fn *cb, void *priv)
+{
+    s->type->sch_write(s, op, id, def, next, cb, priv);
+}
+static inline void store_sch_get(store *s, const char *id, store_sch_fn *cb, void *priv)
+{
+    s->type->sch_get(s, id, cb, priv);
+}
+static inline void store_sch_list(store *s, int bucket, const char *after, int limit,
+                                  store_sch_list_fn *cb, void *priv)
+{
+    s->type->sch_list(s, bucket, after, limit, cb, priv);
+}
+static inline void store_sch_claim(store *s, int bucket, int64_t until, int limit,
+                                   int64_t lease_ms, store_sch_list_fn *cb, void *priv)
+{
+    s->type->sch_claim(s, bucket, until, limit, lease_ms, cb, priv);
+}
+static inline void store_sch_advance(store *s, const char *id, const store_sch_pass *a,
+                                     store_sch_fn *cb, void *priv)
+{
+    s->type->sch_advance(s, id, a, cb, priv);
 }
 static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }

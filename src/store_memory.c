@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "schedule.h"
 #include "util.h"
 
 typedef struct mslice mslice;
@@ -59,7 +60,20 @@ typedef struct mstore {
     int64_t *wm;                /* per bucket; -1: none */
     mdefer *defer_head, **defer_tail;
     struct event *defer_ev;
+    struct msch *schedules;
 } mstore;
+
+/* A schedule: its definition and its state object (the keys of store.h);
+ * `at` is its index score, as the Redis store's :snext (-1: not indexed). */
+typedef struct msch {
+    struct msch *next;
+    char *id, *def;
+    int bucket;
+    cJSON *st;
+    int64_t at;
+} msch;
+
+static void ms_sch_free(msch *c);
 
 #define MS(s) container_of(s, mstore, base)
 
@@ -71,7 +85,7 @@ static int64_t ms_now_ms(const store *s)
 
 /* ---- answers, always from the loop ------------------------------------- */
 
-enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM };
+enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM, R_SCH, R_SCHLIST };
 
 struct mdefer {
     mdefer *next;
@@ -80,9 +94,22 @@ struct mdefer {
     char *a, *b;                /* add: id, state; get: spec, state; cancel: detail */
     int64_t v;                  /* wm */
     store_claim claim;
+    store_schedule *items;      /* R_SCH: one; R_SCHLIST: n (strings owned) */
+    int nitems;
     void *owner;
     void *cb, *priv;
 };
+
+static void ms_free_items(mdefer *r)
+{
+    for (int i = 0; i < r->nitems; i++) {
+        free((char *)r->items[i].id);
+        free((char *)r->items[i].def);
+        free((char *)r->items[i].state);
+        free((char *)r->items[i].prev);
+    }
+    free(r->items);
+}
 
 static void ms_defer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -103,8 +130,13 @@ static void ms_defer_cb(evutil_socket_t fd, short what, void *arg)
             free(r->claim.leases);
             break;
         case R_SETTLED: ((store_settled_fn *)r->cb)(r->owner, NULL, r->priv); break;
+        case R_SCH:
+            ((store_sch_fn *)r->cb)(r->st, r->st == ST_NOTFOUND ? NULL : r->items, NULL, r->priv);
+            break;
+        case R_SCHLIST: ((store_sch_list_fn *)r->cb)(r->items, r->nitems, NULL, r->priv); break;
         default: ((store_wm_fn *)r->cb)(r->v, NULL, r->priv);
         }
+        ms_free_items(r);
         free(r->a);
         free(r->b);
         free(r);
@@ -284,7 +316,8 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
     int64_t now = util_realtime_ms();
     ms_expire(m, now);
     /* the Redis store's rule for a given key, so both give the same ids */
-    task_slice_name(task_home_ms(ti->execute_at_ms, now, s->cfg->slice_grace_ms),
+    task_slice_name(task_home_ms(ti->execute_at_ms, ti->home_now_ms ? ti->home_now_ms : now,
+                                 s->cfg->slice_grace_ms),
                     task_bucket(ti->key, (int)s->cfg->buckets), slice);
     task_id_make(slice, ti->execute_at_ms, ti->key, id, sizeof(id));
     mtask *t = ms_find(m, id);
@@ -498,14 +531,263 @@ static void ms_free(store *s)
             for (int i = 0; i < r->claim.n; i++) free(r->claim.leases[i].spec);
             free(r->claim.leases);
         }
+        ms_free_items(r);
         free(r->a);
         free(r->b);
         free(r);
+    }
+    for (msch *c = m->schedules, *n; c; c = n) {
+        n = c->next;
+        ms_sch_free(c);
     }
     free(m->tab);
     free(m->wm);
     event_free(m->defer_ev);
     free(m);
+}
+
+/* ---- schedules: the Redis store's lua/sched.lua, on a list ------------- */
+
+static void ms_sch_free(msch *c)
+{
+    free(c->id);
+    free(c->def);
+    cJSON_Delete(c->st);
+    free(c);
+}
+
+static msch *ms_sch_find(mstore *m, const char *id)
+{
+    for (msch *c = m->schedules; c; c = c->next)
+        if (strcmp(c->id, id) == 0) return c;
+    return NULL;
+}
+
+static int64_t ms_num(const cJSON *o, const char *k, int64_t dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+
+static const char *ms_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void ms_set(cJSON *o, const char *k, cJSON *v)
+{
+    if (cJSON_GetObjectItemCaseSensitive(o, k)) cJSON_ReplaceItemInObjectCaseSensitive(o, k, v);
+    else cJSON_AddItemToObject(o, k, v);
+}
+
+static void ms_setn(cJSON *o, const char *k, int64_t v)
+{
+    ms_set(o, k, cJSON_CreateNumber((double)v));
+}
+
+static void ms_sets(cJSON *o, const char *k, const char *v)
+{
+    ms_set(o, k, cJSON_CreateString(v));
+}
+
+/* Write back: the index follows the state, unless a runner holds it. */
+static void ms_sch_store(msch *c)
+{
+    cJSON *fut = cJSON_GetObjectItemCaseSensitive(c->st, "fut");
+    if (fut && cJSON_GetArraySize(fut) == 0) cJSON_DeleteItemFromObjectCaseSensitive(c->st, "fut");
+    if (cJSON_GetObjectItemCaseSensitive(c->st, "ct")) return;
+    int64_t next = ms_num(c->st, "next", -1);
+    c->at = strcmp(ms_str(c->st, "st"), "active") == 0 && next >= 0 ? next : -1;
+}
+
+static store_schedule ms_sch_copy(const msch *c, const char *prev)
+{
+    return (store_schedule){xstrdup(c->id), xstrdup(c->def), cJSON_PrintUnformatted(c->st),
+                            prev ? xstrdup(prev) : NULL};
+}
+
+static void ms_sch_answer(mstore *m, store_sch_fn *cb, void *priv, store_status st,
+                          const msch *c, const char *prev)
+{
+    mdefer *r = ms_defer(m, R_SCH, (void *)cb, priv);
+    r->st = st;
+    if (c) {
+        r->items = xcalloc(1, sizeof(*r->items));
+        r->items[0] = ms_sch_copy(c, prev);
+        r->nitems = 1;
+    }
+}
+
+static void ms_sch_write(store *s, store_sch_op op, const char *id, const char *def,
+                         int64_t next, store_sch_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    msch *c = ms_sch_find(m, id);
+    if (op == SCH_CREATE) {
+        if (c) {
+            ms_sch_answer(m, cb, priv, strcmp(c->def, def) == 0 ? ST_EXISTS : ST_CONFLICT, c, NULL);
+            return;
+        }
+        const char *key = schedule_id_key(id);
+        c = xcalloc(1, sizeof(*c));
+        c->id = xstrdup(id);
+        c->def = xstrdup(def);
+        c->bucket = key ? task_bucket(key, (int)s->cfg->buckets) : 0;
+        c->st = cJSON_CreateObject();
+        ms_sets(c->st, "st", next >= 0 ? "active" : "completed");
+        ms_setn(c->st, "next", next);
+        ms_setn(c->st, "runs", 0);
+        ms_setn(c->st, "skipped", 0);
+        ms_setn(c->st, "v", 1);
+        c->next = m->schedules;
+        m->schedules = c;
+        ms_sch_store(c);
+        ms_sch_answer(m, cb, priv, ST_OK, c, NULL);
+        return;
+    }
+    if (!c) {
+        ms_sch_answer(m, cb, priv, ST_NOTFOUND, NULL, NULL);
+        return;
+    }
+    char *prev = cJSON_PrintUnformatted(c->st);
+    const char *st = ms_str(c->st, "st");
+    if (op == SCH_DELETE) {
+        msch **pp = &m->schedules;
+        while (*pp != c) pp = &(*pp)->next;
+        *pp = c->next;
+        ms_sch_answer(m, cb, priv, ST_OK, c, prev);
+        ms_sch_free(c);
+        free(prev);
+        return;
+    }
+    if ((op == SCH_PAUSE || op == SCH_RESUME) && strcmp(st, "completed") == 0) {
+        ms_sch_answer(m, cb, priv, ST_CONFLICT, c, prev);
+        free(prev);
+        return;
+    }
+    if (op == SCH_RESUME && strcmp(st, "paused") != 0) {
+        ms_sch_answer(m, cb, priv, ST_OK, c, prev);
+        free(prev);
+        return;
+    }
+    if (op == SCH_REPLACE) {
+        free(c->def);
+        c->def = xstrdup(def);
+        ms_setn(c->st, "next", next);
+        cJSON_DeleteItemFromObjectCaseSensitive(c->st, "fut");
+        if (strcmp(st, "paused") != 0) ms_sets(c->st, "st", next >= 0 ? "active" : "completed");
+    } else if (op == SCH_PAUSE) {
+        ms_sets(c->st, "st", "paused");
+        cJSON_DeleteItemFromObjectCaseSensitive(c->st, "fut");
+    } else {
+        ms_setn(c->st, "next", next);
+        ms_sets(c->st, "st", next >= 0 ? "active" : "completed");
+    }
+    ms_setn(c->st, "v", ms_num(c->st, "v", 0) + 1);
+    ms_sch_store(c);
+    ms_sch_answer(m, cb, priv, ST_OK, c, prev);
+    free(prev);
+}
+
+static void ms_sch_get(store *s, const char *id, store_sch_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    msch *c = ms_sch_find(m, id);
+    ms_sch_answer(m, cb, priv, c ? ST_OK : ST_NOTFOUND, c, NULL);
+}
+
+static int ms_sch_cmp(const void *a, const void *b)
+{
+    return strcmp((*(msch *const *)a)->id, (*(msch *const *)b)->id);
+}
+
+/* The schedules of a bucket, in id order (the memory store is for
+ * development: a list walk is enough). */
+static msch **ms_sch_bucket(mstore *m, int bucket, int *n)
+{
+    int k = 0, cap = 16;
+    msch **v = xmalloc(sizeof(*v) * (size_t)cap);
+    for (msch *c = m->schedules; c; c = c->next) {
+        if (c->bucket != bucket) continue;
+        if (k == cap) v = xrealloc(v, sizeof(*v) * (size_t)(cap *= 2));
+        v[k++] = c;
+    }
+    qsort(v, (size_t)k, sizeof(*v), ms_sch_cmp);
+    *n = k;
+    return v;
+}
+
+static void ms_sch_list(store *s, int bucket, const char *after, int limit,
+                        store_sch_list_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    int n;
+    msch **v = ms_sch_bucket(m, bucket, &n);
+    mdefer *r = ms_defer(m, R_SCHLIST, (void *)cb, priv);
+    r->items = xcalloc((size_t)(limit > 0 ? limit : 1), sizeof(*r->items));
+    for (int i = 0; i < n && r->nitems < limit; i++)
+        if (strcmp(v[i]->id, after) > 0) r->items[r->nitems++] = ms_sch_copy(v[i], NULL);
+    free(v);
+}
+
+static void ms_sch_claim(store *s, int bucket, int64_t until, int limit, int64_t lease_ms,
+                         store_sch_list_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    int64_t now = util_realtime_ms(), keep = schedule_keep_ms(s->cfg->slice_grace_ms);
+    int n;
+    msch **v = ms_sch_bucket(m, bucket, &n);
+    mdefer *r = ms_defer(m, R_SCHLIST, (void *)cb, priv);
+    r->items = xcalloc((size_t)(limit > 0 ? limit : 1), sizeof(*r->items));
+    for (int i = 0; i < n && r->nitems < limit; i++) {
+        msch *c = v[i];
+        if (c->at < 0 || c->at > until) continue;
+        if (strcmp(ms_str(c->st, "st"), "active") != 0) {
+            c->at = -1;
+            continue;
+        }
+        int64_t ct = ms_num(c->st, "ct", -1);
+        if (ct < 0 || now - ct > keep) ms_setn(c->st, "ct", now);
+        c->at = now + lease_ms;
+        r->items[r->nitems++] = ms_sch_copy(c, NULL);
+    }
+    free(v);
+}
+
+static void ms_sch_advance(store *s, const char *id, const store_sch_pass *a,
+                           store_sch_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    msch *c = ms_sch_find(m, id);
+    if (!c) {
+        ms_sch_answer(m, cb, priv, ST_NOTFOUND, NULL, NULL);
+        return;
+    }
+    char *prev = cJSON_PrintUnformatted(c->st);
+    if (ms_num(c->st, "ct", -1) != a->ct) {
+        ms_sch_answer(m, cb, priv, ST_CONFLICT, c, prev);
+        free(prev);
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(c->st, "ct");
+    ms_setn(c->st, "runs", ms_num(c->st, "runs", 0) + a->made);
+    ms_setn(c->st, "skipped", ms_num(c->st, "skipped", 0) + a->skipped);
+    if (a->made > 0) {
+        ms_setn(c->st, "last", a->last_at);
+        ms_sets(c->st, "lid", a->last_id ? a->last_id : "");
+    }
+    cJSON *fut = cJSON_CreateArray();
+    for (int i = 0; i < a->nfut; i++) cJSON_AddItemToArray(fut, cJSON_CreateString(a->fut[i]));
+    ms_set(c->st, "fut", fut);
+    if (ms_num(c->st, "v", 0) == a->v) {
+        ms_setn(c->st, "next", a->next);
+        if (a->next < 0 && strcmp(ms_str(c->st, "st"), "active") == 0)
+            ms_sets(c->st, "st", "completed");
+    }
+    ms_sch_store(c);
+    ms_sch_answer(m, cb, priv, ST_OK, c, prev);
+    free(prev);
 }
 
 static const store_type memory_type = {
@@ -519,6 +801,11 @@ static const store_type memory_type = {
     .wm_init = ms_wm_init,
     .wm_get = ms_wm_get,
     .wm_advance = ms_wm_advance,
+    .sch_write = ms_sch_write,
+    .sch_get = ms_sch_get,
+    .sch_list = ms_sch_list,
+    .sch_claim = ms_sch_claim,
+    .sch_advance = ms_sch_advance,
     .now_ms = ms_now_ms,
     .sync_clock = ms_sync_clock,
     .stats = ms_stats,

@@ -15,15 +15,16 @@
 
 #include "log.h"
 #include "rcluster.h"
+#include "schedule.h"
 #include "util.h"
 
 typedef enum {
     SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
-    SCRIPT_PTR, SCRIPT_WM, SCRIPT_COUNT
+    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_COUNT
 } rs_script;
 
 static const char *script_names[SCRIPT_COUNT] = {
-    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm"};
+    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched"};
 
 /* The five keys of a slice, in the order the scripts take them. */
 enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_COUNT };
@@ -59,6 +60,15 @@ static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
 static void rs_wm_key(const rstore *rs, int bucket, char *out)
 {
     snprintf(out, KEY_MAX, "%s:wm:{%d}", rs->prefix, bucket);
+}
+
+/* The schedules of bucket b: definitions and states, the next-run index, the
+ * listing index. */
+static void rs_sch_keys(const rstore *rs, int bucket, char out[3][KEY_MAX])
+{
+    static const char *suffix[3] = {"sdef", "snext", "sall"};
+    for (int i = 0; i < 3; i++)
+        snprintf(out[i], KEY_MAX, "%s:{sc.%d}:%s", rs->prefix, bucket, suffix[i]);
 }
 
 static void rs_meta_key(const rstore *rs, char *out)
@@ -914,7 +924,8 @@ static void rs_add_send(store_op *op)
 {
     rstore *rs = op->rs;
     const config *cfg = rs->base.cfg;
-    int64_t home = task_home_ms(op->t.execute_at_ms, rs_now_ms(&rs->base), cfg->slice_grace_ms);
+    int64_t now = op->t.home_now_ms ? op->t.home_now_ms : rs_now_ms(&rs->base);
+    int64_t home = task_home_ms(op->t.execute_at_ms, now, cfg->slice_grace_ms);
     int lane = cfg->wait_replicas > 0;
     store_add_batch *b;
 
@@ -1029,6 +1040,145 @@ static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
     util_fmt_int(ret, s->cfg->retention_ms);
     const char *args[] = {id, ret};
     rs_eval(rs, 0, SCRIPT_CANCEL, 2, k.p, 2, args, rs_cancel_cb, op);
+}
+
+/* ---- schedules ---------------------------------------------------------- */
+
+typedef struct sch_op {
+    void *cb, *priv;
+    int list;                  /* answers a list (store_sch_list_fn) */
+    char id[SCHED_ID_MAX];
+} sch_op;
+
+static store_status rs_sch_status(const char *s)
+{
+    if (strcmp(s, "ok") == 0) return ST_OK;
+    if (strcmp(s, "exists") == 0) return ST_EXISTS;
+    if (strcmp(s, "conflict") == 0) return ST_CONFLICT;
+    return ST_NOTFOUND;
+}
+
+static const char *rs_str(const redisReply *r, size_t i)
+{
+    return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str
+                                                                         : NULL;
+}
+
+static void rs_sch_cb(redisReply *r, const char *err, void *priv)
+{
+    sch_op *op = priv;
+    if (op->list) {
+        store_sch_list_fn *cb = (store_sch_list_fn *)op->cb;
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 3) {
+            cb(NULL, 0, rs_err(r, err), op->priv);
+        } else {
+            int n = (int)(r->elements / 3);
+            store_schedule *items = xcalloc((size_t)(n ? n : 1), sizeof(*items));
+            for (int i = 0; i < n; i++)
+                items[i] = (store_schedule){rs_str(r, 3 * (size_t)i), rs_str(r, 3 * (size_t)i + 1),
+                                            rs_str(r, 3 * (size_t)i + 2), NULL};
+            cb(items, n, NULL, op->priv);
+            free(items);
+        }
+    } else {
+        store_sch_fn *cb = (store_sch_fn *)op->cb;
+        const char *status;
+        if (!r || r->type != REDIS_REPLY_ARRAY || !(status = rs_str(r, 0))) {
+            cb(ST_UNAVAILABLE, NULL, rs_err(r, err), op->priv);
+        } else {
+            store_schedule sc = {op->id, rs_str(r, 1), rs_str(r, 2), rs_str(r, 3)};
+            store_status st = rs_sch_status(status);
+            cb(st, st == ST_NOTFOUND ? NULL : &sc, NULL, op->priv);
+        }
+    }
+    free(op);
+}
+
+/* Run the schedules script on a bucket's keys: args after the operation. */
+static void rs_sch_call(rstore *rs, int bucket, const char *id, int list, void *cb, void *priv,
+                        int nargs, const char **args)
+{
+    char keys[3][KEY_MAX];
+    const char *kp[3] = {keys[0], keys[1], keys[2]};
+    sch_op *op = xcalloc(1, sizeof(*op));
+    op->cb = cb;
+    op->priv = priv;
+    op->list = list;
+    snprintf(op->id, sizeof(op->id), "%s", id ? id : "");
+    rs_sch_keys(rs, bucket, keys);
+    rs_eval(rs, 0, SCRIPT_SCHED, 3, kp, nargs, args, rs_sch_cb, op);
+}
+
+/* The bucket of a schedule id; an id tickd never made gets bucket 0, where
+ * it is not found. */
+static int rs_sch_bucket(const rstore *rs, const char *id)
+{
+    const char *key = schedule_id_key(id);
+    return key ? task_bucket(key, rs->buckets) : 0;
+}
+
+static void rs_sch_write(store *s, store_sch_op o, const char *id, const char *def, int64_t next,
+                         store_sch_fn *cb, void *priv)
+{
+    static const char *ops[] = {"create", "replace", "pause", "resume", "delete"};
+    rstore *rs = RS(s);
+    char nx[UTIL_INT_MAX];
+    util_fmt_int(nx, next);
+    const char *args[4] = {ops[o], id, def, nx};
+    int n = 2;
+    if (o == SCH_CREATE || o == SCH_REPLACE) n = 4;
+    else if (o == SCH_RESUME) args[n++] = nx;
+    rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, n, args);
+}
+
+static void rs_sch_get(store *s, const char *id, store_sch_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    const char *args[] = {"get", id};
+    rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, 2, args);
+}
+
+static void rs_sch_list(store *s, int bucket, const char *after, int limit, store_sch_list_fn *cb,
+                        void *priv)
+{
+    char lim[UTIL_INT_MAX];
+    util_fmt_int(lim, limit);
+    const char *args[] = {"list", after, lim};
+    rs_sch_call(RS(s), bucket, NULL, 1, (void *)cb, priv, 3, args);
+}
+
+static void rs_sch_claim(store *s, int bucket, int64_t until, int limit, int64_t lease_ms,
+                         store_sch_list_fn *cb, void *priv)
+{
+    char u[UTIL_INT_MAX], lim[UTIL_INT_MAX], lease[UTIL_INT_MAX], keep[UTIL_INT_MAX];
+    util_fmt_int(u, until);
+    util_fmt_int(lim, limit);
+    util_fmt_int(lease, lease_ms);
+    util_fmt_int(keep, schedule_keep_ms(s->cfg->slice_grace_ms));
+    const char *args[] = {"claim", u, lim, lease, keep};
+    rs_sch_call(RS(s), bucket, NULL, 1, (void *)cb, priv, 5, args);
+}
+
+static void rs_sch_advance(store *s, const char *id, const store_sch_pass *a,
+                           store_sch_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char ct[UTIL_INT_MAX], v[UTIL_INT_MAX], made[UTIL_INT_MAX], skipped[UTIL_INT_MAX];
+    char last[UTIL_INT_MAX], next[UTIL_INT_MAX];
+    util_fmt_int(ct, a->ct);
+    util_fmt_int(v, a->v);
+    util_fmt_int(made, a->made);
+    util_fmt_int(skipped, a->skipped);
+    util_fmt_int(last, a->last_at);
+    util_fmt_int(next, a->next);
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < a->nfut; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(a->fut[i]));
+    char *fut = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    const char *args[] = {"advance", id, ct, v, made, skipped, last,
+                          a->last_id ? a->last_id : "", next, fut};
+    rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, 10, args);
+    free(fut);
 }
 
 /* ---- life -------------------------------------------------------------- */
@@ -1188,6 +1338,11 @@ static const store_type redis_type = {
     .wm_init = rs_wm_init,
     .wm_get = rs_wm_get,
     .wm_advance = rs_wm_advance,
+    .sch_write = rs_sch_write,
+    .sch_get = rs_sch_get,
+    .sch_list = rs_sch_list,
+    .sch_claim = rs_sch_claim,
+    .sch_advance = rs_sch_advance,
     .now_ms = rs_now_ms,
     .sync_clock = rs_sync_clock,
     .stats = rs_stats,

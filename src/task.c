@@ -195,7 +195,7 @@ int64_t task_backoff_ms(int64_t backoff_ms, int attempt, double jitter01)
 }
 
 /* An integer held exactly in a JSON number, in [min, max]. */
-static int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out)
+int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out)
 {
     if (!cJSON_IsNumber(v)) return -1;
     double d = v->valuedouble;
@@ -353,6 +353,22 @@ static void task_buf_json(task_buf *b, const cJSON *v)
     free(s);
 }
 
+int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
+                      size_t errlen)
+{
+    for (const cJSON *e = obj->child; e; e = e->next) {
+        size_t i = 0;
+        while (i < n && strcmp(e->string, fields[i]) != 0) i++;
+        if (i == n) FAIL("%.100s: unknown field", e->string);
+        /* cJSON keeps both and reads the first: ambiguous, so refused */
+        for (const cJSON *d = obj->child; d != e; d = d->next)
+            if (strcmp(d->string, e->string) == 0) FAIL("%.100s: given more than once", e->string);
+    }
+    return 0;
+fail:
+    return -1;
+}
+
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      char *err, size_t errlen)
 {
@@ -365,14 +381,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
 
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(obj)) FAIL("task: must be a JSON object");
-    for (const cJSON *e = obj->child; e; e = e->next) {
-        size_t i = 0;
-        while (i < sizeof(fields) / sizeof(*fields) && strcmp(e->string, fields[i]) != 0) i++;
-        if (i == sizeof(fields) / sizeof(*fields)) FAIL("%.100s: unknown field", e->string);
-        /* cJSON keeps both and reads the first: ambiguous, so refused */
-        for (const cJSON *d = obj->child; d != e; d = d->next)
-            if (strcmp(d->string, e->string) == 0) FAIL("%.100s: given more than once", e->string);
-    }
+    if (task_check_fields(obj, fields, sizeof(fields) / sizeof(*fields), err, errlen) != 0)
+        goto fail;
 
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
         if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))

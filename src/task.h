@@ -35,6 +35,10 @@ typedef struct task_input {
     int64_t timeout_ms;
     int max_attempts;
     char *spec;             /* normalized task JSON, malloc'd; task_input_free */
+    int64_t home_now_ms;    /* 0: the store's clock picks the home slice
+                             * (task_home_ms); else this clock does (a
+                             * schedule's run: its claim's, so that the run
+                             * made again gets the same id) */
 } task_input;
 
 /* A check of a callback URL's host (as libcurl's URL parser gives it) and
@@ -66,6 +70,14 @@ int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen);
 /* Parse an RFC 3339 timestamp ("2026-11-22T05:00:00.250Z", "...+02:00") to
  * Unix ms. Returns 0, or -1 with the reason in err. */
 int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen);
+
+/* Every member of obj is one of fields[0..n), once: 0, or -1 with
+ * "name: unknown field" / "name: given more than once" in err. */
+int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
+                      size_t errlen);
+
+/* An integer held exactly in a JSON number, in [min, max]: 0, else -1. */
+int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out);
 
 /* Bucket of a key: FNV-1a 32 modulo buckets. */
 int task_bucket(const char *key, int buckets);

@@ -25,6 +25,7 @@
 #include "http.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "runner.h"
 #include "sched.h"
 #include "store.h"
 #include "util.h"
@@ -49,6 +50,7 @@ typedef struct tickd {
     struct event_base *base;
     store *st;
     sched *sc;
+    runner *run;
     dispatch *d;
     api *a;
     netpolicy np;               /* where callbacks may connect */
@@ -71,6 +73,7 @@ static void tickd_stats(void *priv, cJSON *obj)
 {
     tickd *t = priv;
     sched_stats(t->sc, obj);
+    if (t->run) runner_stats(t->run, obj);
     if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
 }
 
@@ -93,7 +96,7 @@ static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
         dispatch_free(t->d); /* aborted jobs come back through tickd_done */
         t->d = NULL;
     }
-    int idle = !t->d && api_busy(t->a) == 0 && sched_idle(t->sc);
+    int idle = !t->d && api_busy(t->a) == 0 && sched_idle(t->sc) && runner_idle(t->run);
     /* store calls that cannot complete are not waited for forever */
     if (idle || now >= t->grace_ends_ms + 10000) {
         if (!idle) log_warn("exiting with store calls unanswered");
@@ -113,6 +116,7 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
              (long long)t->cfg.shutdown_grace_ms);
     api_stop_accepting(t->a);
     sched_stop(t->sc);
+    runner_stop(t->run);
     t->grace_ends_ms = util_mono_ms() + t->cfg.shutdown_grace_ms;
     t->stop_ev = event_new(t->base, -1, EV_PERSIST, tickd_stop_poll, t);
     struct timeval tv = {0, 20000};
@@ -273,6 +277,7 @@ int main(int argc, char **argv)
     }
     dispatch_set_edge(t.d, &t.np, t.keys);
     sched_set_submit(t.sc, tickd_submit, &t);
+    t.run = runner_create(t.base, t.st, &t.cfg);
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
                            t.cfg.api_token, t.st, tickd_stats, &t, err, sizeof(err)))) {
         log_error("%s", err);
@@ -292,6 +297,7 @@ int main(int argc, char **argv)
     event_add(t.sig_term, NULL);
     event_add(t.sig_int, NULL);
     sched_start(t.sc);
+    runner_start(t.run);
     char host[256];
     snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t.cfg.listen, ':') - t.cfg.listen),
              t.cfg.listen);
@@ -307,6 +313,7 @@ done:
      * (requests answered 503) */
     if (t.st) store_close(t.st);
     sched_free(t.sc);
+    runner_free(t.run);
     store_free(t.st);
     if (t.a) api_free(t.a);
     if (t.sig_term) event_free(t.sig_term);
