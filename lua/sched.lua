@@ -92,7 +92,15 @@ if op == 'advance' then
   if made > 0 then
     st.last = tonumber(ARGV[7]); st.lid = ARGV[8]
   end
-  st.fut = cjson.decode(ARGV[10])
+  -- runs made ahead and not yet due: earlier passes' that are still ahead,
+  -- and this one's (a run's id holds its time: <slice>.<ms>.<key>)
+  local now, fut = now_ms(), {}
+  for _, f in ipairs(st.fut or {}) do
+    local at = tonumber(string.match(f, '^[^.]*%.[^.]*%.(%d+)%.'))
+    if at and at > now then fut[#fut + 1] = f end
+  end
+  for _, f in ipairs(cjson.decode(ARGV[10])) do fut[#fut + 1] = f end
+  st.fut = fut
   -- a PUT since the claim set its own next
   if st.v == tonumber(ARGV[4]) then
     st.next = tonumber(ARGV[9])

@@ -21,6 +21,8 @@ struct api {
     int busy;
     char **tokens;            /* the accepted tokens; none: the API is open */
     int ntokens;
+    api_schedule_fn *on_schedule;
+    void *on_schedule_priv;
 };
 
 /* One API request waiting for the backend. If its client went away, the
@@ -626,6 +628,11 @@ static void api_sch_written_cb(store_status st, const store_schedule *sc, const 
     switch (st) {
     case ST_OK:
         if (q->op != SCH_CREATE && q->op != SCH_RESUME) api_cancel_ahead(q->r->a, sc->prev);
+        if (q->op != SCH_DELETE && q->op != SCH_PAUSE && q->r->a->on_schedule) {
+            const char *key = schedule_id_key(sc->id);
+            q->r->a->on_schedule(task_bucket(key ? key : "", (int)q->r->a->s->cfg->buckets),
+                                 q->r->a->on_schedule_priv);
+        }
         if (q->op == SCH_DELETE) {
             q->status = 204;
             api_sreq_finish(q, NULL);
@@ -1027,6 +1034,12 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
     }
     if (a->ntokens) http_server_set_gate(a->http, api_gate);
     return a;
+}
+
+void api_on_schedule(api *a, api_schedule_fn *fn, void *priv)
+{
+    a->on_schedule = fn;
+    a->on_schedule_priv = priv;
 }
 
 int api_port(const api *a) { return http_server_port(a->http); }

@@ -26,6 +26,11 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
                 int64_t idle_timeout_ms, const char *token, store *s, api_stats_fn *stats,
                 void *stats_priv, char *err, size_t errlen);
 
+/* Told the bucket of each schedule created, replaced or resumed (the runner
+ * makes its first runs at once rather than at its next tick). */
+typedef void api_schedule_fn(int bucket, void *priv);
+void api_on_schedule(api *a, api_schedule_fn *fn, void *priv);
+
 /* The port actually bound. */
 int api_port(const api *a);
 

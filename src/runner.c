@@ -258,6 +258,11 @@ void runner_start(runner *r)
     event_active(r->tick, EV_TIMEOUT, 0);
 }
 
+void runner_kick(runner *r, int bucket)
+{
+    if (!r->stopping && bucket >= 0 && bucket < (int)r->cfg->buckets) runner_claim(r, bucket);
+}
+
 void runner_stop(runner *r)
 {
     r->stopping = 1;

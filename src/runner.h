@@ -25,6 +25,8 @@ typedef struct runner runner;
 
 runner *runner_create(struct event_base *base, store *s, const config *cfg);
 void runner_start(runner *r);
+/* A schedule of this bucket changed: claim the bucket now. */
+void runner_kick(runner *r, int bucket);
 /* Stop claiming; passes in flight finish. */
 void runner_stop(runner *r);
 /* 1 when no store call of the runner is pending. */

@@ -95,7 +95,7 @@ typedef void store_added_fn(int bucket, int64_t due_ms, void *priv);
  *   next  the next run not yet made (ms; -1: none)
  *   runs  runs made; skipped: missed runs not made (catch_up)
  *   last, lid   the last run's time and task id
- *   fut   ids of runs made ahead of their time by the last pass
+ *   fut   ids of runs made ahead of their time, not yet due
  *   v     definition version (PUT adds 1)
  *   ct    while a runner holds the schedule: its claim's clock (ms)
  * An active schedule is indexed by `next`, so a claim finds the due ones in
@@ -120,7 +120,8 @@ typedef struct store_sch_pass {
     int64_t last_at;           /* made > 0: the last run made */
     const char *last_id;
     int64_t next;              /* -1: completed */
-    const char **fut;          /* runs made ahead of their time */
+    const char **fut;          /* runs made ahead of their time (added to
+                                * those of earlier passes still ahead) */
     int nfut;
 } store_sch_pass;
 

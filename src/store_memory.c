@@ -777,7 +777,16 @@ static void ms_sch_advance(store *s, const char *id, const store_sch_pass *a,
         ms_setn(c->st, "last", a->last_at);
         ms_sets(c->st, "lid", a->last_id ? a->last_id : "");
     }
-    cJSON *fut = cJSON_CreateArray();
+    /* runs made ahead and not yet due: earlier passes' still ahead, and
+     * this one's */
+    cJSON *fut = cJSON_CreateArray(), *e;
+    int64_t now = util_realtime_ms();
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c->st, "fut")) {
+        char sl[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+        int64_t at;
+        if (cJSON_IsString(e) && task_id_parse(e->valuestring, sl, &at, key) == 0 && at > now)
+            cJSON_AddItemToArray(fut, cJSON_CreateString(e->valuestring));
+    }
     for (int i = 0; i < a->nfut; i++) cJSON_AddItemToArray(fut, cJSON_CreateString(a->fut[i]));
     ms_set(c->st, "fut", fut);
     if (ms_num(c->st, "v", 0) == a->v) {

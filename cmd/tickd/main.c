@@ -69,6 +69,11 @@ static void tickd_submit(job *j, void *priv)
     dispatch_submit(((tickd *)priv)->d, j);
 }
 
+static void tickd_schedule_changed(int bucket, void *priv)
+{
+    runner_kick(((tickd *)priv)->run, bucket);
+}
+
 static void tickd_stats(void *priv, cJSON *obj)
 {
     tickd *t = priv;
@@ -283,6 +288,7 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto done;
     }
+    api_on_schedule(t.a, tickd_schedule_changed, &t);
     {
         char lhost[256];
         const char *colon = strrchr(t.cfg.listen, ':');
