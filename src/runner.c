@@ -227,8 +227,10 @@ static void runner_claim(runner *r, int bucket)
     c->bucket = bucket;
     r->claiming[bucket] = 1;
     r->pending++;
+    /* the lease outlasts the claim's reach, or the schedule would be
+     * claimed again while its pass runs */
     store_sch_claim(r->s, bucket, store_now_ms(r->s) + runner_lead_ms(r->cfg), CLAIM_LIMIT,
-                    SCHED_LEASE_MS, runner_claimed_cb, c);
+                    runner_lead_ms(r->cfg) + SCHED_LEASE_MS, runner_claimed_cb, c);
 }
 
 static void runner_tick_cb(evutil_socket_t fd, short what, void *arg)

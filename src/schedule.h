@@ -100,7 +100,7 @@ static inline int64_t schedule_keep_ms(int64_t slice_grace_ms)
 {
     return slice_grace_ms / 2 > 2000 ? slice_grace_ms / 2 - 2000 : 0;
 }
-#define SCHED_LEASE_MS 10000
+#define SCHED_LEASE_MS 10000        /* a pass's lease, beyond the runner's lead */
 
 /* Render one run time as {"at": ms, "time": RFC 3339 in the schedule's zone}. */
 cJSON *schedule_time_json(const schedule_def *d, int64_t at);

@@ -1,6 +1,9 @@
 import pytest
 
-from harness import Receiver, Redis, Tickd
+from harness import Cluster, Receiver, Redis, Tickd
+
+# quicker failure detection for the cluster tests
+FAST = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500", "TICKD_REDIS_TIMEOUT_MS": "1000"}
 
 
 @pytest.fixture
@@ -35,3 +38,15 @@ def tickd_factory(tmp_path):
 @pytest.fixture
 def tickd(redis, tickd_factory):
     return tickd_factory(redis).start()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(str(tmp_path)).start()
+    yield c
+    c.stop()
+
+
+def replicas(factory, cluster, n=3, env=None):
+    """n tickd replicas on the cluster, started."""
+    return [factory(cluster.seeds(), env=dict(FAST, **(env or {}))).start() for _ in range(n)]

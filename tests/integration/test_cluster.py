@@ -8,18 +8,7 @@ import pytest
 
 from harness import Cluster, now_ms, wait_for
 
-FAST = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500", "TICKD_REDIS_TIMEOUT_MS": "1000"}
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(str(tmp_path)).start()
-    yield c
-    c.stop()
-
-
-def replicas(factory, cluster, n=3, env=None):
-    return [factory(cluster.seeds(), env=dict(FAST, **(env or {}))).start() for _ in range(n)]
+from conftest import FAST, replicas
 
 
 def ingest(t, tasks):

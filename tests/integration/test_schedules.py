@@ -13,7 +13,8 @@ import zoneinfo
 
 import pytest
 
-from harness import Cluster, now_ms, wait_for
+from conftest import replicas
+from harness import now_ms, wait_for
 from test_cron_oracle import croner  # noqa: F401  (fixture)
 from test_cron_oracle import croner_next, rule_next
 
@@ -283,14 +284,12 @@ def test_catch_up_after_downtime(redis, tickd_factory, receiver):
     assert s["schedules"]["runs_skipped"] == skipped["latest"] + skipped["none"]
 
 
-FAST = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500", "TICKD_REDIS_TIMEOUT_MS": "1000"}
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(str(tmp_path)).start()
-    yield c
-    c.stop()
+def every_second_on_replicas(factory, cluster, receiver, keys):
+    """Three replicas; an every-second schedule per key, created round-robin."""
+    ts = replicas(factory, cluster)
+    for i, k in enumerate(keys):
+        create(ts[i % 3], {"key": k, "every_ms": 1000, "task": {"callback_url": receiver.url()}})
+    return ts
 
 
 def check_runs(runs, keys, start, end, allow_dup_tasks=()):
@@ -309,10 +308,8 @@ def check_runs(runs, keys, start, end, allow_dup_tasks=()):
 
 
 def test_three_replicas_200_schedules_each_run_once(cluster, tickd_factory, receiver):
-    ts = [tickd_factory(cluster.seeds(), env=FAST).start() for _ in range(3)]
     keys = [f"r{i}" for i in range(200)]
-    for i, k in enumerate(keys):
-        create(ts[i % 3], {"key": k, "every_ms": 1000, "task": {"callback_url": receiver.url()}})
+    ts = every_second_on_replicas(tickd_factory, cluster, receiver, keys)
     start = now_ms() + 2000
     time.sleep(30)
     end = now_ms() - 2000
@@ -330,10 +327,8 @@ def test_three_replicas_200_schedules_each_run_once(cluster, tickd_factory, rece
 
 
 def test_kill9_of_a_replica_loses_no_run(cluster, tickd_factory, receiver):
-    ts = [tickd_factory(cluster.seeds(), env=FAST).start() for _ in range(3)]
     keys = [f"k{i}" for i in range(60)]
-    for i, k in enumerate(keys):
-        create(ts[i % 3], {"key": k, "every_ms": 1000, "task": {"callback_url": receiver.url()}})
+    ts = every_second_on_replicas(tickd_factory, cluster, receiver, keys)
     start = now_ms() + 2000
     time.sleep(6)
     ts[2].kill9()

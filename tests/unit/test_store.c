@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "schedule.h"
 #include "store.h"
 #include "util.h"
 
@@ -40,6 +41,11 @@ typedef struct fixture {
     int added_bucket;
     int64_t added_due;
     int64_t t0;                  /* the store's time at setup */
+    /* schedules: the last answer */
+    char sdef[512], sstate[1024], sprev[1024];
+    int nsched;
+    char sids[8][SCHED_ID_MAX];
+    char sstates[8][1024];
 } fixture;
 
 static pid_t redis_pid;
@@ -457,6 +463,176 @@ static void test_watermarks(void **state)
     assert_int_equal(f->wm, 1003);
 }
 
+/* ---- schedules ---------------------------------------------------------- */
+
+static void sch_cb(store_status st, const store_schedule *sc, const char *err, void *priv)
+{
+    fixture *f = priv;
+    (void)err;
+    f->st = st;
+    snprintf(f->sdef, sizeof(f->sdef), "%s", sc && sc->def ? sc->def : "");
+    snprintf(f->sstate, sizeof(f->sstate), "%s", sc && sc->state ? sc->state : "");
+    snprintf(f->sprev, sizeof(f->sprev), "%s", sc && sc->prev ? sc->prev : "");
+    f->answers++;
+}
+
+static void sch_list_cb(const store_schedule *items, int n, const char *err, void *priv)
+{
+    fixture *f = priv;
+    assert_null(err);
+    assert_true(n <= 8);
+    f->nsched = n;
+    for (int i = 0; i < n; i++) {
+        snprintf(f->sids[i], sizeof(f->sids[i]), "%s", items[i].id);
+        snprintf(f->sstates[i], sizeof(f->sstates[i]), "%s", items[i].state);
+    }
+    f->answers++;
+}
+
+static void sch_write(fixture *f, store_sch_op op, const char *id, const char *def, int64_t next)
+{
+    store_sch_write(f->s, op, id, def, next, sch_cb, f);
+    wait_answers(f, 1);
+}
+
+static int64_t num_of(const char *json, const char *k)
+{
+    cJSON *o = cJSON_Parse(json);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    int64_t n = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -999;
+    cJSON_Delete(o);
+    return n;
+}
+
+static void test_schedule_write_get_list(void **state)
+{
+    fixture *f = *state;
+    int64_t next = f->t0 + 60000;
+    sch_write(f, SCH_CREATE, "sch.b", "{\"d\":1}", next);
+    assert_int_equal(f->st, ST_OK);
+    assert_non_null(strstr(f->sstate, "\"st\":\"active\""));
+    assert_int_equal(num_of(f->sstate, "next"), next);
+    sch_write(f, SCH_CREATE, "sch.b", "{\"d\":1}", next + 1);
+    assert_int_equal(f->st, ST_EXISTS);
+    assert_int_equal(num_of(f->sstate, "next"), next);
+    sch_write(f, SCH_CREATE, "sch.b", "{\"d\":2}", next);
+    assert_int_equal(f->st, ST_CONFLICT);
+    assert_string_equal(f->sdef, "{\"d\":1}");
+    sch_write(f, SCH_CREATE, "sch.a", "{\"d\":3}", next);
+    sch_write(f, SCH_CREATE, "sch.c", "{\"d\":4}", -1);
+    assert_non_null(strstr(f->sstate, "\"st\":\"completed\""));
+
+    store_sch_list(f->s, 0, "", 2, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 2);
+    assert_string_equal(f->sids[0], "sch.a");
+    assert_string_equal(f->sids[1], "sch.b");
+    store_sch_list(f->s, 0, "sch.b", 5, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 1);
+    assert_string_equal(f->sids[0], "sch.c");
+
+    /* replace keeps runs, bumps the version */
+    sch_write(f, SCH_REPLACE, "sch.b", "{\"d\":5}", next + 5);
+    assert_int_equal(f->st, ST_OK);
+    assert_int_equal(num_of(f->sstate, "v"), 2);
+    assert_int_equal(num_of(f->sprev, "v"), 1);
+    store_sch_get(f->s, "sch.b", sch_cb, f);
+    wait_answers(f, 1);
+    assert_string_equal(f->sdef, "{\"d\":5}");
+    sch_write(f, SCH_PAUSE, "sch.b", NULL, -1);
+    assert_non_null(strstr(f->sstate, "\"st\":\"paused\""));
+    sch_write(f, SCH_PAUSE, "sch.c", NULL, -1);
+    assert_int_equal(f->st, ST_CONFLICT);           /* completed */
+    sch_write(f, SCH_RESUME, "sch.b", NULL, next + 9);
+    assert_int_equal(num_of(f->sstate, "next"), next + 9);
+    assert_non_null(strstr(f->sstate, "\"st\":\"active\""));
+    sch_write(f, SCH_DELETE, "sch.b", NULL, -1);
+    assert_int_equal(f->st, ST_OK);
+    store_sch_get(f->s, "sch.b", sch_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_NOTFOUND);
+    sch_write(f, SCH_DELETE, "sch.b", NULL, -1);
+    assert_int_equal(f->st, ST_NOTFOUND);
+}
+
+static void test_schedule_claim_lease_advance(void **state)
+{
+    fixture *f = *state;
+    int64_t now = store_now_ms(f->s);
+    sch_write(f, SCH_CREATE, "sch.due", "{}", now + 1000);
+    sch_write(f, SCH_CREATE, "sch.later", "{}", now + 600000);
+    sch_write(f, SCH_CREATE, "sch.paused", "{}", now);
+    sch_write(f, SCH_PAUSE, "sch.paused", NULL, -1);
+    /* only what is due before `until`, and active */
+    store_sch_claim(f->s, 0, now + 1500, 10, 1600, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 1);
+    assert_string_equal(f->sids[0], "sch.due");
+    int64_t ct = num_of(f->sstates[0], "ct");
+    assert_true(ct >= now);
+    /* leased (a lease is longer than the claim's reach): not claimed again
+     * while the lease runs */
+    store_sch_claim(f->s, 0, now + 1500, 10, 1600, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 0);
+    /* the lease expires: claimed again with the same clock (kept while
+     * the runs it homed can still get the same ids) */
+    usleep(1700 * 1000);
+    store_sch_claim(f->s, 0, store_now_ms(f->s) + 1500, 10, 1600, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 1);
+    assert_int_equal(num_of(f->sstates[0], "ct"), ct);
+    /* advance records the pass and ends the lease */
+    const char *fut[] = {"202611220000.0.4102444800000.s:due:1"};
+    store_sch_pass p = {.ct = ct, .v = 1, .made = 2, .skipped = 1, .last_at = now + 1000,
+                        .last_id = "x1", .next = now + 120000, .fut = fut, .nfut = 1};
+    store_sch_advance(f->s, "sch.due", &p, sch_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    assert_int_equal(num_of(f->sstate, "runs"), 2);
+    assert_int_equal(num_of(f->sstate, "skipped"), 1);
+    assert_int_equal(num_of(f->sstate, "next"), now + 120000);
+    assert_int_equal(num_of(f->sstate, "ct"), -999);
+    assert_non_null(strstr(f->sstate, fut[0]));
+    /* a stale lease's advance is refused */
+    store_sch_advance(f->s, "sch.due", &p, sch_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_CONFLICT);
+    /* next is indexed: claimed when due */
+    store_sch_claim(f->s, 0, now + 119000, 10, 300, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 0);
+    store_sch_claim(f->s, 0, now + 121000, 10, 300, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 1);
+    /* a PUT during the pass: the advance records the runs, keeps PUT's next */
+    ct = num_of(f->sstates[0], "ct");
+    sch_write(f, SCH_REPLACE, "sch.due", "{\"new\":1}", now + 777000);
+    p.ct = ct;
+    p.next = -1;
+    store_sch_advance(f->s, "sch.due", &p, sch_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    assert_int_equal(num_of(f->sstate, "runs"), 4);
+    assert_int_equal(num_of(f->sstate, "next"), now + 777000);
+    assert_non_null(strstr(f->sstate, "\"st\":\"active\""));
+    /* the last run made: completed, and no longer claimed */
+    store_sch_claim(f->s, 0, now + 800000, 10, 300, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 2); /* sch.due and sch.later */
+    for (int i = 0; i < 2; i++) {
+        store_sch_pass q = {.ct = num_of(f->sstates[i], "ct"), .v = num_of(f->sstates[i], "v"),
+                            .next = -1};
+        store_sch_advance(f->s, f->sids[i], &q, sch_cb, f);
+        wait_answers(f, 1);
+        assert_non_null(strstr(f->sstate, "\"st\":\"completed\""));
+    }
+    store_sch_claim(f->s, 0, now + 10000000, 10, 300, sch_list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nsched, 0);
+}
+
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup_memory, teardown), \
                 cmocka_unit_test_setup_teardown(t, setup_redis, teardown)
 
@@ -466,6 +642,7 @@ int main(void)
         BOTH(test_add_get_idempotent), BOTH(test_cancel), BOTH(test_claim_settle_ok),
         BOTH(test_retry_and_release), BOTH(test_lease_expiry),
         BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
+        BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
     };
     if (redis_start() != 0) {
         fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");
