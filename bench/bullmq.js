@@ -11,6 +11,9 @@
 //                           (--at MS | --delay MS) --cb URL [--req-bytes B]
 //   node bullmq.js worker   --redis H:P --conc 200                   run until SIGTERM
 //   node bullmq.js steady   --redis H:P --cb URL --secs 15 --batch 100 --every 50 --ahead 2000
+//   node bullmq.js schedulers --redis H:P --cb URL --n N [--conc 64] [--req-bytes B]
+//                           upsertJobScheduler sb0..sbN-1, every 60000 ms (BullMQ's
+//                           recurring jobs; each also makes its next job at once)
 //
 // The worker POSTs job.data.req to job.data.url through a keep-alive agent,
 // with headers x-due (the job's due time, ms) and x-job-id.
@@ -188,6 +191,25 @@ async function modeSteady() {
   });
 }
 
-const modes = { add: modeAdd, addbulk: modeAddBulk, insert: modeInsert, worker: modeWorker, steady: modeSteady };
+async function modeSchedulers() {
+  const n = num('n', 0), conc = num('conc', 64), reqBytes = num('req-bytes', 0);
+  const cb = args.cb || 'http://127.0.0.1:9/cb';
+  if (!n) die('--n is required');
+  return withQueue(async (q) => {
+    const t0 = Date.now();
+    let next = 0;
+    const loop = async () => {
+      while (next < n) {
+        const i = next++;
+        await q.upsertJobScheduler(`sb${i}`, { every: 60000 },
+          { name: 'cb', data: jobData(cb, 0, reqBytes), opts: JOB_OPTS });
+      }
+    };
+    await Promise.all(Array.from({ length: conc }, loop));
+    out({ mode: 'schedulers', schedulers: n, ms: Date.now() - t0 });
+  });
+}
+
+const modes = { schedulers: modeSchedulers, add: modeAdd, addbulk: modeAddBulk, insert: modeInsert, worker: modeWorker, steady: modeSteady };
 if (!modes[mode]) die(`unknown mode; one of ${Object.keys(modes).join(', ')}`);
 modes[mode]().catch((e) => die(e.stack || e.message));

@@ -501,6 +501,45 @@ wl_memory() {
   flush
 }
 
+SCHED_N=${SCHED_N:-100000}
+wl_schedules() {
+  local before after r start since created
+  log "schedules: tickd, $SCHED_N schedules every minute (every_ms 60000), their runs evenly over one minute"
+  tickd_start
+  sleep 0.5
+  before=$(used_memory)
+  start=$(($(now_ms) + 20000))
+  r=$(timeout 120 node "$BENCH/tickd_load.js" schedules --url "$TURL" --cb "$CB/cb" --n "$SCHED_N" \
+    --conc 64 --req-bytes 200 --spread ms --start "$start")
+  log "created: $r"
+  created=$(jq -r .end <<<"$r")
+  ((created < start - 4000)) || { log "creating took too long: runs began before it ended"; return 1; }
+  after=$(used_memory)
+  put sched_mem_tickd "$(((after - before) / SCHED_N))"
+  rreset
+  # one whole minute of runs, every schedule once, then its tail
+  sleep $(((start + 60000 - $(now_ms)) / 1000 + 3))
+  since=$start
+  r=$(curl -sf "$CB/stats?since=$since")
+  log "receiver: $(jq -c '{count, dups, p50, p99, max}' <<<"$r"); tickd: $(curl -sf "$TURL/v1/stats" | jq -c .schedules)"
+  put sched_count_tickd "$(jq -r .count <<<"$r")"
+  put sched_dups_tickd "$(jq -r .dups <<<"$r")"
+  put sched_p50_tickd "$(jq -r .p50 <<<"$r")"
+  put sched_p99_tickd "$(jq -r .p99 <<<"$r")"
+  tickd_stop
+  flush
+
+  log "schedules: BullMQ, Redis used_memory for $SCHED_N job schedulers (every 60000 ms)"
+  before=$(used_memory)
+  r=$(timeout 120 node "$BENCH/bullmq.js" schedulers --redis "$RADDR" --cb "$CB/cb" --n "$SCHED_N" \
+    --conc 64 --req-bytes 200)
+  log "created: $r"
+  sleep 0.5
+  after=$(used_memory)
+  put sched_mem_bullmq "$(((after - before) / SCHED_N))"
+  flush
+}
+
 # ---- run ----------------------------------------------------------------
 
 run_wl() { # run_wl NAME: the workload in a subshell with errexit; a failure is reported, not fatal
@@ -515,7 +554,7 @@ run_wl() { # run_wl NAME: the workload in a subshell with errexit; a failure is 
 }
 
 started=$(date +%s)
-only=${BENCH_ONLY:-ingest burst steady memory}
+only=${BENCH_ONLY:-ingest burst steady memory schedules}
 for w in $only; do run_wl "$w"; done
 log "workloads done in $(($(date +%s) - started)) s"
 
@@ -544,6 +583,8 @@ s5t=$(num steady_p50_tickd); s5b=$(num steady_p50_bullmq)
 smt=$(num steady_max_tickd); smb=$(num steady_max_bullmq)
 mt=$(num mem_tickd); mb=$(num mem_bullmq)
 rt=$(num rss_tickd); rb=$(num rss_bullmq)
+sct=$(num sched_count_tickd); s9t=$(num sched_p99_tickd); s0t=$(num sched_p50_tickd)
+smmt=$(num sched_mem_tickd); smmb=$(num sched_mem_bullmq)
 mib() { [ -n "$1" ] && awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}' || echo ""; }
 # burst complete? (every task delivered once)
 for s in tickd bullmq; do
@@ -565,6 +606,9 @@ table=$(
   echo "| steady 2,000/s due +2 s, lateness p99 (ms) | $(fmt "$spt" 1) | $(fmt "$spb" 1) | $(ratio "$spt" "$spb") | ≤ 20 ms | $(judge 'a <= 20' "$spt") |"
   echo "| steady 2,000/s due +2 s, lateness max (ms) | $(fmt "$smt" 1) | $(fmt "$smb" 1) | $(ratio "$smt" "$smb") | — | info |"
   echo "| Redis used_memory per pending task, 200-byte body (bytes) | $(fmt "$mt") | $(fmt "$mb") | $(ratio "$mt" "$mb") | ≤ BullMQ | $(judge 'a <= b' "$mt" "$mb") |"
+  echo "| $(fmt $SCHED_N) schedules every minute, runs evenly over it: run lateness p99 (ms) | $(fmt "$s9t" 1) | — | — | ≤ 50 ms | $(judge 'a <= 50' "$s9t") |"
+  echo "| the same: run lateness p50 (ms) | $(fmt "$s0t" 1) | — | — | — | info |"
+  echo "| Redis used_memory per schedule, 200-byte body (bytes; BullMQ: per job scheduler with its next job) | $(fmt "$smmt") | $(fmt "$smmb") | $(ratio "$smmt" "$smmb") | — | info |"
   echo "| process RSS, $(fmt $INFLIGHT_N) callbacks in flight (MiB; tickd vs BullMQ worker) | $(fmt "$(mib "$rt")" 1) | $(fmt "$(mib "$rb")" 1) | $(ratio "$rt" "$rb") | — | info |"
 )
 notes=$(
@@ -574,7 +618,8 @@ notes=$(
     echo "- steady $s: $(fmt "$(num "steady_count_$s")") of $(fmt "$(num "steady_sent_$s")") callbacks arrived"
   done
   echo "- idle RSS: tickd $(fmt "$(mib "$(num rss_idle_tickd)")" 1) MiB, BullMQ worker $(fmt "$(mib "$(num rss_idle_bullmq)")" 1) MiB; in flight at the RSS reading: tickd $(fmt "$(num rss_calling_tickd)"), BullMQ $(fmt "$(num rss_calling_bullmq)")"
-  for w in ingest burst steady memory; do
+  echo "- schedules tickd: $(fmt "$sct") runs arrived in the minute ($(fmt $SCHED_N) expected), duplicates $(fmt "$(num sched_dups_tickd)")"
+  for w in ingest burst steady memory schedules; do
     [ -z "$(get "failed_$w")" ] || echo "- workload $w FAILED; its cells are n/a or partial"
   done
 )

@@ -5,6 +5,12 @@
 //   node tickd_load.js insert --url http://H:P --cb URL --n N [--batch 1000] [--conc 4]
 //                             (--at MS | --delay MS) [--req-bytes B] [--timeout-ms MS]
 //   node tickd_load.js steady --url http://H:P --cb URL --secs 15 --batch 100 --every 50 --ahead 2000
+//   node tickd_load.js schedules --url http://H:P --cb URL --n N [--conc 64] [--cron EXPR] [--req-bytes B]
+//                             [--spread seconds|ms]
+//                             (POST /v1/schedules, one each, keys sb0..sbN-1. --spread seconds:
+//                             schedule i runs every minute at second i % 60, "S * * * * *";
+//                             --spread ms: every_ms 60000, the N first runs evenly over the
+//                             minute that starts at --start MS)
 //
 // Every task goes through POST /v1/tasks/batch; a result that is not a
 // stored task counts as an error (and insert exits 1).
@@ -25,6 +31,22 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 if (!args.url || !args.cb) die('--url and --cb are required');
 const base = new URL(args.url);
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function post(path, obj) {
+  const body = JSON.stringify(obj);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: base.hostname, port: base.port, path, method: 'POST', agent,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ code: res.statusCode, text: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.setTimeout(60000, () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 function postBatch(tasks) {
   const body = JSON.stringify({ tasks });
@@ -101,6 +123,33 @@ async function modeSteady() {
   out({ mode: 'steady', sent, errors, first_error: first, secs: (Date.now() - t0) / 1000, max_send_lag_ms: lag, max_inflight: maxInflight });
 }
 
-const modes = { insert: modeInsert, steady: modeSteady };
+async function modeSchedules() {
+  const n = num('n', 0), conc = num('conc', 64), reqBytes = num('req-bytes', 0);
+  const cron = args.cron || '* * * * *';
+  if (!n) die('--n is required');
+  const t0 = Date.now();
+  let next = 0, bad = 0, first = null;
+  const loop = async () => {
+    while (next < n) {
+      const i = next++;
+      const t = { callback_url: args.cb, method: 'POST' };
+      if (reqBytes) t.req = 'x'.repeat(reqBytes);
+      const def = { key: `sb${i}`, task: t };
+      if (args.spread === 'ms') {
+        def.every_ms = 60000;
+        def.start_at = Number(args.start) + Math.floor((i * 60000) / n);
+      } else {
+        def.cron = args.spread === 'seconds' ? `${i % 60} * * * * *` : cron;
+      }
+      const r = await post('/v1/schedules', def);
+      if (r.code !== 201 && r.code !== 200) { bad++; if (!first) first = `${r.code} ${r.text.slice(0, 300)}`; }
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, loop));
+  out({ mode: 'schedules', schedules: n, errors: bad, first_error: first, ms: Date.now() - t0, end: Date.now() });
+  if (bad) process.exit(1);
+}
+
+const modes = { insert: modeInsert, steady: modeSteady, schedules: modeSchedules };
 if (!modes[mode]) die(`unknown mode; one of ${Object.keys(modes).join(', ')}`);
 modes[mode]().catch((e) => die(e.stack || e.message));
