@@ -139,7 +139,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
             zn = tzv->valuestring;
         }
         if (strlen(zn) >= sizeof(out->tz_name)) FAIL("tz: %.80s...: unknown time zone", zn);
-        if (!(out->zone = tz_get(zn, why))) FAIL("tz: %s", why);
+        if (!(out->zone = tz_get(zn, why))) FAIL("%s", why); /* "tz: ..." */
         snprintf(out->tz_name, sizeof(out->tz_name), "%s", zn);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "times")) &&

@@ -122,7 +122,7 @@ def test_key_is_idempotent_and_a_change_needs_put(tickd, receiver):
 BAD = [
     ({"cron": "0 0 32 * *"}, "cron: field 3 (day of month): 32 is out of range 1-31"),
     ({"cron": "0 9 * *"}, "cron:"),
-    ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "tz: "),
+    ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "tz: unknown time zone 'Mars/Olympus'"),
     ({"cron": "0 9 * * *", "every_ms": 1000}, "every_ms: give every_ms or cron, not both"),
     ({}, "cron: required"),
     ({"every_ms": 999}, "every_ms: must be an integer from 1000"),
