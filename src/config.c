@@ -72,9 +72,11 @@ static const config_key keys[] = {
     {"redis", "wait_timeout_ms", CT_INT, "1000", 1, 600000, F(wait_timeout_ms),
      "how long an add waits for wait_replicas before answering 503"},
     {"scheduler", "tick_ms", CT_INT, "1000", 10, 60000, F(tick_ms),
-     "how often each bucket is scanned for due tasks"},
+     "how often each bucket is scanned for due tasks and due schedules"},
     {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),
-     "tasks due before now + this are claimed and wait on the in-process wheel (>= 1.25 x tick_ms)"},
+     "tasks due before now + this are claimed and wait on the in-process wheel (>= 1.25 x tick_ms); "
+     "a schedule's runs are made lookahead_ms + 2 x tick_ms ahead of their time, and a run found later "
+     "than that is missed (its catch_up decides)"},
     {"scheduler", "batch", CT_INT, "256", 1, 10000, F(batch),
      "most tasks one claim call takes"},
     {"scheduler", "buckets", CT_INT, "16", 1, 1024, F(buckets),
