@@ -8,7 +8,10 @@ goes through POST /v1/tasks. The soak fails, saying why, if tickd exits, if its
 RSS grows past RSS_BOUND_MIB after the first minute, if a normal task is not
 called back exactly once or late (p99 over LATE_P99_MS), if a normal API
 request fails, if SIGTERM does not give exit 0, or if a sanitizer reported
-anything."""
+anything. Schedules run through it too: SOAK_SCHEDULES every-second
+schedules must each run once a second with no run lost or made twice, while
+other schedules are created, paused, resumed, replaced and deleted, and
+hostile schedule bodies are refused with 400."""
 
 import os
 import random
@@ -35,6 +38,7 @@ API_P99_MS = float(os.environ.get("SOAK_API_P99_MS", "500"))
 # and is far below what a leak per request (about 10^6 requests here) makes.
 RSS_BOUND_MIB = float(os.environ.get("SOAK_RSS_BOUND_MIB", "64"))
 WARMUP = min(60.0, SECONDS / 4)
+N_SCHEDULES = int(os.environ.get("SOAK_SCHEDULES", "20"))
 MAX_BODY = 1048576
 HEADER_TIMEOUT_MS, BODY_TIMEOUT_MS = 3000, 5000
 IDLE_TIMEOUT_MS = 20000
@@ -417,6 +421,81 @@ def normal_gets(tickd):
     return normal_get
 
 
+# ---- schedules ---------------------------------------------------------------
+
+def schedule_churn(tickd, recv_url):
+    """One schedule's life: created, paused, resumed, replaced, deleted."""
+    n = [0]
+
+    def churn():
+        n[0] += 1
+        key = f"churn{n[0]}"
+        sid = f"sch.{key}"
+        body = {"key": key, "every_ms": 1000, "task": {"callback_url": recv_url}}
+        steps = [("POST", "/v1/schedules", body, 201), ("POST", f"/v1/schedules/{sid}/pause", None, 200),
+                 ("POST", f"/v1/schedules/{sid}/resume", None, 200),
+                 ("PUT", f"/v1/schedules/{sid}", dict(body, every_ms=2000), 200),
+                 ("GET", f"/v1/schedules/{sid}", None, 200), ("DELETE", f"/v1/schedules/{sid}", None, 204),
+                 ("GET", f"/v1/schedules/{sid}", None, 404)]
+        for method, path, b, want in steps:
+            code, res = tickd.request(method, path, b)
+            if code != want:
+                fail(f"{method} {path} -> {code} {res} (want {want})")
+                return
+        bump("schedules created and deleted")
+    return churn
+
+
+def hostile_schedules(tickd):
+    bodies = [b'{"cron":"' + b"*/" * 100 + b'","task":{"callback_url":"http://h/"}}',
+              b'{"cron":"0 0 32 * *","task":{"callback_url":"http://h/"}}',
+              b'{"cron":"* * * * *","tz":"../../../../etc/passwd","task":{"callback_url":"http://h/"}}',
+              b'{"every_ms":1000,"times":-1,"task":{"callback_url":"http://h/"}}',
+              b'{"every_ms":1e400,"task":{"callback_url":"http://h/"}}',
+              b'{"cron":"\u0000","task":{"callback_url":"http://h/"}}',
+              b'{"every_ms":1000,"task":{"callback_url":"http://h/","execute_at":1}}']
+
+    def hostile_schedule():
+        raw = random.choice(bodies)
+        if random.random() < 0.5:  # a random byte flipped
+            i = random.randrange(len(raw))
+            raw = raw[:i] + bytes([random.randrange(256)]) + raw[i + 1:]
+        code, res = tickd.request("POST", "/v1/schedules", raw=raw)
+        if code not in (400, 201):
+            fail(f"a hostile schedule body -> {code} {res}")
+        if code == 201:  # a flipped byte made a valid one: remove it
+            tickd.request("DELETE", f"/v1/schedules/{res['id']}")
+        bump("hostile schedule bodies")
+    return hostile_schedule
+
+
+def check_schedules(recv, start_ms, end_ms):
+    """Each steady schedule ran once a second from start to end."""
+    runs = {}
+    for tid, calls in recv.by_task().items():
+        parts = (tid or "").split(".")
+        if len(parts) < 4 or not parts[3].startswith("s:soak"):
+            continue
+        key = parts[3].split(":")[1]
+        runs.setdefault(key, {}).setdefault(int(parts[2]), set()).add(tid)
+        if len(calls) > 1:
+            fail(f"schedule run {tid} called back {len(calls)} times")
+    lost = made_twice = 0
+    for i in range(N_SCHEDULES):
+        by_at = runs.get(f"soak{i}", {})
+        made_twice += sum(1 for ids in by_at.values() if len(ids) > 1)
+        ats = sorted(a for a in by_at if start_ms <= a <= end_ms)
+        if not ats:
+            fail(f"schedule soak{i} never ran")
+            continue
+        lost += sum((b - a) // 1000 - 1 for a, b in zip(ats, ats[1:]) if b - a != 1000)
+    if lost:
+        fail(f"{lost} schedule runs lost")
+    if made_twice:
+        fail(f"{made_twice} schedule runs made twice")
+    return sum(len(r) for r in runs.values()), lost, made_twice
+
+
 def pct(v):
     if not v:
         return "-"
@@ -443,8 +522,17 @@ def main():
           f"pid {pid}, log {tickd.log}", flush=True)
     port = tickd.port
 
+    for i in range(N_SCHEDULES):
+        code, res = tickd.request("POST", "/v1/schedules", {
+            "key": f"soak{i}", "every_ms": 1000, "task": {"callback_url": recv.url("/sched")}})
+        if code != 201:
+            fail(f"POST /v1/schedules -> {code} {res}")
+    sched_start = time.time() * 1000 + 5000
+
     t_start = time.time()
     threads = [
+        loop(schedule_churn(tickd, recv.url("/churn")), 0.5),
+        loop(hostile_schedules(tickd), 0.1),
         loop(normal_tasks(tickd, recv.url("/ok")), 5 / RATE),
         loop(normal_gets(tickd), 0.2),
         loop(hostile_garbage(port), 0.05),
@@ -474,6 +562,9 @@ def main():
     for th in threads:
         th.join(30)
     alive = tickd.proc.poll() is None
+    sched_end = time.time() * 1000 - 5000
+    for i in range(N_SCHEDULES if alive else 0):
+        tickd.request("DELETE", f"/v1/schedules/sch.soak{i}")
 
     # every normal task is called back, exactly once
     with lock:
@@ -503,6 +594,8 @@ def main():
     api = post_ms + get_ms
     if api and percentile(api, 99) > API_P99_MS:
         fail(f"normal API request p99 {percentile(api, 99):.0f} ms > {API_P99_MS:.0f} ms")
+
+    sched_runs, sched_lost, sched_twice = check_schedules(recv, sched_start, sched_end)
 
     # RSS after the first minute
     after = [r for t, r in rss if t >= WARMUP]
@@ -537,6 +630,8 @@ def main():
         ("normal tasks posted / called once / missing / twice",
          f"{len(tasks)} / {len(tasks) - len(missing) - len(twice)} / {len(missing)} / {len(twice)}"),
         (f"lateness p50 / p99 / max (ms, p99 bound {LATE_P99_MS:.0f})", pct(late)),
+        (f"runs of {N_SCHEDULES} every-second schedules / lost / made twice",
+         f"{sched_runs} / {sched_lost} / {sched_twice}"),
         ("POST /v1/tasks p50 / p99 / max (ms)", pct(post_ms)),
         ("GET p50 / p99 / max (ms)", pct(get_ms)),
         (f"all normal API p99 (ms, bound {API_P99_MS:.0f})",
