@@ -491,6 +491,7 @@ typedef struct api_sreq {
     /* listing */
     int bucket, limit;
     cJSON *items;
+    schedule_def *def;         /* POST: the definition asked for */
 } api_sreq;
 
 static api_sreq *api_sreq_new(api *a, http_req *req, const char *id)
@@ -544,6 +545,15 @@ static cJSON *api_render_schedule(const store_schedule *sc)
     return o;
 }
 
+static void api_sreq_free(api_sreq *q)
+{
+    cJSON_Delete(q->body);
+    cJSON_Delete(q->items);
+    if (q->def) schedule_def_free(q->def);
+    free(q->def);
+    free(q);
+}
+
 static void api_sreq_finish(api_sreq *q, cJSON *body)
 {
     static const struct { int code; const char *reason; } r[] = {
@@ -552,17 +562,13 @@ static void api_sreq_finish(api_sreq *q, cJSON *body)
     for (size_t i = 0; i < sizeof(r) / sizeof(*r); i++)
         if (r[i].code == q->status) reason = r[i].reason;
     api_finish(q->r, q->status, reason, body);
-    cJSON_Delete(q->body);
-    cJSON_Delete(q->items);
-    free(q);
+    api_sreq_free(q);
 }
 
 static void api_sreq_error(api_sreq *q, int status, const char *code, const char *msg)
 {
     api_finish_error(q->r, status, code, msg);
-    cJSON_Delete(q->body);
-    cJSON_Delete(q->items);
-    free(q);
+    api_sreq_free(q);
 }
 
 static void api_sreq_unavailable(api_sreq *q, const char *err)
@@ -648,6 +654,12 @@ static void api_sch_written_cb(store_status st, const store_schedule *sc, const 
         api_sreq_error(q, 404, "not_found", "id: no such schedule");
         return;
     case ST_CONFLICT:
+        if (q->op == SCH_CREATE && q->def && schedule_def_same(q->def, sc->def)) {
+            /* the same POST again, its default start_at later */
+            q->status = 200;
+            api_sreq_answer(q, sc, 0);
+            return;
+        }
         if (q->op == SCH_CREATE)
             snprintf(msg, sizeof(msg), "key: a schedule with this key exists with another "
                      "definition (change it with PUT /v1/schedules/%s)", sc->id);
@@ -687,8 +699,9 @@ static void api_put_schedule(api *a, http_req *req, const char *id)
     api_sreq *q = api_sreq_new(a, req, sid);
     q->op = id ? SCH_REPLACE : SCH_CREATE;
     q->status = id ? 200 : 201;
+    q->def = xmalloc(sizeof(*q->def));
+    *q->def = d;
     store_sch_write(a->s, q->op, sid, d.json, schedule_first(&d, now), api_sch_written_cb, q);
-    schedule_def_free(&d);
 }
 
 static void api_sch_get_cb(store_status st, const store_schedule *sc, const char *err,

@@ -124,6 +124,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
             FAIL("start_at: missing");
         } else {
             out->start_at_ms = now_ms + out->every_ms;
+            out->start_default = 1;
         }
     } else {
         char why[256];
@@ -191,6 +192,19 @@ int schedule_def_load(const char *json, schedule_def *out, char *err, size_t err
     int rc = schedule_def_read(o, 0, 1, out, err, errlen);
     cJSON_Delete(o);
     return rc;
+}
+
+int schedule_def_same(const schedule_def *posted, const char *stored_json)
+{
+    if (strcmp(posted->json, stored_json) == 0) return 1;
+    if (!posted->start_default) return 0;
+    cJSON *a = cJSON_Parse(posted->json), *b = cJSON_Parse(stored_json);
+    cJSON_DeleteItemFromObjectCaseSensitive(a, "start_at");
+    cJSON_DeleteItemFromObjectCaseSensitive(b, "start_at");
+    int same = a && b && cJSON_Compare(a, b, 1);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return same;
 }
 
 void schedule_def_free(schedule_def *d)

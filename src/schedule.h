@@ -36,6 +36,7 @@ typedef struct schedule_def {
     int key_generated;
     int64_t every_ms;                /* 0: cron */
     int64_t start_at_ms;             /* every_ms: the first run */
+    int start_default;               /* start_at was not given: now + every_ms */
     cron_expr cron;
     char cron_text[CRON_LEN_MAX + 1];
     const tz *zone;                  /* cron: the zone (never freed) */
@@ -58,6 +59,11 @@ void schedule_def_free(schedule_def *d);
 /* The schedule's id for a key, and the key of an id (NULL if malformed). */
 void schedule_id(const char *key, char out[SCHED_ID_MAX]);
 const char *schedule_id_key(const char *id);
+
+/* Whether a stored definition is what a POST asked for: the same, or, when
+ * the POST gave no start_at (so its default moved with the clock), the same
+ * but for start_at. */
+int schedule_def_same(const schedule_def *posted, const char *stored_json);
 
 /* The first run strictly after t, ignoring times and end_at; -1 when none. */
 int64_t schedule_after(const schedule_def *d, int64_t t);

@@ -113,8 +113,11 @@ def test_next_runs_are_croners(tickd, croner):  # noqa: F811
 def test_key_is_idempotent_and_a_change_needs_put(tickd, receiver):
     body = {"key": "same", "every_ms": 60000, "task": {"callback_url": receiver.url()}}
     a = create(tickd, body)
-    b = create(tickd, dict(body, start_at=a["start_at"]), expect=200)
+    time.sleep(0.01)
+    b = create(tickd, body, expect=200)  # its default start_at moved: the same
     assert b["id"] == a["id"] and b["next_runs"] == a["next_runs"]
+    code, c = tickd.request("POST", "/v1/schedules", dict(body, start_at=a["start_at"] + 5))
+    assert code == 409, c  # a start_at given is part of the definition
     code, c = tickd.request("POST", "/v1/schedules", dict(body, every_ms=30000))
     assert code == 409 and "PUT /v1/schedules/sch.same" in c["error"]["message"], c
 
