@@ -129,13 +129,16 @@ integration: build/tickd build/tools/cron_next $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 # The hardened edge under hostile load for SOAK_SECONDS (default 600), against
-# the ASan+UBSan build; not part of make test. A 16 MiB quarantine keeps RSS
+# the ASan+UBSan build, then schedules' catch_up across a 2-minute stop (make
+# test stops for 20 s); not part of make test. A 16 MiB quarantine keeps RSS
 # meaningful (ASan's default is 256 MiB).
 SOAK_SECONDS ?= 600
 soak: deps build/tickd-san
 	SOAK_SECONDS=$(SOAK_SECONDS) TICKD_BIN=build/tickd-san \
 	  ASAN_OPTIONS=quarantine_size_mb=16:detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 /usr/bin/python3 tests/soak/edge_soak.py
+	TICKD_CATCHUP_STOP_S=120 /usr/bin/python3 -m pytest -q tests/integration/test_schedules.py \
+	  -k catch_up_after_downtime
 
 test: deps
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration
