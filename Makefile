@@ -81,7 +81,7 @@ deps:
 build/boundary/hiredis/hiredis.h:
 	mkdir -p $(@D) && echo '#error "hiredis above the store: see src/store.h"' > $@
 boundary: build/boundary/hiredis/hiredis.h
-	@for f in src/sched.c src/runner.c src/schedule.c src/api.c src/store_memory.c cmd/tickd/main.c; do \
+	@for f in src/sched.c src/runner.c src/schedule.c src/api.c src/api_tasks.c src/store_memory.c cmd/tickd/main.c; do \
 	  $(CC) -std=c11 -D_GNU_SOURCE -iquote src -Ibuild/boundary -fsyntax-only $$f || exit 1; done
 
 unit: boundary $(UBINS)

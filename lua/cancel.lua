@@ -1,7 +1,7 @@
 -- cancel: mark a scheduled task cancelled in its home slice and tombstone it in
 -- the lazy-delete SET; the claim drops it. A retry waiting in a later slice is
 -- dropped when it is claimed, because its home state says cancelled.
--- KEYS: task, del. ARGV: id, retention_ms
+-- KEYS: task, del, ok, failed, cancelled. ARGV: id, retention_ms, failed_retention_ms
 -- Returns {'ok'}, {'notfound'} or {'conflict', status}.
 local st = state_get(KEYS[1], ARGV[1])
 if not st then return {'notfound'} end
@@ -10,7 +10,9 @@ if st.s ~= 'scheduled' then return {'conflict', st.s} end
 local now = now_ms()
 st.s = 'cancelled'
 st.fin = now
+st.mv = nil
 state_put(KEYS[1], ARGV[1], st)
 if not st.cur then redis.call('SADD', KEYS[2], ARGV[1]) end
-close_task(KEYS[1], KEYS[2], now, tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[5], now, ARGV[1])
+close_slice(KEYS, 1, now, tonumber(ARGV[2]), tonumber(ARGV[3]))
 return {'ok'}

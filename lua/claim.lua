@@ -55,7 +55,8 @@ for i = 1, taken do
     out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 0; out[#out + 1] = false
   else
     local st = states[i] and cjson.decode(states[i])
-    if not st or not (st.s == 'scheduled' or (reclaim[i] and st.s == 'running')) then
+    -- an entry here while the task's entry is elsewhere (st.cur: moved) is stale
+    if not st or st.cur or not (st.s == 'scheduled' or (reclaim[i] and st.s == 'running')) then
       zrem[#zrem + 1] = id
     else
       st.s = 'running'

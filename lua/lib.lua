@@ -12,6 +12,12 @@
 --   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
 --                     earlier slice (the id names that home slice)
+--   P:{S}:ok, P:{S}:failed, P:{S}:cancelled
+--               ZSET  id of this home slice -> when it ended that way (ms):
+--                     the listing's index of final tasks, kept with the state
+--   P:slices    ZSET  slice name, score 0 (its lexical order is time order): every slice that may hold
+--                     tasks (written before a slice's first add; the listing
+--                     walks it and drops slices that are gone)
 --   P:wm:{b}    STRING minute number of bucket b's oldest undrained slice
 --   P:meta      HASH  schema, buckets
 --   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
@@ -19,7 +25,8 @@
 --   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)
 -- State JSON: s = scheduled|running|succeeded|failed|cancelled, a = attempts
 -- made, due = ms of the next attempt, to = timeout ms, cur = slice of the due
--- entry when it is not the home slice, code / err = last failure, fin = ms.
+-- entry when it is not the home slice, code / err = last failure, fin = ms,
+-- mv = {slice, due, kind}: a move (retry, run now) under way (move.lua).
 --
 -- Changing the schema: bump STORE_SCHEMA in src/store.h and the version here; tickd
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
@@ -63,10 +70,54 @@ local function bulk_read(cmd, key, list)
 end
 
 -- A task of this slice became final. Once no task of the slice is open, its
--- records expire after the retention; until then nothing in it has a TTL.
-local function close_task(task, del, now, retention)
-  if redis.call('HINCRBY', task, '#open', -1) <= 0 then
-    redis.call('PEXPIREAT', task, now + retention)
-    redis.call('PEXPIREAT', del, now + retention)
+-- records expire after the retention (failed_retention when it holds a
+-- failed task: the dead letters are kept longer); until then nothing in it
+-- has a TTL. fin: the keys that expire with the records (task, del, ok,
+-- failed, cancelled), failed among them at index 4.
+local function close_slice(fin, n, now, retention, failed_retention)
+  if redis.call('HINCRBY', fin[1], '#open', -n) <= 0 then
+    local ttl = retention
+    if redis.call('ZCARD', fin[4]) > 0 and failed_retention > ttl then ttl = failed_retention end
+    for _, k in ipairs(fin) do redis.call('PEXPIREAT', k, now + ttl) end
   end
+end
+
+-- A closed slice opens again (a task added, or one made to run again).
+local function open_slice(fin)
+  for _, k in ipairs(fin) do redis.call('PERSIST', k) end
+end
+
+-- Commit the move st.mv of task id (move.lua): KEYS are the home slice's
+-- due, task, del, ok, failed, cancelled. Returns the new state.
+local function move_commit(K, id, st)
+  local mv = st.mv
+  st.mv = nil
+  if mv.kind == 'retry' then
+    if st.s ~= 'failed' and st.s ~= 'cancelled' then state_put(K[2], id, st); return st end
+    redis.call('ZREM', K[5], id)
+    redis.call('ZREM', K[6], id)
+    redis.call('SREM', K[3], id)
+    redis.call('ZREM', K[1], id)
+    open_slice({K[2], K[3], K[4], K[5], K[6]})
+    redis.call('HINCRBY', K[2], '#open', 1)
+    st.s = 'scheduled'
+    st.a = 0
+    st.fin = nil
+  elseif st.s ~= 'scheduled' then
+    state_put(K[2], id, st)
+    return st
+  else
+    -- run now: the entry where it was goes (a pointer elsewhere is dropped
+    -- when claimed: it is no longer st.cur)
+    if not st.cur then redis.call('ZREM', K[1], id) end
+  end
+  st.due = mv.due
+  if mv.slice == '' then
+    st.cur = nil
+    redis.call('ZADD', K[1], mv.due, id)
+  else
+    st.cur = mv.slice
+  end
+  state_put(K[2], id, st)
+  return st
 end

@@ -1,21 +1,22 @@
 -- settle: record the outcomes of attempts of tasks homed in this slice.
--- KEYS: due, task, del, run (home slice)
--- ARGV: retention_ms, then per task a group of 8: id, outcome
+-- KEYS: due, task, del, run, ok, failed, cancelled (home slice)
+-- ARGV: retention_ms, failed_retention_ms, then per task a group of 8: id, outcome
 --       (ok|fail|retry|release), attempt, status_code, error, next_due_ms,
 --       local (1 when the lease is in this slice), next_slice (retry: the
 --       slice holding the retry pointer, '' = here)
 -- Returns each task's status after the call, in order.
 -- States are read with one HMGET and written with one HSET; an id given
 -- twice sees its first outcome, as if the groups had come one call each.
-local retention = tonumber(ARGV[1])
+local retention, failed_retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 local out = {}
 
 local sfields = {}
-for i = 2, #ARGV, 8 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+for i = 3, #ARGV, 8 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
 local raw = bulk_read('HMGET', KEYS[2], sfields)
 local states, changed, order = {}, {}, {}
 local zrem, zadd, finals = {}, {}, 0
+local fin_ok, fin_failed = {}, {}
 
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
   local st = states[id]
@@ -48,6 +49,8 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
       st.fin = now
       st.cur = nil
       finals = finals + 1
+      local ix = (o == 'ok') and fin_ok or fin_failed
+      ix[#ix + 1] = now; ix[#ix + 1] = id
     end
   end
   if not changed[id] then
@@ -57,8 +60,8 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
   return st.s
 end
 
-for i = 2, #ARGV, 8 do
-  out[#out + 1] = settle((i - 2) / 8 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+for i = 3, #ARGV, 8 do
+  out[#out + 1] = settle((i - 3) / 8 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
                          ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
 end
 -- The id goes back to :due and the state is written before the lease ends:
@@ -70,9 +73,11 @@ for _, id in ipairs(order) do
   hset[#hset + 1] = cjson.encode(states[id])
 end
 bulk_write('HSET', KEYS[2], hset)
-if finals > 0 and redis.call('HINCRBY', KEYS[2], '#open', -finals) <= 0 then
-  redis.call('PEXPIREAT', KEYS[2], now + retention)
-  redis.call('PEXPIREAT', KEYS[3], now + retention)
+bulk_write('ZADD', KEYS[5], fin_ok)
+bulk_write('ZADD', KEYS[6], fin_failed)
+if finals > 0 then
+  close_slice({KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7]}, finals, now, retention,
+              failed_retention)
 end
 bulk_write('ZREM', KEYS[4], zrem)
 return out

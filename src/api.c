@@ -1,5 +1,6 @@
 /* api.c -- see api.h. */
 #include "api.h"
+#include "api_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,31 +14,6 @@
 
 #define BATCH_MAX 1000
 
-struct api {
-    http_server *http;
-    store *s;
-    api_stats_fn *stats;
-    void *stats_priv;
-    int busy;
-    char **tokens;            /* the accepted tokens; none: the API is open */
-    int ntokens;
-    api_schedule_fn *on_schedule;
-    void *on_schedule_priv;
-};
-
-/* One API request waiting for the backend. If its client went away, the
- * reply to `req` is dropped by the HTTP layer. */
-typedef struct api_req {
-    api *a;
-    http_req *req;
-    int waiting;              /* backend answers still to come */
-    /* batch */
-    int n;
-    cJSON **results;
-    task_input *tasks;
-    int *slot_of;             /* task index -> result index */
-} api_req;
-
 typedef struct api_item {
     api_req *r;
     int idx;                  /* result index */
@@ -46,7 +22,7 @@ typedef struct api_item {
 
 /* ---- replies ----------------------------------------------------------- */
 
-static api_req *api_req_new(api *a, http_req *req)
+api_req *api_req_new(api *a, http_req *req)
 {
     api_req *r = xcalloc(1, sizeof(*r));
     r->a = a;
@@ -55,7 +31,7 @@ static api_req *api_req_new(api *a, http_req *req)
     return r;
 }
 
-static void api_req_free(api_req *r)
+void api_req_free(api_req *r)
 {
     if (r->results) {
         for (int i = 0; i < r->n; i++) cJSON_Delete(r->results[i]);
@@ -64,7 +40,7 @@ static void api_req_free(api_req *r)
     free(r);
 }
 
-static void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
+void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
@@ -85,10 +61,8 @@ static cJSON *api_error_body(const char *code, const char *msg)
     return o;
 }
 
-static void api_error(http_req *req, int status, const char *code, const char *fmt,
-                      ...) __attribute__((format(printf, 4, 5)));
 
-static void api_error(http_req *req, int status, const char *code, const char *fmt,
+void api_error(http_req *req, int status, const char *code, const char *fmt,
                       ...)
 {
     static const struct { int status; const char *reason; } reasons[] = {
@@ -109,14 +83,14 @@ static void api_error(http_req *req, int status, const char *code, const char *f
 }
 
 /* Answer r (if its client is still there) and free it. */
-static void api_finish(api_req *r, int status, const char *reason, cJSON *body)
+void api_finish(api_req *r, int status, const char *reason, cJSON *body)
 {
     api_send_json(r->req, status, reason, body);
     r->a->busy--;
     api_req_free(r);
 }
 
-static void api_finish_error(api_req *r, int status, const char *code, const char *msg)
+void api_finish_error(api_req *r, int status, const char *code, const char *msg)
 {
     api_error(r->req, status, code, "%s", msg);
     r->a->busy--;
@@ -127,7 +101,7 @@ static void api_finish_error(api_req *r, int status, const char *code, const cha
 
 /* Render a stored task for GET: the spec plus id, status, attempts and the
  * last failure. A malloc'd JSON string, or NULL if spec or state is not JSON. */
-static char *api_render_task(const char *id, const char *spec, const char *state)
+char *api_render_task(const char *id, const char *spec, const char *state)
 {
     cJSON *o = cJSON_Parse(spec), *st = cJSON_Parse(state);
     char *out = NULL;
@@ -155,7 +129,7 @@ done:
 }
 
 /* The status word of a state JSON ("scheduled" when it has none). */
-static void api_state_status(const char *state, char *out, size_t outlen)
+void api_state_status(const char *state, char *out, size_t outlen)
 {
     cJSON *st = state ? cJSON_Parse(state) : NULL;
     cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
@@ -178,7 +152,7 @@ static cJSON *api_created_body(const char *id, const task_input *t, const char *
 /* ---- request bodies ---------------------------------------------------- */
 
 /* Parse the JSON body; on failure answer and return NULL. */
-static cJSON *api_body(http_req *req)
+cJSON *api_body(http_req *req)
 {
     const char *ct = http_header(req, "Content-Type");
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
@@ -824,20 +798,32 @@ static void api_sch_list_cb(const store_schedule *items, int n, const char *err,
     cJSON_Delete(body);
 }
 
-/* The value of query parameter `name` (URL-safe values only) into out;
- * 1 found, 0 absent. An unknown parameter is reported in bad. */
-static int api_query(const char *target, const char *name, char *out, size_t outlen)
+static int api_hex(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int api_query(const char *target, const char *name, char *out, size_t outlen)
 {
     const char *q = strchr(target, '?');
     size_t nl = strlen(name);
     for (q = q ? q + 1 : NULL; q && *q; q = strchr(q, '&') ? strchr(q, '&') + 1 : NULL) {
-        if (strncmp(q, name, nl) == 0 && q[nl] == '=') {
-            size_t n = strcspn(q + nl + 1, "&");
-            if (n >= outlen) n = outlen - 1;
-            memcpy(out, q + nl + 1, n);
-            out[n] = '\0';
-            return 1;
+        if (strncmp(q, name, nl) != 0 || q[nl] != '=') continue;
+        const char *v = q + nl + 1, *end = v + strcspn(v, "&");
+        size_t n = 0;
+        while (v < end && n + 1 < outlen) {
+            int hi, lo;
+            if (*v == '%' && end - v >= 3 && (hi = api_hex(v[1])) >= 0 && (lo = api_hex(v[2])) >= 0) {
+                out[n++] = (char)(hi * 16 + lo);
+                v += 3;
+            } else {
+                out[n++] = *v == '+' ? ' ' : *v;
+                v++;
+            }
         }
+        out[n] = '\0';
+        return 1;
     }
     return 0;
 }
@@ -966,8 +952,38 @@ static void api_route(http_req *req, void *arg)
             api_post_task(a, req);
             return;
         }
+        if (strcmp(m, "GET") == 0) {
+            api_list_tasks(a, req);
+            return;
+        }
+        http_add_header(req, "Allow", "GET, POST");
+        api_error(req, 405, "method_not_allowed", "method: use POST to create a task, GET to list");
+        return;
+    }
+    if (strcmp(path, "/v1/tasks/retry") == 0) {
+        if (strcmp(m, "POST") == 0) {
+            api_retry_tasks(a, req);
+            return;
+        }
         http_add_header(req, "Allow", "POST");
-        api_error(req, 405, "method_not_allowed", "method: use POST to create a task");
+        api_error(req, 405, "method_not_allowed", "method: use POST to retry tasks");
+        return;
+    }
+    if (strncmp(path, "/v1/tasks/", 10) == 0 && strchr(path + 10, '/')) {
+        char id[TASK_ID_MAX];
+        const char *slash = strchr(path + 10, '/');
+        int retry = strcmp(slash, "/retry") == 0;
+        if ((!retry && strcmp(slash, "/run") != 0) || (size_t)(slash - path - 10) >= sizeof(id)) {
+            api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
+            return;
+        }
+        if (strcmp(m, "POST") != 0) {
+            http_add_header(req, "Allow", "POST");
+            api_error(req, 405, "method_not_allowed", "method: use POST");
+            return;
+        }
+        snprintf(id, sizeof(id), "%.*s", (int)(slash - path - 10), path + 10);
+        api_move_task(a, req, id, retry);
         return;
     }
     if (strcmp(path, "/v1/tasks/batch") == 0) {

@@ -85,6 +85,10 @@ static const config_key keys[] = {
      "a claim's lease is the task's due time + its timeout + this; an expired lease is claimed again"},
     {"scheduler", "retention_ms", CT_INT, "86400000", 1000, 365 * DAY_MS, F(retention_ms),
      "how long finished tasks stay readable"},
+    {"scheduler", "failed_retention_ms", CT_INT, "604800000", 1000, 365 * DAY_MS,
+     F(failed_retention_ms),
+     "failed tasks (the dead letters) stay readable, listable and retryable this long; their "
+     "slice's other records stay as long"},
     {"scheduler", "slice_grace_ms", CT_INT, "60000", 2000, 600000, F(slice_grace_ms),
      "a drained minute slice is passed by the scan only this long after it ended; a task whose execute_at is up to half this past its minute still goes to that minute (so re-POSTs stay idempotent)"},
     {"callback", "deny", CT_STR, "0.0.0.0/8 169.254.0.0/16 fe80::/10 ::ffff:0.0.0.0/104 ::ffff:169.254.0.0/112", 0, 0, F(deny),

@@ -40,6 +40,7 @@ typedef struct config {
     int64_t buckets;
     int64_t lease_margin_ms;
     int64_t retention_ms;
+    int64_t failed_retention_ms;
     int64_t slice_grace_ms;
     /* [callback] */
     char deny[1024];           /* CIDR list callbacks may not connect to */

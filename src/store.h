@@ -125,6 +125,32 @@ typedef struct store_sch_pass {
     int nfut;
 } store_sch_pass;
 
+/* ---- finding tasks, running them again ----
+ * A listing walks every slice (on a cluster, every master) in time order,
+ * and each slice's tasks of one status in (score, id) order: scheduled by
+ * due time, running by lease end, final ones by when they ended. The cursor
+ * names the last task given, so a page starts after it whatever was written
+ * meanwhile: a task is never given twice in one walk of a status (it may
+ * move to another status, and be missed by this one). */
+typedef struct store_list_query {
+    const char *status;        /* scheduled|running|succeeded|failed|cancelled */
+    int desc;                  /* newest first */
+    const char *cursor;        /* "" or a next_cursor given before */
+    int limit;
+    int64_t from_ms, to_ms;    /* execute_at in [from, to); -1: open */
+    const char *key_prefix;    /* "" = any key */
+} store_list_query;
+#define STORE_CURSOR_MAX (TASK_SLICE_MAX + TASK_ID_MAX + 32)
+/* n ids, next_cursor NULL at the end; or err. */
+typedef void store_list_fn(const char *const *ids, int n, const char *next_cursor,
+                           const char *err, void *priv);
+
+/* Run a task again (RETRY: a failed or cancelled one, attempts reset, its
+ * last error kept) or now (RUN: a scheduled one), due at due_ms. Answers as
+ * cancel: ST_OK, ST_NOTFOUND, ST_CONFLICT (detail = its status) or
+ * ST_UNAVAILABLE (detail = reason). */
+typedef enum { MOVE_RETRY, MOVE_RUN } store_move_kind;
+
 typedef struct store_type {
     const char *name;
     void (*add)(store *s, const task_input *t, store_add_fn *cb, void *priv);
@@ -165,6 +191,9 @@ typedef struct store_type {
      * (another runner claimed it since: nothing written) */
     void (*sch_advance)(store *s, const char *id, const store_sch_pass *a, store_sch_fn *cb,
                         void *priv);
+    void (*list)(store *s, const store_list_query *q, store_list_fn *cb, void *priv);
+    void (*move)(store *s, const char *id, store_move_kind kind, int64_t due_ms,
+                 store_cancel_fn *cb, void *priv);
     int64_t (*now_ms)(const store *s);
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
@@ -250,6 +279,15 @@ static inline void store_sch_advance(store *s, const char *id, const store_sch_p
                                      store_sch_fn *cb, void *priv)
 {
     s->type->sch_advance(s, id, a, cb, priv);
+}
+static inline void store_list(store *s, const store_list_query *q, store_list_fn *cb, void *priv)
+{
+    s->type->list(s, q, cb, priv);
+}
+static inline void store_move(store *s, const char *id, store_move_kind kind, int64_t due_ms,
+                              store_cancel_fn *cb, void *priv)
+{
+    s->type->move(s, id, kind, due_ms, cb, priv);
 }
 static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }

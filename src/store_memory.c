@@ -85,7 +85,7 @@ static int64_t ms_now_ms(const store *s)
 
 /* ---- answers, always from the loop ------------------------------------- */
 
-enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM, R_SCH, R_SCHLIST };
+enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM, R_SCH, R_SCHLIST, R_LIST };
 
 struct mdefer {
     mdefer *next;
@@ -95,6 +95,7 @@ struct mdefer {
     int64_t v;                  /* wm */
     store_claim claim;
     store_schedule *items;      /* R_SCH: one; R_SCHLIST: n (strings owned) */
+    char **ids;                 /* R_LIST: nitems ids (owned) */
     int nitems;
     void *owner;
     void *cb, *priv;
@@ -102,6 +103,13 @@ struct mdefer {
 
 static void ms_free_items(mdefer *r)
 {
+    if (r->ids) {
+        for (int i = 0; i < r->nitems; i++) free(r->ids[i]);
+        free(r->ids);
+        r->ids = NULL;
+        r->nitems = 0;
+        return;
+    }
     for (int i = 0; i < r->nitems; i++) {
         free((char *)r->items[i].id);
         free((char *)r->items[i].def);
@@ -134,6 +142,9 @@ static void ms_defer_cb(evutil_socket_t fd, short what, void *arg)
             ((store_sch_fn *)r->cb)(r->st, r->st == ST_NOTFOUND ? NULL : r->items, NULL, r->priv);
             break;
         case R_SCHLIST: ((store_sch_list_fn *)r->cb)(r->items, r->nitems, NULL, r->priv); break;
+        case R_LIST:
+            ((store_list_fn *)r->cb)((const char *const *)r->ids, r->nitems, r->a, NULL, r->priv);
+            break;
         default: ((store_wm_fn *)r->cb)(r->v, NULL, r->priv);
         }
         ms_free_items(r);
@@ -269,7 +280,11 @@ static void ms_free_task(mtask *t)
 /* Finished tasks are forgotten after the retention. */
 static void ms_expire(mstore *m, int64_t now)
 {
-    while (m->fin_head && m->fin_head->fin_ms + m->base.cfg->retention_ms <= now) {
+    const config *cfg = m->base.cfg;
+    /* a failed task keeps the ones after it (bounded by failed_retention_ms) */
+    while (m->fin_head &&
+           m->fin_head->fin_ms + (strcmp(m->fin_head->status, "failed") == 0
+                                      ? cfg->failed_retention_ms : cfg->retention_ms) <= now) {
         mtask *t = m->fin_head;
         m->fin_head = t->fnext;
         if (!m->fin_head) m->fin_tail = NULL;
@@ -546,6 +561,131 @@ static void ms_free(store *s)
     free(m);
 }
 
+/* ---- finding tasks, running them again ---------------------------------- */
+
+/* A task's place in a listing: its slice, score and id, as the Redis store's
+ * lua/list.lua orders them. Finished tasks sit in their home slice. */
+typedef struct mpos {
+    int64_t minute;
+    char slice[TASK_SLICE_MAX];
+    int64_t score;
+    const char *id;
+} mpos;
+
+static int mpos_cmp(const mpos *a, const mpos *b)
+{
+    if (a->minute != b->minute) return a->minute < b->minute ? -1 : 1;
+    int c = strcmp(a->slice, b->slice);
+    if (c) return c;
+    if (a->score != b->score) return a->score < b->score ? -1 : 1;
+    return strcmp(a->id, b->id);
+}
+
+static int mpos_qcmp(const void *a, const void *b) { return mpos_cmp(a, b); }
+
+/* Parse a cursor "<slice>~<score>~<id>"; 0 or -1. */
+static int ms_cursor(const char *c, mpos *p, char *id, size_t idlen)
+{
+    const char *a = strchr(c, '~'), *b = a ? strchr(a + 1, '~') : NULL;
+    if (!a || !b || (size_t)(a - c) >= TASK_SLICE_MAX) return -1;
+    snprintf(p->slice, sizeof(p->slice), "%.*s", (int)(a - c), c);
+    p->minute = task_slice_minute(p->slice);
+    p->score = strtoll(a + 1, NULL, 10);
+    snprintf(id, idlen, "%s", b + 1);
+    p->id = id;
+    return p->minute < 0 ? -1 : 0;
+}
+
+static void ms_list(store *s, const store_list_query *q, store_list_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    ms_expire(m, util_realtime_ms());
+    mpos *v = xmalloc(sizeof(*v) * (m->count ? m->count : 1)), after;
+    char after_id[TASK_ID_MAX];
+    int has_after = q->cursor[0] && ms_cursor(q->cursor, &after, after_id, sizeof(after_id)) == 0;
+    size_t n = 0, plen = strlen(q->key_prefix);
+    for (size_t i = 0; i < m->tabsize; i++)
+        for (mtask *t = m->tab[i]; t; t = t->hnext) {
+            int running = strcmp(t->status, "running") == 0;
+            if (strcmp(t->status, q->status) != 0) continue;
+            char sl[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+            int64_t at;
+            if (task_id_parse(t->id, sl, &at, key) != 0) continue;
+            if ((q->from_ms >= 0 && at < q->from_ms) || (q->to_ms >= 0 && at >= q->to_ms) ||
+                strncmp(key, q->key_prefix, plen) != 0)
+                continue;
+            mpos *p = &v[n++];
+            snprintf(p->slice, sizeof(p->slice), "%s", t->slice ? t->slice->name : t->home);
+            p->minute = task_slice_minute(p->slice);
+            p->score = t->slice ? (running ? t->lease_ms : t->due_ms) : t->fin_ms;
+            p->id = t->id;
+        }
+    qsort(v, n, sizeof(*v), mpos_qcmp);
+    mdefer *r = ms_defer(m, R_LIST, (void *)cb, priv);
+    r->ids = xcalloc((size_t)q->limit + 1, sizeof(char *));
+    size_t last = 0;
+    for (size_t k = 0; k < n && r->nitems < q->limit; k++) {
+        size_t i = q->desc ? n - 1 - k : k;
+        if (has_after && (q->desc ? mpos_cmp(&v[i], &after) >= 0 : mpos_cmp(&v[i], &after) <= 0))
+            continue;
+        r->ids[r->nitems++] = xstrdup(v[i].id);
+        last = i;
+    }
+    if (r->nitems == q->limit) {
+        char cur[STORE_CURSOR_MAX];
+        snprintf(cur, sizeof(cur), "%s~%lld~%s", v[last].slice, (long long)v[last].score,
+                 v[last].id);
+        r->a = xstrdup(cur);
+    }
+    free(v);
+}
+
+static void ms_move(store *s, const char *id, store_move_kind kind, int64_t due_ms,
+                    store_cancel_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    int64_t now = util_realtime_ms();
+    ms_expire(m, now);
+    mtask *t = ms_find(m, id);
+    mdefer *r = ms_defer(m, R_CANCEL, (void *)cb, priv);
+    int ok = t && (kind == MOVE_RETRY ? strcmp(t->status, "failed") == 0 ||
+                                            strcmp(t->status, "cancelled") == 0
+                                      : strcmp(t->status, "scheduled") == 0);
+    if (!t) {
+        r->st = ST_NOTFOUND;
+        return;
+    }
+    if (!ok) {
+        r->st = ST_CONFLICT;
+        r->a = xstrdup(t->status);
+        return;
+    }
+    if (kind == MOVE_RETRY) {
+        /* off the finals' list */
+        mtask **pp = &m->fin_head, *prev = NULL;
+        while (*pp && *pp != t) {
+            prev = *pp;
+            pp = &(*pp)->fnext;
+        }
+        if (*pp) {
+            *pp = t->fnext;
+            if (m->fin_tail == t) m->fin_tail = prev;
+        }
+        t->attempts = 0;
+        t->fin_ms = 0;
+        snprintf(t->status, sizeof(t->status), "scheduled");
+    } else {
+        ms_unlink(m, t);
+    }
+    char slice[TASK_SLICE_MAX];
+    t->due_ms = due_ms;
+    t->lease_ms = 0;
+    task_slice_name(due_ms < now ? now : due_ms, task_slice_bucket(t->home), slice);
+    ms_link(m, t, slice);
+    r->st = ST_OK;
+    if (s->added) s->added(task_slice_bucket(slice), t->due_ms, s->added_priv);
+}
+
 /* ---- schedules: the Redis store's lua/sched.lua, on a list ------------- */
 
 static void ms_sch_free(msch *c)
@@ -815,6 +955,8 @@ static const store_type memory_type = {
     .sch_list = ms_sch_list,
     .sch_claim = ms_sch_claim,
     .sch_advance = ms_sch_advance,
+    .list = ms_list,
+    .move = ms_move,
     .now_ms = ms_now_ms,
     .sync_clock = ms_sync_clock,
     .stats = ms_stats,

@@ -20,17 +20,18 @@
 
 typedef enum {
     SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
-    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_COUNT
+    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_MOVE, SCRIPT_LIST, SCRIPT_COUNT
 } rs_script;
 
 static const char *script_names[SCRIPT_COUNT] = {
-    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched"};
+    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched", "move", "list"};
 
 /* The five keys of a slice, in the order the scripts take them. */
-enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_COUNT };
+enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_COUNT };
 #define KEY_MAX 128
 
 typedef struct store_add_batch store_add_batch;
+#define REG_CACHE 1024
 
 typedef struct rstore {
     store base;
@@ -45,15 +46,20 @@ typedef struct rstore {
     int add_bucket;            /* this turn's bucket for tasks without a key */
     struct event *flush_ev;    /* sends them at the end of the turn */
     log_limit warn;
+    /* slices this process put in the registry P:slices (a cache: a slot
+     * overwritten only costs one more ZADD) */
+    char registered[REG_CACHE][TASK_SLICE_MAX];
 } rstore;
 
 #define RS(s) container_of(s, rstore, base)
+#define s_cfg(rs) ((rs)->base.cfg)
 
 /* ---- key names: the only place they are built -------------------------- */
 
 static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
 {
-    static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr"};
+    static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr", "ok", "failed",
+                                          "cancelled"};
     snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
 }
 
@@ -69,6 +75,11 @@ static void rs_sch_keys(const rstore *rs, int bucket, char out[3][KEY_MAX])
     static const char *suffix[3] = {"sdef", "snext", "sall"};
     for (int i = 0; i < 3; i++)
         snprintf(out[i], KEY_MAX, "%s:{sc.%d}:%s", rs->prefix, bucket, suffix[i]);
+}
+
+static void rs_slices_key(const rstore *rs, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:slices", rs->prefix);
 }
 
 static void rs_meta_key(const rstore *rs, char *out)
@@ -97,11 +108,13 @@ static void rs_keys_of(const rstore *rs, const char *slice, const int *which, in
 }
 
 static const int KEYS_CLAIM[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_PTR};
-static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN};
+static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED};
 static const int KEYS_PTR[] = {K_DUE, K_RUN, K_PTR};
 static const int KEYS_ADD[] = {K_DUE, K_TASK, K_DEL};
-static const int KEYS_CANCEL[] = {K_TASK, K_DEL};
-static const int KEYS_FETCH[] = {K_TASK};
+static const int KEYS_CANCEL[] = {K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED};
+/* fetch and move: the home slice */
+static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED};
+static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK};
 
 /* The error text of a failed call: the error reply's, or rcluster's. */
 static const char *rs_err(const redisReply *r, const char *err)
@@ -191,6 +204,54 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
 }
 
 /* ---- write chains with retry ------------------------------------------- */
+
+/* ---- the slice registry (P:slices, for the listing) ------------------------ */
+
+static char *rs_reg_slot(rstore *rs, const char *slice)
+{
+    return rs->registered[util_fnv1a(slice, strlen(slice)) % REG_CACHE];
+}
+
+typedef void rs_then_fn(void *priv);
+typedef struct reg_ctx {
+    rstore *rs;
+    char slice[TASK_SLICE_MAX];
+    rs_then_fn *then;
+    void *priv;
+} reg_ctx;
+
+static void rs_registered_cb(redisReply *r, const char *err, void *priv)
+{
+    reg_ctx *c = priv;
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        memcpy(rs_reg_slot(c->rs, c->slice), c->slice, TASK_SLICE_MAX);
+    else
+        log_warn_limited(&c->rs->warn, rs_now_ms(&c->rs->base),
+                         "slice %s: not in the listing's registry: %s", c->slice, rs_err(r, err));
+    /* the write goes on regardless: a slice missing from the registry loses
+     * nothing but its place in listings */
+    if (c->then) c->then(c->priv);
+    free(c);
+}
+
+/* Put slice in the registry, then (when given) call then(priv): at once when
+ * this process registered it before. */
+static void rs_register(rstore *rs, const char *slice, rs_then_fn *then, void *priv)
+{
+    if (strcmp(rs_reg_slot(rs, slice), slice) == 0) {
+        if (then) then(priv);
+        return;
+    }
+    char key[KEY_MAX];
+    reg_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    snprintf(c->slice, sizeof(c->slice), "%s", slice);
+    c->then = then;
+    c->priv = priv;
+    rs_slices_key(rs, key);
+    const char *argv[] = {"ZADD", key, "NX", "0", slice};
+    rc_command(rs->rc, key, rs_registered_cb, c, 5, argv, NULL);
+}
 
 #define SETTLE_TRIES 40
 #define SETTLE_BACKOFF_MAX_MS 2000
@@ -350,8 +411,9 @@ static chain *chain_new(rstore *rs, const store_attempt *a, store_settled_fn *cb
 
 static step *chain_settle_step(chain *c, const char *home)
 {
-    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 4);
+    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 7);
     step_int(st, c->rs->base.cfg->retention_ms);
+    step_int(st, c->rs->base.cfg->failed_retention_ms);
     return st;
 }
 
@@ -374,6 +436,9 @@ static void step_settle(step *st, const store_attempt *a, int local, const char 
 
 static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
 {
+    /* a pointer added to a slice no add may have made: registered first
+     * (not waited for: a crash in between costs the listing, not the task) */
+    if (strcmp(op, "add") == 0) rs_register(c->rs, slice, NULL, NULL);
     step *st = chain_step(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
     step_str(st, c->a[0].id);
     step_str(st, op);
@@ -570,9 +635,12 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
         rs_keys k;
         f->cl = cl;
         f->i = i;
-        rs_keys_of(rs, home, KEYS_FETCH, 1, &k);
-        const char *args[] = {l->id};
-        rs_eval(rs, 0, SCRIPT_FETCH, 1, k.p, 1, args, rs_fetch_cb, f);
+        char ret[UTIL_INT_MAX], fret[UTIL_INT_MAX];
+        rs_keys_of(rs, home, KEYS_HOME, 6, &k);
+        util_fmt_int(ret, s_cfg(rs)->retention_ms);
+        util_fmt_int(fret, s_cfg(rs)->failed_retention_ms);
+        const char *args[] = {l->id, cl->slice, ret, fret};
+        rs_eval(rs, 0, SCRIPT_FETCH, 6, k.p, 4, args, rs_fetch_cb, f);
     }
 }
 
@@ -784,6 +852,7 @@ typedef struct store_op {
 
 struct store_add_batch {
     struct store_add_batch *next;   /* open batches of this turn */
+    rstore *rs;
     char slice[TASK_SLICE_MAX];
     int lane;
     int n;
@@ -881,8 +950,19 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
     free(b);
 }
 
+static void rs_add_batch_send_now(void *priv);
+
+/* A batch goes to its slice once the slice is in the registry. */
 static void rs_add_batch_send(rstore *rs, store_add_batch *b)
 {
+    b->rs = rs;
+    rs_register(rs, b->slice, rs_add_batch_send_now, b);
+}
+
+static void rs_add_batch_send_now(void *priv)
+{
+    store_add_batch *b = priv;
+    rstore *rs = b->rs;
     rs_keys k;
     char end[UTIL_INT_MAX], grace[UTIL_INT_MAX];
     rs_keys_of(rs, b->slice, KEYS_ADD, 3, &k);
@@ -1036,10 +1116,12 @@ static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
     char ret[UTIL_INT_MAX];
     rs_keys k;
     store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
-    rs_keys_of(rs, op->slice, KEYS_CANCEL, 2, &k);
+    char fret[UTIL_INT_MAX];
+    rs_keys_of(rs, op->slice, KEYS_CANCEL, 5, &k);
     util_fmt_int(ret, s->cfg->retention_ms);
-    const char *args[] = {id, ret};
-    rs_eval(rs, 0, SCRIPT_CANCEL, 2, k.p, 2, args, rs_cancel_cb, op);
+    util_fmt_int(fret, s->cfg->failed_retention_ms);
+    const char *args[] = {id, ret, fret};
+    rs_eval(rs, 0, SCRIPT_CANCEL, 5, k.p, 3, args, rs_cancel_cb, op);
 }
 
 /* ---- schedules ---------------------------------------------------------- */
@@ -1179,6 +1261,258 @@ static void rs_sch_advance(store *s, const char *id, const store_sch_pass *a,
                           a->last_id ? a->last_id : "", next, fut};
     rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, 10, args);
     free(fut);
+}
+
+/* ---- finding tasks ----------------------------------------------------- */
+
+/* A listing walks the registry (P:slices: every name with score 0, so its
+ * lexical order, "YYYYMMDDHHMM.b", is time order) a chunk at a time, and asks
+ * each slice in turn (list.lua) until the page is full. */
+#define LIST_CHUNK 64
+
+typedef struct list_ctx {
+    rstore *rs;
+    store_list_query q;
+    char status[16], prefix[TASK_KEY_MAX + 1];
+    store_list_fn *cb;
+    void *priv;
+    /* where the walk is: the slice, and in it the last entry given ("" =
+     * none: the slice is read from its start) */
+    char slice[TASK_SLICE_MAX], score[UTIL_INT_MAX + 8], id[TASK_ID_MAX];
+    int inside;                /* the walk is inside `slice` (else past it) */
+    char (*chunk)[TASK_SLICE_MAX];
+    int nchunk, at, chunk_full;
+    char **ids;
+    int n;
+} list_ctx;
+
+static void list_next_slice(list_ctx *c);
+static void list_read_registry(list_ctx *c);
+
+static void list_done(list_ctx *c, const char *err)
+{
+    char cur[STORE_CURSOR_MAX];
+    int more = !err && c->n == c->q.limit;
+    if (more) snprintf(cur, sizeof(cur), "%s~%s~%s", c->slice, c->score, c->id);
+    c->cb((const char *const *)c->ids, err ? 0 : c->n, more ? cur : NULL, err, c->priv);
+    for (int i = 0; i < c->n; i++) free(c->ids[i]);
+    free(c->ids);
+    free(c->chunk);
+    free(c);
+}
+
+static void list_slice_cb(redisReply *r, const char *err, void *priv)
+{
+    list_ctx *c = priv;
+    rstore *rs = c->rs;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 4 || (r->elements - 4) % 2) {
+        list_done(c, rs_err(r, err));
+        return;
+    }
+    int gone = r->element[0]->integer == 1, more = r->element[1]->integer == 1;
+    for (size_t i = 4; i + 1 < r->elements && c->n < c->q.limit; i += 2) {
+        c->ids[c->n++] = xstrndup(r->element[i]->str, r->element[i]->len);
+        snprintf(c->id, sizeof(c->id), "%s", r->element[i]->str);
+        snprintf(c->score, sizeof(c->score), "%s", r->element[i + 1]->str);
+    }
+    if (gone) {
+        /* every record of it expired: out of the registry, once no add can
+         * come to its minute any more */
+        int64_t end = (task_slice_minute(c->slice) + 1) * 60000;
+        if (end + s_cfg(rs)->slice_grace_ms < rs_now_ms(&rs->base)) {
+            char key[KEY_MAX];
+            rs_slices_key(rs, key);
+            const char *argv[] = {"ZREM", key, c->slice};
+            rc_command(rs->rc, key, rs_ignore_cb, NULL, 3, argv, NULL);
+        }
+    }
+    if (c->n == c->q.limit) {
+        list_done(c, NULL);
+        return;
+    }
+    if (more) {
+        /* the slice stopped at its scan bound: on after what it scanned */
+        snprintf(c->score, sizeof(c->score), "%s", r->element[2]->str);
+        snprintf(c->id, sizeof(c->id), "%s", r->element[3]->str);
+        c->at--;
+    } else {
+        c->inside = 0;
+    }
+    list_next_slice(c);
+}
+
+/* Ask the next slice of the chunk, or read the next chunk. */
+static void list_next_slice(list_ctx *c)
+{
+    rstore *rs = c->rs;
+    if (c->at >= c->nchunk) {
+        if (!c->chunk_full) list_done(c, NULL);
+        else list_read_registry(c);
+        return;
+    }
+    const char *slice = c->chunk[c->at++];
+    if (!c->inside || strcmp(slice, c->slice) != 0) {
+        snprintf(c->slice, sizeof(c->slice), "%s", slice);
+        c->id[0] = c->score[0] = '\0';
+        c->inside = 1;
+    }
+    rs_keys k;
+    char lim[UTIL_INT_MAX], from[UTIL_INT_MAX], to[UTIL_INT_MAX];
+    rs_keys_of(rs, c->slice, KEYS_LIST, 7, &k);
+    util_fmt_int(lim, c->q.limit - c->n);
+    util_fmt_int(from, c->q.from_ms);
+    util_fmt_int(to, c->q.to_ms);
+    const char *args[] = {c->status, c->q.desc ? "desc" : "asc", c->score[0] ? c->score : "0",
+                          c->id, lim, from, to, c->prefix};
+    rs_eval(rs, 0, SCRIPT_LIST, 7, k.p, 8, args, list_slice_cb, c);
+}
+
+static void list_registry_cb(redisReply *r, const char *err, void *priv)
+{
+    list_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        list_done(c, rs_err(r, err));
+        return;
+    }
+    c->nchunk = c->at = 0;
+    for (size_t i = 0; i < r->elements && i < LIST_CHUNK; i++) {
+        const char *name = r->element[i]->str;
+        if (name && strlen(name) < TASK_SLICE_MAX)
+            snprintf(c->chunk[c->nchunk++], TASK_SLICE_MAX, "%s", name);
+    }
+    c->chunk_full = r->elements == LIST_CHUNK;
+    list_next_slice(c);
+}
+
+/* The next chunk of slice names: from the walk's slice (itself included
+ * while the walk is inside it), in the listing's order. */
+static void list_read_registry(list_ctx *c)
+{
+    rstore *rs = c->rs;
+    char key[KEY_MAX], from[TASK_SLICE_MAX + 2], count[UTIL_INT_MAX];
+    rs_slices_key(rs, key);
+    util_fmt_int(count, LIST_CHUNK);
+    if (!c->slice[0]) snprintf(from, sizeof(from), "%s", c->q.desc ? "+" : "-");
+    else snprintf(from, sizeof(from), "%c%s", c->inside ? '[' : '(', c->slice);
+    const char *argv[] = {c->q.desc ? "ZREVRANGEBYLEX" : "ZRANGEBYLEX", key, from,
+                          c->q.desc ? "-" : "+", "LIMIT", "0", count};
+    rc_command(rs->rc, key, list_registry_cb, c, 7, argv, NULL);
+}
+
+static void rs_list(store *s, const store_list_query *q, store_list_fn *cb, void *priv)
+{
+    list_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = RS(s);
+    c->q = *q;
+    snprintf(c->status, sizeof(c->status), "%s", q->status);
+    snprintf(c->prefix, sizeof(c->prefix), "%s", q->key_prefix);
+    c->cb = cb;
+    c->priv = priv;
+    c->ids = xcalloc((size_t)q->limit + 1, sizeof(char *));
+    c->chunk = xcalloc(LIST_CHUNK, sizeof(*c->chunk));
+    const char *a = strchr(q->cursor, '~'), *b = a ? strchr(a + 1, '~') : NULL;
+    if (a && b && (size_t)(a - q->cursor) < TASK_SLICE_MAX && (size_t)(b - a) < sizeof(c->score)) {
+        snprintf(c->slice, sizeof(c->slice), "%.*s", (int)(a - q->cursor), q->cursor);
+        snprintf(c->score, sizeof(c->score), "%.*s", (int)(b - a - 1), a + 1);
+        snprintf(c->id, sizeof(c->id), "%s", b + 1);
+        c->inside = task_slice_minute(c->slice) >= 0;
+        if (!c->inside) c->slice[0] = c->score[0] = c->id[0] = '\0';
+    }
+    list_read_registry(c);
+}
+
+/* ---- running a task again ------------------------------------------------ */
+
+typedef struct move_ctx {
+    rstore *rs;
+    char id[TASK_ID_MAX], home[TASK_SLICE_MAX], target[TASK_SLICE_MAX];
+    store_move_kind kind;
+    int64_t due, timeout;
+    store_cancel_fn *cb;
+    void *priv;
+    int step;                  /* 0 prepare, 1 pointer, 2 commit */
+} move_ctx;
+
+static void move_step(move_ctx *c);
+
+static void move_done(move_ctx *c, store_status st, const char *detail)
+{
+    c->cb(st, detail, c->priv);
+    free(c);
+}
+
+static void move_cb(redisReply *r, const char *err, void *priv)
+{
+    move_ctx *c = priv;
+    const char *status;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !(status = rs_str(r, 0))) {
+        if (c->step == 1 && r && r->type == REDIS_REPLY_INTEGER) {
+            c->step = 2;
+            move_step(c);
+            return;
+        }
+        move_done(c, ST_UNAVAILABLE, rs_err(r, err));
+        return;
+    }
+    if (strcmp(status, "notfound") == 0) {
+        move_done(c, ST_NOTFOUND, NULL);
+    } else if (strcmp(status, "conflict") == 0) {
+        move_done(c, ST_CONFLICT, rs_str(r, 1) ? rs_str(r, 1) : "");
+    } else if (c->step == 0 && c->target[0]) {
+        cJSON *st = cJSON_Parse(rs_str(r, 1) ? rs_str(r, 1) : "");
+        const cJSON *to = cJSON_GetObjectItemCaseSensitive(st, "to");
+        c->timeout = cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000;
+        cJSON_Delete(st);
+        c->step = 1;
+        rs_register(c->rs, c->target, (rs_then_fn *)move_step, c);
+    } else {
+        if (c->rs->base.added)
+            c->rs->base.added(task_slice_bucket(c->target[0] ? c->target : c->home), c->due,
+                              c->rs->base.added_priv);
+        move_done(c, ST_OK, NULL);
+    }
+}
+
+static void move_step(move_ctx *c)
+{
+    rstore *rs = c->rs;
+    rs_keys k;
+    char due[UTIL_INT_MAX], to[UTIL_INT_MAX];
+    util_fmt_int(due, c->due);
+    if (c->step == 1) {
+        /* the pointer, as a retry's (ptr.lua add) */
+        util_fmt_int(to, c->timeout);
+        rs_keys_of(rs, c->target, KEYS_PTR, 3, &k);
+        const char *args[] = {c->id, "add", due, to};
+        rs_eval(rs, 0, SCRIPT_PTR, 3, k.p, 4, args, move_cb, c);
+        return;
+    }
+    rs_keys_of(rs, c->home, KEYS_HOME, 6, &k);
+    const char *args[] = {c->step == 0 ? "prepare" : "commit", c->id,
+                          c->kind == MOVE_RETRY ? "retry" : "run", c->target, due};
+    rs_eval(rs, 0, SCRIPT_MOVE, 6, k.p, 5, args, move_cb, c);
+}
+
+static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_ms,
+                    store_cancel_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    move_ctx *c = xcalloc(1, sizeof(*c));
+    char key[TASK_KEY_MAX + 1];
+    int64_t at, now = rs_now_ms(s);
+    c->rs = rs;
+    c->kind = kind;
+    c->due = due_ms < now ? now : due_ms;
+    c->cb = cb;
+    c->priv = priv;
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    if (task_id_parse(id, c->home, &at, key) != 0)
+        snprintf(c->home, sizeof(c->home), "000000000000.0");
+    /* due in a slice the scan has not passed: the home slice when it is that
+     * minute's, else the due minute's slice of the same bucket */
+    task_slice_name(c->due, task_slice_bucket(c->home), c->target);
+    if (strcmp(c->target, c->home) == 0) c->target[0] = '\0';
+    move_step(c);
 }
 
 /* ---- life -------------------------------------------------------------- */
@@ -1343,6 +1677,8 @@ static const store_type redis_type = {
     .sch_list = rs_sch_list,
     .sch_claim = rs_sch_claim,
     .sch_advance = rs_sch_advance,
+    .list = rs_list,
+    .move = rs_move,
     .now_ms = rs_now_ms,
     .sync_clock = rs_sync_clock,
     .stats = rs_stats,

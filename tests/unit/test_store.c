@@ -45,6 +45,9 @@ typedef struct fixture {
     char sdef[512], sstate[1024], sprev[1024];
     int nsched;
     char sids[8][SCHED_ID_MAX];
+    char lids[16][TASK_ID_MAX];
+    int nlist;
+    char cursor[STORE_CURSOR_MAX];
     char sstates[8][1024];
 } fixture;
 
@@ -463,6 +466,134 @@ static void test_watermarks(void **state)
     assert_int_equal(f->wm, 1003);
 }
 
+/* ---- listing and moves --------------------------------------------------- */
+
+static void list_cb(const char *const *ids, int n, const char *next, const char *err, void *priv)
+{
+    fixture *f = priv;
+    assert_null(err);
+    assert_true(n <= 16);
+    f->nlist = n;
+    for (int i = 0; i < n; i++) snprintf(f->lids[i], sizeof(f->lids[i]), "%s", ids[i]);
+    snprintf(f->cursor, sizeof(f->cursor), "%s", next ? next : "");
+    f->answers++;
+}
+
+/* List `status`, `limit` a page, from the cursor in f (cursor "" = start). */
+static void list(fixture *f, const char *status, int limit, int desc)
+{
+    store_list_query q = {.status = status, .desc = desc, .cursor = f->cursor, .limit = limit,
+                          .from_ms = -1, .to_ms = -1, .key_prefix = ""};
+    char cur[STORE_CURSOR_MAX];
+    snprintf(cur, sizeof(cur), "%s", f->cursor);
+    q.cursor = cur;
+    store_list(f->s, &q, list_cb, f);
+    wait_answers(f, 1);
+}
+
+static void move(fixture *f, const char *id, store_move_kind kind, int64_t due)
+{
+    store_move(f->s, id, kind, due, cancel_cb, f);
+    wait_answers(f, 1);
+}
+
+static void test_list_pages(void **state)
+{
+    fixture *f = *state;
+    char ids[5][TASK_ID_MAX];
+    for (int i = 0; i < 5; i++) {
+        char key[8];
+        snprintf(key, sizeof(key), "l%d", i);
+        add(f, key, 60000 + i * 10, 1000);
+        snprintf(ids[i], sizeof(ids[i]), "%s", f->id);
+    }
+    store_cancel(f->s, ids[2], cancel_cb, f);
+    wait_answers(f, 1);
+    /* oldest first, two a page, each once */
+    f->cursor[0] = '\0';
+    list(f, "scheduled", 2, 0);
+    assert_int_equal(f->nlist, 2);
+    assert_string_equal(f->lids[0], ids[0]);
+    assert_string_equal(f->lids[1], ids[1]);
+    assert_true(f->cursor[0]);
+    list(f, "scheduled", 2, 0);
+    assert_int_equal(f->nlist, 2);
+    assert_string_equal(f->lids[0], ids[3]);
+    assert_string_equal(f->lids[1], ids[4]);
+    list(f, "scheduled", 2, 0);
+    assert_int_equal(f->nlist, 0);
+    assert_string_equal(f->cursor, "");
+    /* newest first */
+    list(f, "scheduled", 3, 1);
+    assert_int_equal(f->nlist, 3);
+    assert_string_equal(f->lids[0], ids[4]);
+    assert_string_equal(f->lids[2], ids[1]);
+    f->cursor[0] = '\0';
+    list(f, "cancelled", 10, 0);
+    assert_int_equal(f->nlist, 1);
+    assert_string_equal(f->lids[0], ids[2]);
+    /* filters: key prefix, execute_at window */
+    store_list_query q = {.status = "scheduled", .cursor = "", .limit = 10, .from_ms = -1,
+                          .to_ms = -1, .key_prefix = "l4"};
+    store_list(f->s, &q, list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nlist, 1);
+    assert_string_equal(f->lids[0], ids[4]);
+    q.key_prefix = "";
+    q.from_ms = f->t0 + 60010;
+    q.to_ms = f->t0 + 60040;
+    store_list(f->s, &q, list_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->nlist, 2); /* l1, l3 (l2 is cancelled) */
+}
+
+static void test_retry_and_run_now(void **state)
+{
+    fixture *f = *state;
+    /* a task that failed for good, run again */
+    add(f, "d1", 0, 1000);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->lease_ids[0]);
+    settle(f, id, OUT_FAIL, 1, 0);
+    assert_string_equal(status_of(f, id), "failed");
+    f->cursor[0] = '\0';
+    list(f, "failed", 10, 0);
+    assert_int_equal(f->nlist, 1);
+    move(f, id, MOVE_RUN, 0);
+    assert_int_equal(f->st, ST_CONFLICT); /* run: scheduled tasks only */
+    assert_string_equal(f->detail, "failed");
+    move(f, id, MOVE_RETRY, 0);
+    assert_int_equal(f->st, ST_OK);
+    assert_string_equal(status_of(f, id), "scheduled");
+    assert_non_null(strstr(f->state, "\"a\":0"));
+    assert_non_null(strstr(f->state, "HTTP 500")); /* its history kept */
+    list(f, "failed", 10, 0);
+    assert_int_equal(f->nlist, 0);
+    move(f, id, MOVE_RETRY, 0);
+    assert_int_equal(f->st, ST_CONFLICT);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    assert_string_equal(f->lease_ids[0], id);
+    assert_int_equal(f->leases[0].attempt, 1);
+
+    /* a task due in ten minutes, run now: claimed from this minute's slice */
+    add(f, "n1", 600000, 1000);
+    snprintf(id, sizeof(id), "%s", f->id);
+    move(f, id, MOVE_RUN, 0);
+    assert_int_equal(f->st, ST_OK);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    assert_string_equal(f->lease_ids[0], id);
+    /* its old entry does not run it again */
+    store_claim_slice(f->s, 0, (f->t0 + 600000) / 60000, 10, claim_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->claim.n, 0);
+    move(f, "202611220000.0.1.nokey", MOVE_RETRY, 0);
+    assert_int_equal(f->st, ST_NOTFOUND);
+}
+
 /* ---- schedules ---------------------------------------------------------- */
 
 static void sch_cb(store_status st, const store_schedule *sc, const char *err, void *priv)
@@ -643,6 +774,7 @@ int main(void)
         BOTH(test_retry_and_release), BOTH(test_lease_expiry),
         BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
+        BOTH(test_list_pages), BOTH(test_retry_and_run_now),
     };
     if (redis_start() != 0) {
         fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");

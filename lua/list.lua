@@ -1,0 +1,65 @@
+-- list: one slice's tasks of one status, for GET /v1/tasks, in the order
+-- (score, id): scheduled from :due (the time due; ids in :del are cancelled),
+-- running from :run (the lease's end), succeeded / failed / cancelled from
+-- their index (when they ended). Retries and moves waiting here are listed
+-- here (their ids name their home).
+-- KEYS: due, run, ok, failed, cancelled, del, task. ARGV: status, order (asc |
+-- desc), after_score, after_id ('' = from the start), limit, from_ms, to_ms
+-- (execute_at bounds, -1 = none), key_prefix
+-- Returns {gone, more, last_score, last_id, id, score, id, score, ...}: gone
+-- = 1 when the slice holds nothing at all any more (its keys expired); more =
+-- 1 when the call stopped after SCAN_MAX entries that the filters refused,
+-- to go on after (last_score, last_id): Redis is never held for long.
+local SCAN_MAX = 20000
+local ix = ({scheduled = 1, running = 2, succeeded = 3, failed = 4, cancelled = 5})[ARGV[1]]
+local desc = ARGV[2] == 'desc'
+local after_score, after_id = ARGV[3], ARGV[4]
+local limit = tonumber(ARGV[5])
+local from, to, prefix = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+local key = KEYS[ix]
+local out = {0, 0, '', ''}
+local HEAD = 4
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]) == 0 then
+  out[1] = 1
+  return out
+end
+local check_del = ix == 1 and redis.call('SCARD', KEYS[6]) > 0
+-- from the cursor on; entries of the cursor's score up to its id are skipped
+local lo, hi = '-inf', '+inf'
+if after_id ~= '' then
+  if desc then hi = after_score else lo = after_score end
+end
+local batch, offset, scanned = 256, 0, 0
+while #out - HEAD < 2 * limit do
+  local r
+  if desc then
+    r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES', 'LIMIT', offset, batch)
+  else
+    r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', offset, batch)
+  end
+  if #r == 0 then break end
+  offset = offset + #r / 2
+  for i = 1, #r, 2 do
+    local id, score = r[i], r[i + 1]
+    local past = after_id == '' or tonumber(score) ~= tonumber(after_score) or
+                 (desc and id < after_id) or (not desc and id > after_id)
+    scanned = scanned + 1
+    if past and #out - HEAD < 2 * limit then
+      local at = tonumber(string.match(id, '^[^.]*%.[^.]*%.(%d+)%.'))
+      local k = string.match(id, '^[^.]*%.[^.]*%.%d+%.(.*)$') or ''
+      if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
+         string.sub(k, 1, #prefix) == prefix and
+         not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
+        out[#out + 1] = id
+        out[#out + 1] = score
+      end
+      out[3], out[4] = score, id
+    end
+  end
+  if #r < 2 * batch then break end
+  if scanned >= SCAN_MAX then
+    out[2] = 1
+    break
+  end
+end
+return out

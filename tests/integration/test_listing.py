@@ -1,0 +1,226 @@
+"""Finding tasks (GET /v1/tasks) and dead letters (retry, run now), against
+the real binary, a real redis-server or the local Redis Cluster, and a real
+receiver."""
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import replicas
+from harness import now_ms, wait_for
+
+
+def walk(t, status, limit=500, order=None, **filters):
+    """Every page of a listing: (ids in order, pages)."""
+    ids, cursor, pages = [], None, 0
+    while True:
+        q = {"status": status, "limit": limit, **filters}
+        if order:
+            q["order"] = order
+        if cursor:
+            q["cursor"] = cursor
+        code, res = t.request("GET", "/v1/tasks?" + urllib.parse.urlencode(q))
+        assert code == 200, res
+        assert len(res["tasks"]) <= limit
+        for task in res["tasks"]:
+            assert task["status"] == status or status in ("scheduled", "running"), task
+        ids += [task["id"] for task in res["tasks"]]
+        pages += 1
+        cursor = res["next_cursor"]
+        if not cursor:
+            return ids, pages
+
+
+def ingest(t, tasks):
+    ids = []
+    for i in range(0, len(tasks), 1000):
+        res = t.batch(tasks[i:i + 1000])
+        assert all("id" in r for r in res), [r for r in res if "id" not in r][:3]
+        ids += [r["id"] for r in res]
+    return ids
+
+
+def mixed(t, receiver, n):
+    """n tasks: 40 % scheduled an hour ahead, 30 % succeeded, 20 % failed,
+    10 % cancelled; waits for the finals. Returns {status: set of ids}."""
+    ns, nok, nf = n * 4 // 10, n * 3 // 10, n * 2 // 10
+    nc = n - ns - nok - nf
+    later = now_ms() + 3600_000
+    sched = ingest(t, [{"callback_url": receiver.url(), "key": f"s{i}", "execute_at": later + i}
+                       for i in range(ns + nc)])
+    ok = ingest(t, [{"callback_url": receiver.url(), "key": f"o{i}"} for i in range(nok)])
+    failed = ingest(t, [{"callback_url": receiver.url("/status/500"), "key": f"f{i}",
+                         "retry": {"max_attempts": 1}} for i in range(nf)])
+    cancelled = sched[ns:]
+    for tid in cancelled:
+        assert t.delete(tid)[0] == 204
+    wait_for(lambda: t.request("GET", "/v1/stats")[1]["settled"] >= nok + nf, 60, 0.2,
+             what="the finals recorded")
+    return {"scheduled": set(sched[:ns]), "succeeded": set(ok), "failed": set(failed),
+            "cancelled": set(cancelled)}
+
+
+def check_walks(t, want, limit):
+    for status, ids in want.items():
+        got, pages = walk(t, status, limit)
+        assert len(got) == len(set(got)), f"{status}: a task on two pages"
+        assert set(got) == ids, (status, len(got), len(ids), list(set(ids) - set(got))[:3])
+        assert pages >= len(ids) // limit
+    # newest first: the same tasks, the other way round
+    got, _ = walk(t, "scheduled", limit, order="newest")
+    assert set(got) == want["scheduled"] and len(got) == len(want["scheduled"])
+    # time order to the minute (a minute's slices one after the other)
+    minutes = [int(i.split(".")[2]) // 60000 for i in got]
+    assert minutes == sorted(minutes, reverse=True)
+
+
+def test_10000_tasks_in_mixed_states_each_listed_once(tickd, receiver):
+    want = mixed(tickd, receiver, 10000)
+    check_walks(tickd, want, 500)
+    # a page of a status holds that status's whole tasks
+    code, res = tickd.request("GET", "/v1/tasks?status=failed&limit=3")
+    assert code == 200 and len(res["tasks"]) == 3
+    assert all(x["status"] == "failed" and x["last_status_code"] == 500 for x in res["tasks"])
+
+
+def test_listing_across_the_masters_of_a_cluster(cluster, tickd_factory, receiver):
+    ts = replicas(tickd_factory, cluster, n=2)
+    want = mixed(ts[0], receiver, 2000)
+    per_master = cluster.keys("tickd:{*}:failed")
+    assert sum(1 for ks in per_master.values() if ks) >= 2  # spread over the masters
+    check_walks(ts[1], want, 97)
+
+
+def test_pages_are_stable_under_writes(tickd, receiver):
+    later = now_ms() + 3600_000
+    first = set(ingest(tickd, [{"callback_url": receiver.url(), "key": f"a{i}",
+                                "execute_at": later + i * 50} for i in range(1500)]))
+    seen, cursor, k = [], None, 0
+    while True:
+        q = {"status": "scheduled", "limit": 100}
+        if cursor:
+            q["cursor"] = cursor
+        code, res = tickd.request("GET", "/v1/tasks?" + urllib.parse.urlencode(q))
+        assert code == 200
+        seen += [x["id"] for x in res["tasks"]]
+        # meanwhile: more tasks, some before the cursor, some after
+        ingest(tickd, [{"callback_url": receiver.url(), "key": f"b{k}-{j}",
+                        "execute_at": later + j * 997} for j in range(20)])
+        k += 1
+        cursor = res["next_cursor"]
+        if not cursor:
+            break
+    assert len(seen) == len(set(seen)), "a task on two pages"
+    assert first <= set(seen), "a task there from the start was missed"
+
+
+def test_dead_letter_flow(tickd, receiver):
+    """A receiver that fails until told otherwise: the task fails, is listed
+    as failed, is retried, and succeeds with its history kept."""
+    t = tickd.post({"callback_url": receiver.url("/fail/1"), "retry": {"max_attempts": 1}})
+    tid = t["id"]
+    wait_for(lambda: tickd.get(tid)[1]["status"] == "failed", 10, what="the task failed")
+    ids, _ = walk(tickd, "failed")
+    assert ids == [tid]
+    code, res = tickd.request("POST", f"/v1/tasks/{tid}/retry")
+    assert code == 200 and res["status"] in ("scheduled", "running") and res["attempts"] == 0, res
+    assert res["last_status_code"] == 500  # its history kept
+    wait_for(lambda: tickd.get(tid)[1]["status"] == "succeeded", 10, what="the retry succeeded")
+    assert walk(tickd, "failed")[0] == []
+    assert walk(tickd, "succeeded")[0] == [tid]
+    assert len(receiver.by_task()[tid]) == 2
+    # retry of a task that did not fail: 409
+    code, res = tickd.request("POST", f"/v1/tasks/{tid}/retry")
+    assert code == 409 and "succeeded" in res["error"]["message"], res
+    assert tickd.request("POST", "/v1/tasks/202611220000.0.1.nokey/retry")[0] == 404
+
+
+def test_retry_later_and_run_now(tickd, receiver):
+    t = tickd.post({"callback_url": receiver.url("/status/500"), "retry": {"max_attempts": 1}})
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 10)
+    at = now_ms() + 2500
+    code, res = tickd.request("POST", f"/v1/tasks/{t['id']}/retry", {"execute_at": at})
+    assert code == 200 and res["next_attempt_at"] == at, res
+    wait_for(lambda: len(receiver.by_task().get(t["id"], [])) == 2, 10, what="the retry")
+    second = receiver.by_task()[t["id"]][1]["t"]
+    assert at <= second <= at + 100, second - at
+    # a task due in an hour, run now: fires now, once
+    far = tickd.post({"callback_url": receiver.url(), "delay_ms": 3600_000})
+    code, res = tickd.request("GET", f"/v1/tasks/{far['id']}")
+    assert res["status"] == "scheduled"
+    t0 = now_ms()
+    code, res = tickd.request("POST", f"/v1/tasks/{far['id']}/run")
+    assert code == 200, res
+    wait_for(lambda: far["id"] in receiver.by_task(), 5, what="run now")
+    assert receiver.by_task()[far["id"]][0]["t"] - t0 < 1500
+    time.sleep(1)
+    assert len(receiver.by_task()[far["id"]]) == 1
+    code, res = tickd.request("POST", f"/v1/tasks/{far['id']}/run")
+    assert code == 409 and "succeeded" in res["error"]["message"]
+    # retry of a scheduled task: 409
+    other = tickd.post({"callback_url": receiver.url(), "delay_ms": 3600_000})
+    code, res = tickd.request("POST", f"/v1/tasks/{other['id']}/retry")
+    assert code == 409 and "scheduled" in res["error"]["message"]
+
+
+def test_bulk_retry_and_filters(tickd, receiver):
+    ingest(tickd, [{"callback_url": receiver.url("/fail/1"), "key": f"bulk{i}",
+                    "retry": {"max_attempts": 1}} for i in range(250)])
+    ingest(tickd, [{"callback_url": receiver.url("/status/500"), "key": f"other{i}",
+                    "retry": {"max_attempts": 1}} for i in range(30)])
+    wait_for(lambda: len(walk(tickd, "failed")[0]) == 280, 20, 0.2, what="280 failed")
+    assert len(walk(tickd, "failed", key_prefix="bulk")[0]) == 250
+    code, res = tickd.request("POST", "/v1/tasks/retry",
+                              {"status": "failed", "key_prefix": "bulk", "limit": 200})
+    assert code == 200 and res["retried"] == 200 and res["next_cursor"], res
+    code, res = tickd.request("POST", "/v1/tasks/retry",
+                              {"status": "failed", "key_prefix": "bulk", "cursor": res["next_cursor"]})
+    assert code == 200 and res["retried"] == 50 and res["next_cursor"] is None, res
+    wait_for(lambda: len(walk(tickd, "succeeded", key_prefix="bulk")[0]) == 250, 20, 0.2,
+             what="the retried tasks succeeded")
+    assert len(walk(tickd, "failed")[0]) == 30
+    # execute_at window
+    t0 = now_ms() + 3600_000
+    ingest(tickd, [{"callback_url": receiver.url(), "key": f"w{i}", "execute_at": t0 + i * 1000}
+                   for i in range(10)])
+    got, _ = walk(tickd, "scheduled", **{"from": t0 + 2000, "to": t0 + 5000})
+    assert len(got) == 3
+
+
+def test_schedule_runs_by_schedule_id(tickd, receiver):
+    tickd.request("POST", "/v1/schedules", {"key": "lr", "every_ms": 1000, "times": 3,
+                                            "task": {"callback_url": receiver.url()}})
+    wait_for(lambda: receiver.count() >= 3, 10)
+    time.sleep(0.5)
+    got, _ = walk(tickd, "succeeded", schedule_id="sch.lr")
+    assert len(got) == 3 and all(":lr:" in i for i in got)
+
+
+BAD = [("", "status: required"), ("status=done", "status: done is not one of"),
+       ("status=failed&limit=1001", "limit: must be an integer from 1 to 1000"),
+       ("status=failed&limit=x", "limit:"), ("status=failed&cursor=zz", "cursor: malformed"),
+       ("status=failed&order=up", "order: must be oldest or newest"),
+       ("status=failed&colour=red", "colour: unknown parameter"),
+       ("status=failed&from=yesterday", "from: must be"),
+       ("status=failed&from=2000&to=1000", "to: must be after from"),
+       ("status=failed&key_prefix=a%2Fb", "key_prefix:"),
+       ("status=failed&schedule_id=x", "schedule_id: not a schedule id")]
+
+
+@pytest.mark.parametrize("query,message", BAD, ids=[m for _, m in BAD])
+def test_bad_listing_parameters(tickd, query, message):
+    code, res = tickd.request("GET", "/v1/tasks?" + query)
+    assert code == 400 and res["error"]["message"].startswith(message), res
+
+
+def test_bad_retry_bodies(tickd):
+    for body, message in [({"status": "scheduled"}, "status: only failed or cancelled"),
+                          ({"status": "failed", "limit": 10001}, "limit:"),
+                          ({"status": "failed", "colour": 1}, "colour: unknown field"),
+                          ({}, "status: required")]:
+        code, res = tickd.request("POST", "/v1/tasks/retry", body)
+        assert code == 400 and res["error"]["message"].startswith(message), (body, res)
+    code, res = tickd.request("POST", "/v1/tasks/x/retry", {"execute_at": "soon"})
+    assert code == 400 and res["error"]["message"].startswith("execute_at:")
+    assert tickd.request("GET", "/v1/tasks/x/retry")[0] == 405
+    assert tickd.request("POST", "/v1/tasks/x/explode")[0] == 404
