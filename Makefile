@@ -17,7 +17,7 @@ WARN     = -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wformat=2 \
            -Wshadow -Wpointer-arith -Werror
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -iquote src -MMD -MP
-LDLIBS   = -lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lpthread -lm -lcrypto
+LDLIBS   = -lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lpthread -lm -lssl -lcrypto
 SANITIZE ?= address,undefined
 SANFLAGS = -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 

@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 
-enum { CT_INT, CT_STR };
+enum { CT_INT, CT_STR, CT_BOOL };
 
 typedef struct config_key {
     const char *section, *name;
@@ -97,6 +98,24 @@ static const config_key keys[] = {
      "when set, space-separated CIDRs that are the only addresses callbacks may connect to (deny still applies)"},
     {"callback", "signing_secrets", CT_STR, "", 0, 0, F(signing_secrets),
      "space-separated Standard Webhooks secrets (whsec_<base64>); each signs every callback (rotation: add the new one, deploy, remove the old); tickd --gen-secret prints one (keep them out of files: TICKD_CALLBACK_SIGNING_SECRETS)"},
+    {"callback", "ca_file", CT_STR, "", 0, 0, F(ca_file),
+     "PEM file of CA certificates trusted for https:// callbacks (a private PKI), besides the system's unless ca_system = false"},
+    {"callback", "ca_path", CT_STR, "", 0, 0, F(ca_path),
+     "directory of CA certificates named by subject hash (openssl rehash DIR), trusted as ca_file is"},
+    {"callback", "ca_system", CT_BOOL, "true", 0, 0, F(ca_system),
+     "trust the system's CA store too; false: only ca_file and ca_path"},
+    {"callback", "client_cert", CT_STR, "", 0, 0, F(client_cert),
+     "PEM client certificate (then its chain) presented to every https:// receiver (mTLS)"},
+    {"callback", "client_key", CT_STR, "", 0, 0, F(client_key),
+     "PEM private key of client_cert; empty = in client_cert's file"},
+    {"callback", "client_key_password", CT_STR, "", 0, 0, F(client_key_password),
+     "passphrase of an encrypted client_key (keep it out of files: TICKD_CALLBACK_CLIENT_KEY_PASSWORD)"},
+    {"callback", "tls_min_version", CT_STR, "1.2", 0, 0, F(tls_min_version),
+     "lowest TLS version of https:// callbacks: 1.2 or 1.3 (certificates are always verified)"},
+    {"callback", "proxy", CT_STR, "", 0, 0, F(proxy),
+     "proxy for every callback, http:// and https:// alike: http://, https://, socks5:// or socks5h://host:port (the destination policy then applies to the proxy's address)"},
+    {"callback", "no_proxy", CT_STR, "", 0, 0, F(no_proxy),
+     "comma-separated hosts, domains (.example.com) or CIDRs called without the proxy; * = none through it"},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -190,6 +209,11 @@ static int config_apply(config *c, const config_key *k, const char *value,
             snprintf(err, errlen, "log_level: must be debug, info, warn or error");
             return -1;
         }
+        if (strcmp(k->name, "tls_min_version") == 0 && strcmp(value, "1.2") != 0 &&
+            strcmp(value, "1.3") != 0) {
+            snprintf(err, errlen, "tls_min_version: must be 1.2 or 1.3, not \"%s\"", value);
+            return -1;
+        }
         if (strcmp(k->name, "prefix") == 0) {
             for (const char *p = value; *p; p++)
                 if (!isalnum((unsigned char)*p) && !strchr("_-.:", *p)) {
@@ -199,6 +223,16 @@ static int config_apply(config *c, const config_key *k, const char *value,
         }
         memcpy(field, value, strlen(value) + 1);
         return 0;
+    }
+    if (k->type == CT_BOOL) {
+        static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
+        for (size_t i = 0; i < 4; i++)
+            if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
+                memcpy(field, &(int64_t){strcasecmp(value, yes[i]) == 0}, sizeof(int64_t));
+                return 0;
+            }
+        snprintf(err, errlen, "%s: must be true or false, not \"%s\"", k->name, value);
+        return -1;
     }
     errno = 0;
     char *end;
@@ -415,6 +449,33 @@ int config_load_env(config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The [callback] keys that go together. Files are read (and their errors
+ * named) when the callback client starts (cbtls.c). */
+static int config_validate_callback(const config *c, char *err, size_t errlen)
+{
+    static const char *schemes[] = {"http://", "https://", "socks5://", "socks5h://"};
+    if (!c->ca_system && !c->ca_file[0] && !c->ca_path[0]) {
+        snprintf(err, errlen, "callback.ca_system: false needs callback.ca_file or "
+                 "callback.ca_path (nothing would be trusted)");
+        return -1;
+    }
+    if ((c->client_key[0] || c->client_key_password[0]) && !c->client_cert[0]) {
+        snprintf(err, errlen, "callback.%s: needs callback.client_cert",
+                 c->client_key[0] ? "client_key" : "client_key_password");
+        return -1;
+    }
+    if (c->proxy[0]) {
+        size_t i = 0;
+        while (i < 4 && strncasecmp(c->proxy, schemes[i], strlen(schemes[i])) != 0) i++;
+        if (i == 4 || !c->proxy[strlen(schemes[i])] || strpbrk(c->proxy, " \t")) {
+            snprintf(err, errlen, "callback.proxy: must be http://, https://, socks5:// or "
+                     "socks5h://host:port");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int config_validate(const config *c, char *err, size_t errlen)
 {
     /* ticks come every tick_ms +-25 %: the lookahead covers the longest gap */
@@ -463,7 +524,7 @@ int config_validate(const config *c, char *err, size_t errlen)
         snprintf(err, errlen, "redis.username: needs redis.password");
         return -1;
     }
-    return 0;
+    return config_validate_callback(c, err, errlen);
 }
 
 void config_print_defaults(FILE *out)

@@ -46,6 +46,15 @@ typedef struct config {
     char deny[1024];           /* CIDR list callbacks may not connect to */
     char allow[1024];          /* when set, the only CIDRs callbacks may connect to */
     char signing_secrets[2048]; /* whsec_<base64> ...; "" = callbacks unsigned */
+    char ca_file[1024];        /* PEM CA certificates trusted for https:// callbacks */
+    char ca_path[1024];        /* a hashed directory of them (openssl rehash) */
+    int64_t ca_system;         /* 1: the system's CAs are trusted too */
+    char client_cert[1024];    /* PEM client certificate (mTLS), chain after it */
+    char client_key[1024];     /* its PEM key ("" = in client_cert's file) */
+    char client_key_password[512]; /* decrypts client_key ("" = not encrypted) */
+    char tls_min_version[8];   /* "1.2" or "1.3" */
+    char proxy[1024];          /* http://, https://, socks5:// or socks5h:// proxy */
+    char no_proxy[1024];       /* hosts reached without it (libcurl's no_proxy) */
 } config;
 
 /* Fill `c` with the defaults. */

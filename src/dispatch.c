@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "cbtls.h"
 #include "h1.h"
 #include "h1_answer.h"
 #include "log.h"
@@ -95,6 +96,7 @@ struct dispatch {
     const netpolicy *np;        /* NULL: callbacks go anywhere */
     _Atomic long hosts;         /* hostq entries across the workers */
     const webhook_keys *keys;   /* NULL: unsigned */
+    const cbtls *tls;           /* libcurl's TLS and proxy settings; NULL: its defaults */
 };
 
 /* ---- main-thread side -------------------------------------------------- */
@@ -330,9 +332,8 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
                 (x->local_errno && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_FAILED_INIT));
         if (x->local_errno && !x->errbuf[0])
             snprintf(x->errbuf, sizeof(x->errbuf), "%s", strerror(x->local_errno));
-        char full[CURL_ERROR_SIZE + 128];
-        snprintf(full, sizeof(full), "%s%s%s", curl_easy_strerror(rc),
-                 x->errbuf[0] ? ": " : "", x->errbuf);
+        char full[CURL_ERROR_SIZE + 320];
+        cbtls_describe(x->easy, rc, x->errbuf, full, sizeof(full));
         size_t fl = strlen(full);
         if (fl >= sizeof(err)) { /* cut at a word, never mid-word */
             fl = sizeof(err) - 4;
@@ -496,7 +497,7 @@ static struct curl_slist *xfer_curl_headers(const xfer *x)
 
 /* A new easy handle with the options every transfer shares; a handle kept
  * for reuse keeps them. */
-static CURL *xfer_easy(int64_t keepalive_ms)
+static CURL *xfer_easy(const worker *w)
 {
     CURL *e = curl_easy_init();
     log_assert(e);
@@ -505,8 +506,9 @@ static CURL *xfer_easy(int64_t keepalive_ms)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)((keepalive_ms + 999) / 1000));
+    curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)((w->keepalive_ms + 999) / 1000));
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, xfer_opensocket);
+    cbtls_easy(w->d->tls, e);
     return e;
 }
 
@@ -582,7 +584,7 @@ static int xfer_build(xfer *x)
         goto done;
     }
 
-    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w->keepalive_ms);
+    x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w);
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
@@ -701,11 +703,12 @@ static int dispatch_proxied(void)
 }
 
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
-                          int64_t keepalive_ms,
+                          int64_t keepalive_ms, const cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen)
 {
     dispatch *d = xcalloc(1, sizeof(*d));
     d->main_base = main_base;
+    d->tls = tls;
     d->done = done;
     d->priv = priv;
     pthread_mutex_init(&d->mu, NULL);
@@ -728,7 +731,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->multi = curl_multi_init();
         /* with a proxy configured, libcurl makes every callback (it applies
          * the proxy and no_proxy rules) */
-        if (w->base && !dispatch_proxied()) w->h1 = h1_client_new(w->base, keepalive_ms);
+        if (w->base && !dispatch_proxied() && !cbtls_proxied(tls)) w->h1 = h1_client_new(w->base, keepalive_ms);
         h1_client_set_guard(w->h1, worker_h1_guard);
         if (!w->base || !w->multi) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);

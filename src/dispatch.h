@@ -19,6 +19,7 @@
 #include "wheel.h"
 
 struct event_base;
+struct cbtls;
 struct netpolicy;
 struct webhook_keys;
 typedef struct dispatch dispatch;
@@ -43,7 +44,7 @@ struct job {
     int uncounted;              /* failed for a reason of tickd's own (out of descriptors,
                                    memory or local ports): not an attempt, tried again later */
     long status_code;           /* 0: no HTTP answer */
-    char err[256];              /* why not ok */
+    char err[512];              /* why not ok, whole */
     int max_attempts;           /* the spec's retry policy (1 if unreadable) */
     int64_t backoff_ms;
     int64_t timeout_ms;
@@ -58,10 +59,12 @@ typedef void dispatch_done_fn(job *j, void *priv);
 /* Start `workers` threads, each keeping at most `host_connections`
  * connections to one host (transfers beyond wait for one, reusing it rather
  * than opening a connection per callback), each closed once unused for
- * keepalive_ms. Returns NULL + err. Call evthread_use_pthreads()
+ * keepalive_ms. tls: libcurl's TLS and proxy settings (NULL: its defaults;
+ * with a proxy every callback goes through libcurl), the caller's, outliving
+ * the pool. Returns NULL + err. Call evthread_use_pthreads()
  * before creating `main_base`. */
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
-                          int64_t keepalive_ms,
+                          int64_t keepalive_ms, const struct cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen);
 
 /* The destinations callbacks may connect to (checked on every connect, both

@@ -34,7 +34,7 @@ typedef struct mtask {
     int64_t due_ms, timeout_ms;
     int64_t lease_ms;           /* leased until then; 0: due */
     int64_t code;               /* 0: none */
-    char err[256];
+    char err[512];
     int64_t fin_ms;
 } mtask;
 

@@ -21,6 +21,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "cbtls.h"
 #include "dispatch.h"
 #include "http.h"
 #include "log.h"
@@ -55,6 +56,7 @@ typedef struct tickd {
     api *a;
     netpolicy np;               /* where callbacks may connect */
     webhook_keys *keys;         /* signing callbacks; NULL: unsigned */
+    cbtls *tls;                 /* callback TLS and proxy; NULL: libcurl's defaults */
     struct event *sig_term, *sig_int, *stop_ev;
     int64_t stop_started_ms, grace_ends_ms;
 } tickd;
@@ -261,6 +263,12 @@ int main(int argc, char **argv)
         return 1;
     }
     srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+    if (cbtls_create(&t.cfg, &t.tls, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tickd: config: %s\n", err);
+        curl_global_cleanup();
+        event_base_free(t.base);
+        return 2;
+    }
     int workers = t.cfg.workers ? (int)t.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (workers < 1) workers = 1;
 
@@ -276,7 +284,7 @@ int main(int argc, char **argv)
         goto done;
     }
     if (!(t.d = dispatch_create(t.base, workers, (int)t.cfg.host_connections,
-                                 t.cfg.keepalive_ms, tickd_done, &t, err, sizeof(err)))) {
+                                 t.cfg.keepalive_ms, t.tls, tickd_done, &t, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }
@@ -328,6 +336,7 @@ done:
     event_base_free(t.base);
     netpolicy_free(&t.np);
     webhook_keys_free(t.keys);
+    cbtls_free(t.tls);
     curl_global_cleanup();
     return rc;
 }

@@ -690,6 +690,53 @@ static void test_validate(void **state)
     assert_contains(err, "redis.nodes");
 }
 
+/* [callback] TLS and proxy keys: values read, and keys that need each other */
+static void test_callback_tls_keys(void **state)
+{
+    (void)state;
+    config c;
+    char err[256];
+
+    config_defaults(&c);
+    assert_int_equal(c.ca_system, 1);
+    assert_string_equal(c.tls_min_version, "1.2");
+    for (const char *const *v = (const char *const[]){"false", "no", "OFF", "0", NULL}; *v; v++) {
+        c.ca_system = 1;
+        set_ok(&c, "callback", "ca_system", *v);
+        assert_int_equal(c.ca_system, 0);
+    }
+    set_ok(&c, "callback", "ca_system", "True");
+    assert_int_equal(c.ca_system, 1);
+    set_bad(&c, "callback", "ca_system", "maybe", "ca_system: must be true or false, not \"maybe\"");
+    set_ok(&c, "callback", "tls_min_version", "1.3");
+    set_bad(&c, "callback", "tls_min_version", "1.1", "tls_min_version: must be 1.2 or 1.3, not \"1.1\"");
+
+    config_defaults(&c);
+    set_ok(&c, "callback", "ca_system", "false");
+    assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+    assert_contains(err, "callback.ca_system: false needs callback.ca_file or callback.ca_path");
+    set_ok(&c, "callback", "ca_file", "/etc/ssl/private-ca.pem");
+    assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+
+    config_defaults(&c);
+    set_ok(&c, "callback", "client_key_password", "pw");
+    assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+    assert_contains(err, "callback.client_key_password: needs callback.client_cert");
+
+    config_defaults(&c);
+    const char *good[] = {"http://p:3128", "https://p:443", "socks5://p:1080", "SOCKS5H://p:1"};
+    for (size_t i = 0; i < 4; i++) {
+        set_ok(&c, "callback", "proxy", good[i]);
+        assert_int_equal(config_validate(&c, err, sizeof(err)), 0);
+    }
+    const char *bad[] = {"p:3128", "ftp://p", "http://", "http://p :1"};
+    for (size_t i = 0; i < 4; i++) {
+        set_ok(&c, "callback", "proxy", bad[i]);
+        assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+        assert_contains(err, "callback.proxy: ");
+    }
+}
+
 static void env_bad(const char *var, const char *value, const char *want)
 {
     config c;
@@ -844,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_load_missing_file),
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_callback_tls_keys),
         cmocka_unit_test(test_env_unknown),
         cmocka_unit_test(test_validate_tokens),
         cmocka_unit_test(test_print_defaults_round_trip),

@@ -1,0 +1,314 @@
+/* cbtls.c -- see cbtls.h. */
+#include "cbtls.h"
+
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "util.h"
+
+struct cbtls {
+    X509_STORE *store;          /* NULL: libcurl's (the system's) */
+    X509 *cert;                 /* client certificate, NULL: none */
+    EVP_PKEY *key;
+    STACK_OF(X509) *chain;      /* the certificates after it in client_cert */
+    long tls_min;               /* CURL_SSLVERSION_TLSv1_2 or _3 */
+    char *proxy, *no_proxy;
+};
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
+
+/* OpenSSL's reason for the last failure, its queue emptied. */
+static const char *cbtls_ossl_reason(char *buf, size_t len)
+{
+    unsigned long e = ERR_peek_last_error();
+    if (e) ERR_error_string_n(e, buf, len);
+    else snprintf(buf, len, "%s", strerror(errno));
+    ERR_clear_error();
+    return buf;
+}
+
+/* A readable regular file (or directory, dir set): 0, else -1 + err. */
+static int cbtls_check_path(const char *key, const char *path, int dir, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) FAIL("callback.%s: %s: %s", key, path, strerror(errno));
+    if (dir ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode))
+        FAIL("callback.%s: %s: not a %s", key, path, dir ? "directory" : "regular file");
+    return 0;
+fail:
+    return -1;
+}
+
+/* The CA certificates of a PEM file into the store: their count, or -1 +
+ * err (none in the file is an error: a typo'd path to the wrong file must not
+ * pass silently). */
+static int cbtls_load_cas(X509_STORE *st, const char *key, const char *path, char *err,
+                          size_t errlen)
+{
+    char why[200];
+    int n = 0;
+    BIO *b = NULL;
+    if (cbtls_check_path(key, path, 0, err, errlen) != 0) return -1;
+    if (!(b = BIO_new_file(path, "r"))) FAIL("callback.%s: %s: %s", key, path, cbtls_ossl_reason(why, sizeof(why)));
+    STACK_OF(X509_INFO) *infos = PEM_X509_INFO_read_bio(b, NULL, NULL, NULL);
+    if (!infos) FAIL("callback.%s: %s: not PEM certificates (%s)", key, path,
+                     cbtls_ossl_reason(why, sizeof(why)));
+    for (int i = 0; i < sk_X509_INFO_num(infos); i++) {
+        X509_INFO *xi = sk_X509_INFO_value(infos, i);
+        if (xi->x509 && X509_STORE_add_cert(st, xi->x509) == 1) n++;
+    }
+    sk_X509_INFO_pop_free(infos, X509_INFO_free);
+    ERR_clear_error();
+    if (n == 0) FAIL("callback.%s: %s: holds no PEM certificate", key, path);
+    BIO_free(b);
+    return n;
+fail:
+    BIO_free(b);
+    return -1;
+}
+
+/* The trust store: the system's CAs (as libcurl finds them) unless
+ * ca_system is off, plus ca_file and ca_path. */
+static X509_STORE *cbtls_store(const config *cfg, char *err, size_t errlen)
+{
+    char why[200];
+    X509_STORE *st = X509_STORE_new();
+    log_assert(st);
+    if (cfg->ca_system) {
+        CURL *e = curl_easy_init();
+        char *file = NULL, *dir = NULL;
+        log_assert(e);
+        curl_easy_getinfo(e, CURLINFO_CAINFO, &file);
+        curl_easy_getinfo(e, CURLINFO_CAPATH, &dir);
+        int ok = (file || dir) ? X509_STORE_load_locations(st, file, dir)
+                               : X509_STORE_set_default_paths(st);
+        curl_easy_cleanup(e);
+        if (!ok) FAIL("callback.ca_system: the system's CA store cannot be read (%s); set "
+                      "ca_system = false and give ca_file", cbtls_ossl_reason(why, sizeof(why)));
+    }
+    if (cfg->ca_file[0] && cbtls_load_cas(st, "ca_file", cfg->ca_file, err, errlen) < 0) goto fail;
+    if (cfg->ca_path[0]) {
+        if (cbtls_check_path("ca_path", cfg->ca_path, 1, err, errlen) != 0) goto fail;
+        if (!X509_STORE_load_locations(st, NULL, cfg->ca_path))
+            FAIL("callback.ca_path: %s: %s", cfg->ca_path, cbtls_ossl_reason(why, sizeof(why)));
+    }
+    /* as libcurl sets its own store */
+    X509_STORE_set_flags(st, X509_V_FLAG_TRUSTED_FIRST | X509_V_FLAG_PARTIAL_CHAIN);
+    return st;
+fail:
+    X509_STORE_free(st);
+    return NULL;
+}
+
+typedef struct cbtls_pw {
+    const char *pw;
+    int asked;                  /* the key is encrypted */
+} cbtls_pw;
+
+static int cbtls_password(char *buf, int size, int rwflag, void *u)
+{
+    cbtls_pw *p = u;
+    const char *pw = p->pw;
+    int n = (int)strlen(pw);
+    (void)rwflag;
+    p->asked = 1;
+    if (n > size) return -1;
+    memcpy(buf, pw, (size_t)n);
+    return n;
+}
+
+/* The client certificate, its chain and its key, checked to belong together. */
+static int cbtls_identity(cbtls *t, const config *cfg, char *err, size_t errlen)
+{
+    char why[200];
+    const char *keyfile = cfg->client_key[0] ? cfg->client_key : cfg->client_cert;
+    const char *keyname = cfg->client_key[0] ? "client_key" : "client_cert";
+    BIO *b = NULL;
+    if (cbtls_check_path("client_cert", cfg->client_cert, 0, err, errlen) != 0) return -1;
+    if (!(b = BIO_new_file(cfg->client_cert, "r")) ||
+        !(t->cert = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+        FAIL("callback.client_cert: %s: no PEM certificate (%s)", cfg->client_cert,
+             cbtls_ossl_reason(why, sizeof(why)));
+    t->chain = sk_X509_new_null();
+    log_assert(t->chain);
+    for (X509 *c; (c = PEM_read_bio_X509(b, NULL, NULL, NULL));) sk_X509_push(t->chain, c);
+    ERR_clear_error();
+    BIO_free(b);
+    b = NULL;
+    if (cbtls_check_path(keyname, keyfile, 0, err, errlen) != 0) return -1;
+    if (!(b = BIO_new_file(keyfile, "r")))
+        FAIL("callback.%s: %s: %s", keyname, keyfile, cbtls_ossl_reason(why, sizeof(why)));
+    /* the password callback answers "" when none is set: an encrypted key
+     * then fails to decrypt rather than prompting on a terminal */
+    cbtls_pw pw = {cfg->client_key_password, 0};
+    t->key = PEM_read_bio_PrivateKey(b, NULL, cbtls_password, &pw);
+    if (!t->key) {
+        int bad_pw = pw.asked;
+        if (bad_pw && !cfg->client_key_password[0])
+            FAIL("callback.%s: %s: the key is encrypted; give its passphrase as "
+                 "callback.client_key_password (TICKD_CALLBACK_CLIENT_KEY_PASSWORD)", keyname, keyfile);
+        if (bad_pw) FAIL("callback.client_key_password: does not decrypt %s", keyfile);
+        FAIL("callback.%s: %s: no PEM private key (%s)", keyname, keyfile,
+             cbtls_ossl_reason(why, sizeof(why)));
+    }
+    BIO_free(b);
+    b = NULL;
+    if (X509_check_private_key(t->cert, t->key) != 1)
+        FAIL("callback.%s: %s: not the key of the certificate in %s", keyname, keyfile,
+             cfg->client_cert);
+    ERR_clear_error();
+    return 0;
+fail:
+    BIO_free(b);
+    ERR_clear_error();
+    return -1;
+}
+
+int cbtls_create(const config *cfg, cbtls **out, char *err, size_t errlen)
+{
+    cbtls *t = xcalloc(1, sizeof(*t));
+    *out = NULL;
+    t->tls_min = strcmp(cfg->tls_min_version, "1.3") == 0 ? CURL_SSLVERSION_TLSv1_3
+                                                          : CURL_SSLVERSION_TLSv1_2;
+    if ((cfg->ca_file[0] || cfg->ca_path[0] || !cfg->ca_system) &&
+        !(t->store = cbtls_store(cfg, err, errlen)))
+        goto fail;
+    if (cfg->client_cert[0] && cbtls_identity(t, cfg, err, errlen) != 0) goto fail;
+    if (cfg->proxy[0]) t->proxy = xstrdup(cfg->proxy);
+    if (cfg->no_proxy[0]) t->no_proxy = xstrdup(cfg->no_proxy);
+    if (!t->store && !t->cert && !t->proxy && !t->no_proxy &&
+        t->tls_min == CURL_SSLVERSION_TLSv1_2) {
+        cbtls_free(t);
+        return 0;
+    }
+    *out = t;
+    return 0;
+fail:
+    cbtls_free(t);
+    return -1;
+}
+
+void cbtls_free(cbtls *t)
+{
+    if (!t) return;
+    X509_STORE_free(t->store);
+    X509_free(t->cert);
+    EVP_PKEY_free(t->key);
+    sk_X509_pop_free(t->chain, X509_free);
+    free(t->proxy);
+    free(t->no_proxy);
+    free(t);
+}
+
+int cbtls_proxied(const cbtls *t)
+{
+    return t && t->proxy;
+}
+
+/* Called by libcurl for each TLS connection, after it has set up its own
+ * context: the prepared store and identity replace its defaults (each only
+ * takes a reference, so nothing is parsed per connection). */
+static CURLcode cbtls_ctx_cb(CURL *curl, void *sslctx, void *parm)
+{
+    const cbtls *t = parm;
+    SSL_CTX *ctx = sslctx;
+    (void)curl;
+    if (t->store) {
+        X509_STORE_up_ref(t->store);
+        SSL_CTX_set_cert_store(ctx, t->store);
+    }
+    if (t->cert && (SSL_CTX_use_certificate(ctx, t->cert) != 1 ||
+                    SSL_CTX_use_PrivateKey(ctx, t->key) != 1 ||
+                    (sk_X509_num(t->chain) && SSL_CTX_set1_chain(ctx, t->chain) != 1))) {
+        ERR_clear_error();
+        return CURLE_SSL_CERTPROBLEM;
+    }
+    return CURLE_OK;
+}
+
+void cbtls_easy(const cbtls *t, CURL *e)
+{
+    /* never from a task: verification stays on */
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!t) return;
+    curl_easy_setopt(e, CURLOPT_SSLVERSION, t->tls_min);
+    if (t->store || t->cert) {
+        curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, cbtls_ctx_cb);
+        curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, (void *)t);
+    }
+    if (t->proxy) curl_easy_setopt(e, CURLOPT_PROXY, t->proxy);
+    if (t->no_proxy) curl_easy_setopt(e, CURLOPT_NOPROXY, t->no_proxy);
+}
+
+/* The failed check of a certificate the receiver showed. */
+static const char *cbtls_verify_reason(long vr)
+{
+    switch (vr) {
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+        return "expired: the receiver's certificate has expired";
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+        return "not yet valid: the receiver's certificate is not valid yet";
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_CERT_UNTRUSTED:
+        return "unknown CA: the receiver's certificate is not signed by a trusted CA "
+               "(trust it with callback.ca_file)";
+    case X509_V_ERR_CERT_REVOKED:
+        return "revoked: the receiver's certificate is revoked";
+    default:
+        return NULL;
+    }
+}
+
+void cbtls_describe(CURL *e, CURLcode rc, const char *errbuf, char *out, size_t outlen)
+{
+    const char *what = NULL;
+    char other[160];
+    long vr = X509_V_OK;
+    switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+        curl_easy_getinfo(e, CURLINFO_SSL_VERIFYRESULT, &vr);
+        /* libcurl checks the name itself, once OpenSSL has accepted the chain */
+        if (strstr(errbuf, "target host name"))
+            what = "name mismatch: the receiver's certificate is not for this host";
+        else if (!(what = cbtls_verify_reason(vr))) {
+            snprintf(other, sizeof(other), "certificate rejected: %s",
+                     X509_verify_cert_error_string(vr));
+            what = other;
+        }
+        break;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+        /* the receiver's alert about the certificate tickd showed (or did not) */
+        if (strstr(errbuf, "certificate required") || strstr(errbuf, "bad certificate") ||
+            strstr(errbuf, "alert unknown ca") || strstr(errbuf, "certificate unknown"))
+            what = "client certificate refused: the receiver wants a client certificate it "
+                   "trusts (callback.client_cert)";
+        else if (rc == CURLE_SSL_CONNECT_ERROR)
+            what = "handshake failed";
+        break;
+    case CURLE_SSL_CERTPROBLEM:
+        what = "client certificate unusable";
+        break;
+    default:
+        break;
+    }
+    snprintf(out, outlen, "%s%s%s%s%s", what ? "TLS " : "", what ? what : "",
+             what ? ": " : "", curl_easy_strerror(rc), errbuf[0] ? ": " : "");
+    size_t n = strlen(out);
+    if (errbuf[0] && n < outlen) snprintf(out + n, outlen - n, "%s", errbuf);
+}
