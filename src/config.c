@@ -116,6 +116,8 @@ static const config_key keys[] = {
      "proxy for every callback, http:// and https:// alike: http://, https://, socks5:// or socks5h://host:port (the destination policy then applies to the proxy's address)"},
     {"callback", "no_proxy", CT_STR, "", 0, 0, F(no_proxy),
      "comma-separated hosts, domains (.example.com) or CIDRs called without the proxy; * = none through it"},
+    {"callback", "on_failure_url", CT_STR, "", 0, 0, F(on_failure_url),
+     "http:// or https:// URL POSTed once (tickd-event: task.failed) for every task that fails for good and names no on_failure of its own"},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

@@ -55,6 +55,7 @@ typedef struct config {
     char tls_min_version[8];   /* "1.2" or "1.3" */
     char proxy[1024];          /* http://, https://, socks5:// or socks5h:// proxy */
     char no_proxy[1024];       /* hosts reached without it (libcurl's no_proxy) */
+    char on_failure_url[2048]; /* told of every failed task that names no on_failure */
 } config;
 
 /* Fill `c` with the defaults. */

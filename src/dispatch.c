@@ -549,6 +549,7 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
+    if (j->event[0]) xfer_header(x, "tickd-event", j->event);
     const char *m = method->valuestring;
     int get = strcmp(m, "GET") == 0, json = 0;
     if (!get) {
@@ -567,12 +568,14 @@ static int xfer_build(xfer *x)
     if (keys) {
         /* Standard Webhooks: the id is the task's (one per task, for the
          * receiver's de-duplication), the time this attempt's */
-        char sig[WEBHOOK_SIG_MAX];
+        char sig[WEBHOOK_SIG_MAX], msg[TASK_ID_MAX + sizeof(j->event) + 1];
         int64_t ts = (int64_t)time(NULL);
+        /* an event about the task is a message of its own */
+        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? "." : "", j->event);
         if (!x->w->sig) x->w->sig = webhook_ctx_new();
-        webhook_sign(keys, x->w->sig, j->id, ts, x->body ? x->body : "",
+        webhook_sign(keys, x->w->sig, msg, ts, x->body ? x->body : "",
                      x->body ? strlen(x->body) : 0, sig);
-        xfer_header(x, "webhook-id", j->id);
+        xfer_header(x, "webhook-id", msg);
         xfer_header_int(x, "webhook-timestamp", ts);
         xfer_header(x, "webhook-signature", sig);
     }

@@ -37,6 +37,8 @@ struct job {
     int64_t due_ms;
     int attempt;                /* 1, 2, ... */
     char *spec;                 /* task JSON (malloc'd, owned by the job) */
+    char event[16];             /* "": the task's callback; else an event about task id
+                                   (sent as tickd-event, signed as webhook-id "<id>.<event>") */
     /* set by the pool */
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */
@@ -50,6 +52,7 @@ struct job {
     int64_t timeout_ms;
     job *wnext, *wprev;         /* the scheduler's list of jobs it holds */
     int64_t retry_due_ms;       /* the scheduler's: the retry being recorded (0: none) */
+    int ended_failed;           /* the scheduler's: the task's end as failed is being recorded */
 };
 
 /* Runs on the main loop for each job whose callback finished (or was aborted

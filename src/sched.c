@@ -35,6 +35,8 @@ struct sched {
     const config *cfg;
     sched_submit_fn *submit;  /* hands a fired job to the callers */
     void *submit_priv;
+    sched_failed_fn *failed;  /* told of each task recorded as failed */
+    void *failed_priv;
     wheel *w;
     struct event *tick_ev;
     struct event *wheel_ev;
@@ -158,6 +160,9 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     job *j = owner;
     (void)err; /* the store logged it; the lease brings the task back */
     sc->pending--;
+    /* told once the store holds the end: a record that failed brings the
+     * task back by its lease, to end (and be told) later */
+    if (!err && j->ended_failed && sc->failed) sc->failed(j, sc->failed_priv);
     /* a retry due within the lookahead is claimed now, not at the next tick */
     if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
         sched_kick(sc, task_slice_bucket(j->id));
@@ -182,6 +187,7 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
+    j->ended_failed = o == OUT_FAIL;
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
@@ -193,6 +199,12 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
 }
 
 /* An attempt finished: record it. */
+void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv)
+{
+    sc->failed = fn;
+    sc->failed_priv = priv;
+}
+
 void sched_on_done(sched *sc, job *j)
 {
     sc->calling--;

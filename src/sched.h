@@ -35,6 +35,12 @@ typedef void sched_submit_fn(job *j, void *priv);
 void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv);
 void sched_on_done(sched *sc, job *j);
 
+/* Told of each task whose end as failed the store has recorded (once per
+ * task, as its final attempt is recorded once), with its last job (spec,
+ * attempt, status_code and err), which is freed after fn returns. */
+typedef void sched_failed_fn(const job *j, void *priv);
+void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv);
+
 /* Start ticking. */
 void sched_start(sched *sc);
 

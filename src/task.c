@@ -250,7 +250,7 @@ fail:
 
 static int task_check_header(const cJSON *h, char *err, size_t errlen)
 {
-    static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at",
+    static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at", "tickd-event",
                                      "content-length", "transfer-encoding", "connection",
                                      "webhook-id", "webhook-timestamp", "webhook-signature"};
     int n = 0;
@@ -353,6 +353,21 @@ static void task_buf_json(task_buf *b, const cJSON *v)
     free(s);
 }
 
+/* The call obj describes (a task, or its on_failure), validated:
+ * "callback_url":...,"method":...[,"header":{...}] */
+static void task_buf_call(task_buf *b, const cJSON *obj, const char *method)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(obj, "header");
+    task_buf_add(b, "\"callback_url\":", 15);
+    task_buf_str(b, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
+    task_buf_add(b, ",\"method\":", 10);
+    task_buf_str(b, method);
+    if (h) {
+        task_buf_add(b, ",\"header\":", 10);
+        task_buf_json(b, h);
+    }
+}
+
 int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
                       size_t errlen)
 {
@@ -369,12 +384,54 @@ fail:
     return -1;
 }
 
+/* The method a task (or its on_failure) names, or NULL + err. */
+static const char *task_method(const cJSON *v, char *err, size_t errlen)
+{
+    static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    size_t i = 0;
+    if (!cJSON_IsString(v)) FAIL("method: must be a string");
+    while (i < 5 && strcmp(v->valuestring, methods[i]) != 0) i++;
+    if (i == 5) FAIL("method: must be one of GET, POST, PUT, PATCH, DELETE");
+    return methods[i];
+fail:
+    return NULL;
+}
+
+int task_url_valid(const char *url, char *err, size_t errlen)
+{
+    return task_check_url(url, err, errlen);
+}
+
+/* on_failure: {"callback_url", "method", "header"}, each checked as a task's
+ * own, errors named "on_failure.<field>: ...". */
+static int task_on_failure_check(const cJSON *o, const char **method, char *err, size_t errlen)
+{
+    static const char *fields[] = {"callback_url", "method", "header"};
+    char why[400];
+    const cJSON *v;
+    if (!cJSON_IsObject(o)) FAIL("on_failure: must be an object with callback_url, method, header");
+    if (task_check_fields(o, fields, 3, why, sizeof(why)) != 0) FAIL("on_failure.%s", why);
+    v = cJSON_GetObjectItemCaseSensitive(o, "callback_url");
+    if (!v) FAIL("on_failure.callback_url: required");
+    if (!cJSON_IsString(v)) FAIL("on_failure.callback_url: must be a string");
+    if (task_check_url(v->valuestring, why, sizeof(why)) != 0) FAIL("on_failure.%s", why);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "method")) &&
+        !(*method = task_method(v, why, sizeof(why))))
+        FAIL("on_failure.%s", why);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "header")) &&
+        task_check_header(v, why, sizeof(why)) != 0)
+        FAIL("on_failure.%s", why);
+    return 0;
+fail:
+    return -1;
+}
+
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
-                                   "execute_at", "delay_ms", "retry", "timeout_ms"};
-    static const char *methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+                                   "execute_at", "delay_ms", "retry", "timeout_ms",
+                                   "on_failure"};
     const cJSON *v;
     const char *method = "POST";
     int64_t max_attempts = 5, backoff_ms = 1000, timeout_ms = 10000, at;
@@ -398,13 +455,9 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if (!cJSON_IsString(v)) FAIL("callback_url: must be a string");
     if (task_check_url(v->valuestring, err, errlen) != 0) goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "method"))) {
-        size_t i = 0;
-        if (!cJSON_IsString(v)) FAIL("method: must be a string");
-        while (i < 5 && strcmp(v->valuestring, methods[i]) != 0) i++;
-        if (i == 5) FAIL("method: must be one of GET, POST, PUT, PATCH, DELETE");
-        method = methods[i];
-    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "method")) &&
+        !(method = task_method(v, err, errlen)))
+        goto fail;
 
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header")) &&
         task_check_header(v, err, errlen) != 0)
@@ -451,6 +504,9 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
         task_json_int(v, 1, 300000, &timeout_ms) != 0)
         FAIL("timeout_ms: must be an integer from 1 to 300000");
+    const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
+    const char *onf_method = "POST";
+    if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
     char path[TASK_PATH_MAX] = "req";
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")) &&
         task_lossy_number(v, path, 3, sizeof(path), 0))
@@ -463,14 +519,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     task_buf b = {0};
     task_buf_add(&b, "{\"key\":", 7);
     task_buf_str(&b, out->key);
-    task_buf_add(&b, ",\"callback_url\":", 16);
-    task_buf_str(&b, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
-    task_buf_add(&b, ",\"method\":", 10);
-    task_buf_str(&b, method);
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header"))) {
-        task_buf_add(&b, ",\"header\":", 10);
-        task_buf_json(&b, v);
-    }
+    task_buf_add(&b, ",", 1);
+    task_buf_call(&b, obj, method);
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req"))) {
         task_buf_add(&b, ",\"req\":", 7);
         task_buf_json(&b, v);
@@ -481,7 +531,14 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      "\"timeout_ms\":%lld}",
                      (long long)at, (long long)max_attempts, (long long)backoff_ms,
                      (long long)timeout_ms);
-    task_buf_add(&b, nums, (size_t)n);
+    task_buf_add(&b, nums, (size_t)n - 1);
+    if (onf) {
+        /* as sent, its method made explicit */
+        task_buf_add(&b, ",\"on_failure\":{", 15);
+        task_buf_call(&b, onf, onf_method);
+        task_buf_add(&b, "}", 1);
+    }
+    task_buf_add(&b, "}", 1);
     out->spec = b.p;
     out->execute_at_ms = at;
     out->due_ms = at > now_ms ? at : now_ms;

@@ -47,6 +47,10 @@ typedef struct task_input {
 typedef int task_url_check_fn(void *priv, const char *host, int port, char *why, size_t whylen);
 void task_set_url_check(task_url_check_fn *fn, void *priv);
 
+/* A callback URL checked as a task's callback_url is (syntax, then the URL
+ * check): 0, or -1 with "callback_url: reason" in err. */
+int task_url_valid(const char *url, char *err, size_t errlen);
+
 /* Validate one task object from the API at time now_ms and fill `out`.
  * Returns 0, or -1 with "field: reason" in err and nothing allocated. */
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,

@@ -26,6 +26,7 @@
 #include "http.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "onfail.h"
 #include "runner.h"
 #include "sched.h"
 #include "store.h"
@@ -57,13 +58,20 @@ typedef struct tickd {
     netpolicy np;               /* where callbacks may connect */
     webhook_keys *keys;         /* signing callbacks; NULL: unsigned */
     cbtls *tls;                 /* callback TLS and proxy; NULL: libcurl's defaults */
+    onfail *of;                 /* task.failed events */
     struct event *sig_term, *sig_int, *stop_ev;
     int64_t stop_started_ms, grace_ends_ms;
 } tickd;
 
 static void tickd_done(job *j, void *priv)
 {
-    sched_on_done(((tickd *)priv)->sc, j);
+    if (j->event[0]) onfail_on_done(((tickd *)priv)->of, j);
+    else sched_on_done(((tickd *)priv)->sc, j);
+}
+
+static void tickd_failed(const job *j, void *priv)
+{
+    onfail_task_failed(((tickd *)priv)->of, j, util_realtime_ms());
 }
 
 static void tickd_submit(job *j, void *priv)
@@ -290,6 +298,8 @@ int main(int argc, char **argv)
     }
     dispatch_set_edge(t.d, &t.np, t.keys);
     sched_set_submit(t.sc, tickd_submit, &t);
+    t.of = onfail_create(t.base, t.cfg.on_failure_url, tickd_submit, &t);
+    sched_set_failed(t.sc, tickd_failed, &t);
     t.run = runner_create(t.base, t.st, &t.cfg);
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
                            t.cfg.api_token, t.st, tickd_stats, &t, err, sizeof(err)))) {
@@ -303,6 +313,13 @@ int main(int argc, char **argv)
         snprintf(lhost, sizeof(lhost), "%.*s", (int)(colon - t.cfg.listen), t.cfg.listen);
         netpolicy_set_self(&t.np, lhost, api_port(t.a));
         task_set_url_check(tickd_url_check, &t.np);
+        /* checked as a task's callback_url, now that the policy knows the API's port */
+        if (t.cfg.on_failure_url[0] && task_url_valid(t.cfg.on_failure_url, err, sizeof(err)) != 0) {
+            fprintf(stderr, "tickd: config: callback.on_failure_url: %s\n",
+                    strncmp(err, "callback_url: ", 14) == 0 ? err + 14 : err);
+            rc = 2;
+            goto done;
+        }
     }
     http_server_set_limits(api_http(t.a), api_conns, t.cfg.header_timeout_ms,
                            t.cfg.body_timeout_ms);
@@ -322,6 +339,7 @@ int main(int argc, char **argv)
     rc = 0;
 done:
     if (t.d) dispatch_free(t.d);
+    onfail_free(t.of); /* after the pool: it hands back the events it held */
     /* before what its callbacks reach: store calls still waiting (a forced
      * exit) fail as the store closes, into the scheduler and the API
      * (requests answered 503) */

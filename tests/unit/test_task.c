@@ -678,6 +678,48 @@ static void test_input_all_fields(void **state)
     task_input_free(&t);
 }
 
+/* on_failure: stored as sent with its method made explicit (the stored
+ * spec parses back to itself), every error named on_failure.<field> */
+static void test_input_on_failure(void **state)
+{
+    (void)state;
+    task_input t, again;
+    parse_ok("{\"callback_url\":\"http://cb.test/\",\"on_failure\":{\"callback_url\":"
+             "\"https://dlq.test/f\",\"header\":{\"X-Team\":\"a\"}}}", T0_MS, &t);
+    cJSON *s = spec_of(&t);
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(s, "on_failure");
+    assert_string_equal(str_field(of, "callback_url"), "https://dlq.test/f");
+    assert_string_equal(str_field(of, "method"), "POST");
+    assert_string_equal(str_field(cJSON_GetObjectItemCaseSensitive(of, "header"), "X-Team"), "a");
+    assert_true(num_field(s, "timeout_ms") == 10000);
+    parse_ok_obj(s, T0_MS, &again);
+    assert_string_equal(again.spec, t.spec);
+    task_input_free(&again);
+    cJSON_Delete(s);
+    task_input_free(&t);
+
+    const char *bad[][2] = {
+        {"1", "on_failure: must be an object"},
+        {"{}", "on_failure.callback_url: required"},
+        {"{\"callback_url\":7}", "on_failure.callback_url: must be a string"},
+        {"{\"callback_url\":\"mailto:x@y\"}", "on_failure.callback_url: must be an absolute"},
+        {"{\"callback_url\":\"http://d/\",\"method\":\"HEAD\"}", "on_failure.method: must be one of"},
+        {"{\"callback_url\":\"http://d/\",\"header\":{\"a b\":\"x\"}}",
+         "on_failure.header.a b: name is not an HTTP token"},
+        {"{\"callback_url\":\"http://d/\",\"header\":{\"Tickd-Event\":\"x\"}}",
+         "on_failure.header.Tickd-Event: set by tickd"},
+        {"{\"callback_url\":\"http://d/\",\"req\":1}", "on_failure.req: unknown field"},
+        {"{\"callback_url\":\"http://d/\",\"method\":\"PUT\",\"method\":\"PUT\"}",
+         "on_failure.method: given more than once"},
+    };
+    char json[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        snprintf(json, sizeof(json), "{\"callback_url\":\"http://cb.test/\",\"on_failure\":%s}",
+                 bad[i][0]);
+        parse_err(json, T0_MS, bad[i][1]);
+    }
+}
+
 static void test_input_methods(void **state)
 {
     (void)state;
@@ -1414,6 +1456,7 @@ int main(void)
         cmocka_unit_test(test_backoff_doubling_and_cap),
         cmocka_unit_test(test_backoff_jitter),
         cmocka_unit_test(test_input_defaults),
+        cmocka_unit_test(test_input_on_failure),
         cmocka_unit_test(test_input_all_fields),
         cmocka_unit_test(test_input_methods),
         cmocka_unit_test(test_input_execute_at),
