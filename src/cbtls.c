@@ -22,6 +22,7 @@ struct cbtls {
     STACK_OF(X509) *chain;      /* the certificates after it in client_cert */
     long tls_min;               /* CURL_SSLVERSION_TLSv1_2 or _3 */
     char *proxy, *no_proxy;
+    char proxy_at[300];         /* " to HOST port PORT", as libcurl names a failed connect */
 };
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -173,6 +174,32 @@ fail:
     return -1;
 }
 
+/* The proxy URL, with its host and port (given: libcurl's default port
+ * for a proxy, 1080, surprises more than it helps). */
+static int cbtls_proxy(cbtls *t, const char *url, char *err, size_t errlen)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *path = NULL;
+    int rc = -1;
+    log_assert(u);
+    if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+        FAIL("callback.proxy: not a valid URL");
+    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+        FAIL("callback.proxy: give the port (scheme://host:port)");
+    if (curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK && strcmp(path, "/") != 0)
+        FAIL("callback.proxy: no path after host:port");
+    t->proxy = xstrdup(url);
+    snprintf(t->proxy_at, sizeof(t->proxy_at), " to %s port %s ", host, port);
+    rc = 0;
+fail:
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_url_cleanup(u);
+    return rc;
+}
+
 int cbtls_create(const config *cfg, cbtls **out, char *err, size_t errlen)
 {
     cbtls *t = xcalloc(1, sizeof(*t));
@@ -183,7 +210,7 @@ int cbtls_create(const config *cfg, cbtls **out, char *err, size_t errlen)
         !(t->store = cbtls_store(cfg, err, errlen)))
         goto fail;
     if (cfg->client_cert[0] && cbtls_identity(t, cfg, err, errlen) != 0) goto fail;
-    if (cfg->proxy[0]) t->proxy = xstrdup(cfg->proxy);
+    if (cfg->proxy[0] && cbtls_proxy(t, cfg->proxy, err, errlen) != 0) goto fail;
     if (cfg->no_proxy[0]) t->no_proxy = xstrdup(cfg->no_proxy);
     if (!t->store && !t->cert && !t->proxy && !t->no_proxy &&
         t->tls_min == CURL_SSLVERSION_TLSv1_2) {
@@ -273,11 +300,28 @@ static const char *cbtls_verify_reason(long vr)
     }
 }
 
-void cbtls_describe(CURL *e, CURLcode rc, const char *errbuf, char *out, size_t outlen)
+void cbtls_describe(const cbtls *t, CURL *e, CURLcode rc, const char *errbuf, char *out,
+                    size_t outlen)
 {
-    const char *what = NULL;
+    const char *what = NULL, *proxy = NULL;
     char other[160];
-    long vr = X509_V_OK;
+    long vr = X509_V_OK, tunnel = 0;
+    /* a failure of the proxy, not of the receiver behind it */
+    if (t && t->proxy) {
+        curl_easy_getinfo(e, CURLINFO_HTTP_CONNECTCODE, &tunnel);
+        if (rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_PROXY ||
+            (rc == CURLE_COULDNT_CONNECT && strstr(errbuf, t->proxy_at)))
+            proxy = "proxy unreachable (callback.proxy)";
+        else if (tunnel >= 300)
+            proxy = "proxy refused the tunnel (callback.proxy)";
+    }
+    if (proxy) {
+        if (tunnel >= 300) snprintf(other, sizeof(other), "%s: HTTP %ld", proxy, tunnel);
+        else snprintf(other, sizeof(other), "%s", proxy);
+        snprintf(out, outlen, "%s: %s%s%s", other, curl_easy_strerror(rc), errbuf[0] ? ": " : "",
+                 errbuf);
+        return;
+    }
     switch (rc) {
     case CURLE_PEER_FAILED_VERIFICATION:
         curl_easy_getinfo(e, CURLINFO_SSL_VERIFYRESULT, &vr);

@@ -38,7 +38,8 @@ void cbtls_easy(const cbtls *t, CURL *e);
 
 /* Why a transfer failed, whole: libcurl's message and its error buffer, and
  * for a TLS failure which check failed (unknown CA, expired, name mismatch,
- * handshake, client certificate refused). */
-void cbtls_describe(CURL *e, CURLcode rc, const char *errbuf, char *out, size_t outlen);
+ * handshake, client certificate refused); a failure of t's proxy says so. */
+void cbtls_describe(const cbtls *t, CURL *e, CURLcode rc, const char *errbuf, char *out,
+                    size_t outlen);
 
 #endif

@@ -333,7 +333,7 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         if (x->local_errno && !x->errbuf[0])
             snprintf(x->errbuf, sizeof(x->errbuf), "%s", strerror(x->local_errno));
         char full[CURL_ERROR_SIZE + 320];
-        cbtls_describe(x->easy, rc, x->errbuf, full, sizeof(full));
+        cbtls_describe(w->d->tls, x->easy, rc, x->errbuf, full, sizeof(full));
         size_t fl = strlen(full);
         if (fl >= sizeof(err)) { /* cut at a word, never mid-word */
             fl = sizeof(err) - 4;

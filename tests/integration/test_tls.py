@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from harness import TICKD, wait_for
-from tls_kit import PKI, TLSReceiver
+from harness import TICKD
+from tls_kit import PKI, TLSReceiver, finished
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,6 @@ def receivers():
 def env_of(**keys):
     return {f"TICKD_CALLBACK_{k.upper()}": str(v) for k, v in keys.items()}
 
-
-def finished(t, tid, timeout=20):
-    def done():
-        code, body = t.get(tid)
-        return body if code == 200 and body["status"] in ("succeeded", "failed") else None
-    return wait_for(done, timeout, what=f"task {tid} finished")
 
 
 def run_one(tickd_factory, redis, url, attempts=1, **keys):

@@ -8,7 +8,15 @@ import ssl
 import subprocess
 import threading
 
-from harness import Receiver
+from harness import Receiver, wait_for
+
+def finished(t, tid, timeout=20):
+    """Task tid of tickd t once it succeeded or failed."""
+    def done():
+        code, body = t.get(tid)
+        return body if code == 200 and body["status"] in ("succeeded", "failed") else None
+    return wait_for(done, timeout, what=f"task {tid} finished")
+
 
 CA_CNF = """[ca]
 default_ca = d

@@ -1,0 +1,183 @@
+"""callback.proxy and callback.no_proxy: http:// and https:// callbacks
+through a real forward proxy (a small one here: CONNECT tunnels for https://,
+absolute-form requests for http://), hosts in no_proxy called directly, and
+the destination policy applied to the proxy's address."""
+import socket
+import threading
+
+import pytest
+
+from tls_kit import PKI, TLSReceiver, finished
+
+
+class Proxy:
+    """A forward HTTP proxy on a free port. It records the first line of
+    every request it is sent ("CONNECT host:port HTTP/1.1", "POST
+    http://host:port/path HTTP/1.1"), then carries the bytes both ways."""
+
+    def __init__(self, refuse=False):
+        self.refuse = refuse  # answer every CONNECT 403
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.lines = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = c.recv(4096)
+            if not chunk:
+                c.close()
+                return
+            head += chunk
+        line = head.split(b"\r\n", 1)[0].decode()
+        with self.lock:
+            self.lines.append(line)
+        method, target, version = line.split(" ")
+        if method == "CONNECT" and self.refuse:
+            c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            c.close()
+            return
+        if method == "CONNECT":
+            host, port = target.rsplit(":", 1)
+            up = socket.create_connection((host, int(port)))
+            c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            rest = head.split(b"\r\n\r\n", 1)[1]
+        else:
+            # absolute form: to the origin in origin form; the connection is
+            # kept for this origin (enough for one receiver per test)
+            hostport, path = target.split("://", 1)[1].split("/", 1)
+            host, port = hostport.rsplit(":", 1)
+            up = socket.create_connection((host, int(port)))
+            rest = f"{method} /{path} {version}\r\n".encode() + head.split(b"\r\n", 1)[1]
+        if rest:
+            up.sendall(rest)
+        threading.Thread(target=self.pipe, args=(up, c), daemon=True).start()
+        self.pipe(c, up)
+
+    @staticmethod
+    def pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def seen(self):
+        with self.lock:
+            return list(self.lines)
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def proxy():
+    p = Proxy()
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return PKI(str(tmp_path_factory.mktemp("pki")))
+
+
+
+def test_http_callback_through_the_proxy(redis, tickd_factory, receiver, proxy):
+    t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"http://127.0.0.1:{proxy.port}"}).start()
+    tid = t.post({"callback_url": receiver.url("/ok"), "req": {"a": 1}})["id"]
+    assert finished(t, tid)["status"] == "succeeded"
+    assert f"POST http://127.0.0.1:{receiver.port}/ok HTTP/1.1" in proxy.seen()
+    call = receiver.by_task()[tid][0]
+    assert call["body"] == b'{"a":1}' and call["headers"]["tickd-attempt"] == "1"
+
+
+def test_https_callback_tunnelled(redis, tickd_factory, pki, proxy):
+    rec = TLSReceiver(pki)
+    try:
+        t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"http://127.0.0.1:{proxy.port}",
+                                      "TICKD_CALLBACK_CA_FILE": pki.path("ca.crt")}).start()
+        tid = t.post({"callback_url": rec.url("/tls")})["id"]
+        assert finished(t, tid)["status"] == "succeeded"
+        assert f"CONNECT 127.0.0.1:{rec.port} HTTP/1.1" in proxy.seen()
+        assert rec.by_task()[tid][0]["path"] == "/tls"
+    finally:
+        rec.close()
+
+
+def test_no_proxy_hosts_called_directly(redis, tickd_factory, receiver, proxy):
+    t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"http://127.0.0.1:{proxy.port}",
+                                  "TICKD_CALLBACK_NO_PROXY": "localhost"}).start()
+    direct = t.post({"callback_url": f"http://localhost:{receiver.port}/direct"})["id"]
+    proxied = t.post({"callback_url": receiver.url("/proxied")})["id"]
+    assert finished(t, direct)["status"] == "succeeded"
+    assert finished(t, proxied)["status"] == "succeeded"
+    seen = proxy.seen()
+    assert any("/proxied" in s for s in seen) and not any("/direct" in s for s in seen), seen
+
+
+def test_policy_applies_to_the_proxy_address(redis, tickd_factory, receiver, proxy):
+    t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"http://127.0.0.1:{proxy.port}",
+                                  "TICKD_CALLBACK_DENY": "127.0.0.1/32"}).start()
+    tid = t.post({"callback_url": f"http://localhost:{receiver.port}/ok"})["id"]
+    task = finished(t, tid)
+    assert task["status"] == "failed" and "destination denied by policy" in task["last_error"]
+    assert proxy.seen() == [] and receiver.count() == 0
+
+
+def test_dead_proxy_error_says_so(redis, tickd_factory, receiver):
+    from harness import free_port
+    port = free_port()
+    t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"http://127.0.0.1:{port}"}).start()
+    tid = t.post({"callback_url": receiver.url("/ok"), "retry": {"max_attempts": 1}})["id"]
+    task = finished(t, tid)
+    assert task["status"] == "failed", task
+    assert task["last_error"].startswith("proxy unreachable (callback.proxy): Couldn't connect"), task
+
+
+def test_tunnel_refused_by_the_proxy(redis, tickd_factory, pki):
+    p = Proxy(refuse=True)
+    try:
+        t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"http://127.0.0.1:{p.port}"}).start()
+        tid = t.post({"callback_url": "https://127.0.0.1:9/x", "retry": {"max_attempts": 1}})["id"]
+        task = finished(t, tid)
+        assert task["status"] == "failed", task
+        assert task["last_error"].startswith("proxy refused the tunnel (callback.proxy): HTTP 403"), task
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("url,why", [
+    ("http://127.0.0.1", "callback.proxy: give the port"),
+    ("http://127.0.0.1:3128/x", "callback.proxy: no path after host:port"),
+    ("gopher://127.0.0.1:70", "callback.proxy: must be http://, https://, socks5:// or socks5h://"),
+])
+def test_bad_proxy_stops_tickd(url, why):
+    import os
+    import subprocess
+    from harness import TICKD
+    r = subprocess.run([TICKD, "--store", "memory", "--listen", "127.0.0.1:0"],
+                       env={**os.environ, "TICKD_CALLBACK_PROXY": url},
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and why in r.stderr, r.stderr
