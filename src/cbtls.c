@@ -15,12 +15,34 @@
 #include "log.h"
 #include "util.h"
 
-struct cbtls {
+/* The TLS settings of callbacks to one host (or to any, for the [callback]
+ * keys'). */
+typedef struct cbtls_prof {
+    char host[64];              /* "": every host without a profile of its own */
     X509_STORE *store;          /* NULL: libcurl's (the system's) */
     X509 *cert;                 /* client certificate, NULL: none */
     EVP_PKEY *key;
     STACK_OF(X509) *chain;      /* the certificates after it in client_cert */
     long tls_min;               /* CURL_SSLVERSION_TLSv1_2 or _3 */
+    int insecure;               /* certificates not verified ([host:NAME] only) */
+} cbtls_prof;
+
+/* Where a profile's settings come from: the [callback] keys, with those a
+ * [host:NAME] section gives in their place. key: how errors name a key
+ * ("callback." or "[host:NAME] "). */
+typedef struct cbtls_src {
+    const char *ca_file, *ca_path, *client_cert, *client_key, *client_key_password;
+    const char *tls_min_version;
+    int ca_system, insecure;
+    const char *pw_key;         /* how to name the passphrase in errors */
+    const char *pw_hint;        /* and where else it may be given */
+    char key[96];
+} cbtls_src;
+
+struct cbtls {
+    cbtls_prof def;
+    cbtls_prof *hosts;          /* [host:NAME] */
+    int nhosts;
     char *proxy, *no_proxy;
     char proxy_at[300];         /* " to HOST port PORT", as libcurl names a failed connect */
 };
@@ -38,12 +60,13 @@ static const char *cbtls_ossl_reason(char *buf, size_t len)
 }
 
 /* A readable regular file (or directory, dir set): 0, else -1 + err. */
-static int cbtls_check_path(const char *key, const char *path, int dir, char *err, size_t errlen)
+static int cbtls_check_path(const cbtls_src *src, const char *key, const char *path, int dir,
+                            char *err, size_t errlen)
 {
     struct stat sb;
-    if (stat(path, &sb) != 0) FAIL("callback.%s: %s: %s", key, path, strerror(errno));
+    if (stat(path, &sb) != 0) FAIL("%s%s: %s: %s", src->key, key, path, strerror(errno));
     if (dir ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode))
-        FAIL("callback.%s: %s: not a %s", key, path, dir ? "directory" : "regular file");
+        FAIL("%s%s: %s: not a %s", src->key, key, path, dir ? "directory" : "regular file");
     return 0;
 fail:
     return -1;
@@ -52,16 +75,17 @@ fail:
 /* The CA certificates of a PEM file into the store: their count, or -1 +
  * err (none in the file is an error: a typo'd path to the wrong file must not
  * pass silently). */
-static int cbtls_load_cas(X509_STORE *st, const char *key, const char *path, char *err,
+static int cbtls_load_cas(X509_STORE *st, const cbtls_src *src, const char *path, char *err,
                           size_t errlen)
 {
     char why[200];
     int n = 0;
     BIO *b = NULL;
-    if (cbtls_check_path(key, path, 0, err, errlen) != 0) return -1;
-    if (!(b = BIO_new_file(path, "r"))) FAIL("callback.%s: %s: %s", key, path, cbtls_ossl_reason(why, sizeof(why)));
+    if (cbtls_check_path(src, "ca_file", path, 0, err, errlen) != 0) return -1;
+    if (!(b = BIO_new_file(path, "r")))
+        FAIL("%sca_file: %s: %s", src->key, path, cbtls_ossl_reason(why, sizeof(why)));
     STACK_OF(X509_INFO) *infos = PEM_X509_INFO_read_bio(b, NULL, NULL, NULL);
-    if (!infos) FAIL("callback.%s: %s: not PEM certificates (%s)", key, path,
+    if (!infos) FAIL("%sca_file: %s: not PEM certificates (%s)", src->key, path,
                      cbtls_ossl_reason(why, sizeof(why)));
     for (int i = 0; i < sk_X509_INFO_num(infos); i++) {
         X509_INFO *xi = sk_X509_INFO_value(infos, i);
@@ -69,7 +93,7 @@ static int cbtls_load_cas(X509_STORE *st, const char *key, const char *path, cha
     }
     sk_X509_INFO_pop_free(infos, X509_INFO_free);
     ERR_clear_error();
-    if (n == 0) FAIL("callback.%s: %s: holds no PEM certificate", key, path);
+    if (n == 0) FAIL("%sca_file: %s: holds no PEM certificate", src->key, path);
     BIO_free(b);
     return n;
 fail:
@@ -79,11 +103,13 @@ fail:
 
 /* The trust store: the system's CAs (as libcurl finds them) unless
  * ca_system is off, plus ca_file and ca_path. */
-static X509_STORE *cbtls_store(const config *cfg, char *err, size_t errlen)
+static X509_STORE *cbtls_store(const cbtls_src *cfg, char *err, size_t errlen)
 {
     char why[200];
     X509_STORE *st = X509_STORE_new();
     log_assert(st);
+    if (!cfg->ca_system && !cfg->ca_file[0] && !cfg->ca_path[0])
+        FAIL("%sca_system: false needs ca_file or ca_path (nothing would be trusted)", cfg->key);
     if (cfg->ca_system) {
         CURL *e = curl_easy_init();
         char *file = NULL, *dir = NULL;
@@ -93,14 +119,15 @@ static X509_STORE *cbtls_store(const config *cfg, char *err, size_t errlen)
         int ok = (file || dir) ? X509_STORE_load_locations(st, file, dir)
                                : X509_STORE_set_default_paths(st);
         curl_easy_cleanup(e);
-        if (!ok) FAIL("callback.ca_system: the system's CA store cannot be read (%s); set "
-                      "ca_system = false and give ca_file", cbtls_ossl_reason(why, sizeof(why)));
+        if (!ok) FAIL("%sca_system: the system's CA store cannot be read (%s); set "
+                      "ca_system = false and give ca_file", cfg->key,
+                      cbtls_ossl_reason(why, sizeof(why)));
     }
-    if (cfg->ca_file[0] && cbtls_load_cas(st, "ca_file", cfg->ca_file, err, errlen) < 0) goto fail;
+    if (cfg->ca_file[0] && cbtls_load_cas(st, cfg, cfg->ca_file, err, errlen) < 0) goto fail;
     if (cfg->ca_path[0]) {
-        if (cbtls_check_path("ca_path", cfg->ca_path, 1, err, errlen) != 0) goto fail;
+        if (cbtls_check_path(cfg, "ca_path", cfg->ca_path, 1, err, errlen) != 0) goto fail;
         if (!X509_STORE_load_locations(st, NULL, cfg->ca_path))
-            FAIL("callback.ca_path: %s: %s", cfg->ca_path, cbtls_ossl_reason(why, sizeof(why)));
+            FAIL("%sca_path: %s: %s", cfg->key, cfg->ca_path, cbtls_ossl_reason(why, sizeof(why)));
     }
     /* as libcurl sets its own store */
     X509_STORE_set_flags(st, X509_V_FLAG_TRUSTED_FIRST | X509_V_FLAG_PARTIAL_CHAIN);
@@ -128,16 +155,16 @@ static int cbtls_password(char *buf, int size, int rwflag, void *u)
 }
 
 /* The client certificate, its chain and its key, checked to belong together. */
-static int cbtls_identity(cbtls *t, const config *cfg, char *err, size_t errlen)
+static int cbtls_identity(cbtls_prof *t, const cbtls_src *cfg, char *err, size_t errlen)
 {
     char why[200];
     const char *keyfile = cfg->client_key[0] ? cfg->client_key : cfg->client_cert;
     const char *keyname = cfg->client_key[0] ? "client_key" : "client_cert";
     BIO *b = NULL;
-    if (cbtls_check_path("client_cert", cfg->client_cert, 0, err, errlen) != 0) return -1;
+    if (cbtls_check_path(cfg, "client_cert", cfg->client_cert, 0, err, errlen) != 0) return -1;
     if (!(b = BIO_new_file(cfg->client_cert, "r")) ||
         !(t->cert = PEM_read_bio_X509(b, NULL, NULL, NULL)))
-        FAIL("callback.client_cert: %s: no PEM certificate (%s)", cfg->client_cert,
+        FAIL("%sclient_cert: %s: no PEM certificate (%s)", cfg->key, cfg->client_cert,
              cbtls_ossl_reason(why, sizeof(why)));
     t->chain = sk_X509_new_null();
     log_assert(t->chain);
@@ -145,9 +172,9 @@ static int cbtls_identity(cbtls *t, const config *cfg, char *err, size_t errlen)
     ERR_clear_error();
     BIO_free(b);
     b = NULL;
-    if (cbtls_check_path(keyname, keyfile, 0, err, errlen) != 0) return -1;
+    if (cbtls_check_path(cfg, keyname, keyfile, 0, err, errlen) != 0) return -1;
     if (!(b = BIO_new_file(keyfile, "r")))
-        FAIL("callback.%s: %s: %s", keyname, keyfile, cbtls_ossl_reason(why, sizeof(why)));
+        FAIL("%s%s: %s: %s", cfg->key, keyname, keyfile, cbtls_ossl_reason(why, sizeof(why)));
     /* the password callback answers "" when none is set: an encrypted key
      * then fails to decrypt rather than prompting on a terminal */
     cbtls_pw pw = {cfg->client_key_password, 0};
@@ -155,16 +182,16 @@ static int cbtls_identity(cbtls *t, const config *cfg, char *err, size_t errlen)
     if (!t->key) {
         int bad_pw = pw.asked;
         if (bad_pw && !cfg->client_key_password[0])
-            FAIL("callback.%s: %s: the key is encrypted; give its passphrase as "
-                 "callback.client_key_password (TICKD_CALLBACK_CLIENT_KEY_PASSWORD)", keyname, keyfile);
-        if (bad_pw) FAIL("callback.client_key_password: does not decrypt %s", keyfile);
-        FAIL("callback.%s: %s: no PEM private key (%s)", keyname, keyfile,
+            FAIL("%s%s: %s: the key is encrypted; give its passphrase as %s%s", cfg->key, keyname,
+                 keyfile, cfg->pw_key, cfg->pw_hint);
+        if (bad_pw) FAIL("%s: does not decrypt %s", cfg->pw_key, keyfile);
+        FAIL("%s%s: %s: no PEM private key (%s)", cfg->key, keyname, keyfile,
              cbtls_ossl_reason(why, sizeof(why)));
     }
     BIO_free(b);
     b = NULL;
     if (X509_check_private_key(t->cert, t->key) != 1)
-        FAIL("callback.%s: %s: not the key of the certificate in %s", keyname, keyfile,
+        FAIL("%s%s: %s: not the key of the certificate in %s", cfg->key, keyname, keyfile,
              cfg->client_cert);
     ERR_clear_error();
     return 0;
@@ -200,20 +227,86 @@ fail:
     return rc;
 }
 
+/* One profile from its settings. */
+static int cbtls_prof_init(cbtls_prof *p, const cbtls_src *src, char *err, size_t errlen)
+{
+    p->tls_min = strcmp(src->tls_min_version, "1.3") == 0 ? CURL_SSLVERSION_TLSv1_3
+                                                          : CURL_SSLVERSION_TLSv1_2;
+    p->insecure = src->insecure;
+    if ((src->ca_file[0] || src->ca_path[0] || !src->ca_system) &&
+        !(p->store = cbtls_store(src, err, errlen)))
+        return -1;
+    if (src->client_cert[0] && cbtls_identity(p, src, err, errlen) != 0) return -1;
+    return 0;
+}
+
+static void cbtls_prof_clear(cbtls_prof *p)
+{
+    X509_STORE_free(p->store);
+    X509_free(p->cert);
+    EVP_PKEY_free(p->key);
+    sk_X509_pop_free(p->chain, X509_free);
+}
+
+/* The settings of host h: its own keys where given, the [callback] ones
+ * elsewhere. -1 + err when its passphrase variable is missing. */
+static int cbtls_host_src(const config *cfg, const config_host *h, cbtls_src *src, char *err,
+                          size_t errlen)
+{
+#define PICK(field) (h->set & (1u << config_host_key(#field)) ? h->field : cfg->field)
+    src->ca_file = PICK(ca_file);
+    src->ca_path = PICK(ca_path);
+    src->ca_system = (int)PICK(ca_system);
+    src->client_cert = PICK(client_cert);
+    src->client_key = PICK(client_key);
+    src->tls_min_version = PICK(tls_min_version);
+#undef PICK
+    src->insecure = (int)h->insecure_skip_verify;
+    snprintf(src->key, sizeof(src->key), "[host:%s] ", h->name);
+    src->client_key_password = cfg->client_key_password;
+    src->pw_key = "callback.client_key_password";
+    src->pw_hint = "";
+    if (h->client_key_password_env[0]) {
+        src->pw_key = h->client_key_password_env;
+        if (!(src->client_key_password = getenv(h->client_key_password_env))) {
+            snprintf(err, errlen, "[host:%s] client_key_password_env: %s is not set in the "
+                     "environment", h->name, h->client_key_password_env);
+            return -1;
+        }
+    } else if (h->set & (1u << config_host_key("client_cert"))) {
+        src->client_key_password = "";  /* the [callback] one is another key's */
+        src->pw_key = "a variable named by client_key_password_env";
+    }
+    return 0;
+}
+
 int cbtls_create(const config *cfg, cbtls **out, char *err, size_t errlen)
 {
     cbtls *t = xcalloc(1, sizeof(*t));
+    cbtls_src src = {cfg->ca_file, cfg->ca_path, cfg->client_cert, cfg->client_key,
+                     cfg->client_key_password, cfg->tls_min_version, (int)cfg->ca_system, 0,
+                     "callback.client_key_password", " (TICKD_CALLBACK_CLIENT_KEY_PASSWORD)",
+                     "callback."};
     *out = NULL;
-    t->tls_min = strcmp(cfg->tls_min_version, "1.3") == 0 ? CURL_SSLVERSION_TLSv1_3
-                                                          : CURL_SSLVERSION_TLSv1_2;
-    if ((cfg->ca_file[0] || cfg->ca_path[0] || !cfg->ca_system) &&
-        !(t->store = cbtls_store(cfg, err, errlen)))
-        goto fail;
-    if (cfg->client_cert[0] && cbtls_identity(t, cfg, err, errlen) != 0) goto fail;
+    if (cbtls_prof_init(&t->def, &src, err, errlen) != 0) goto fail;
+    if (cfg->nhosts) t->hosts = xcalloc((size_t)cfg->nhosts, sizeof(*t->hosts));
+    for (int i = 0; i < cfg->nhosts; i++, t->nhosts++) {
+        const config_host *h = &cfg->hosts[i];
+        snprintf(t->hosts[i].host, sizeof(t->hosts[i].host), "%s", h->name);
+        if (cbtls_host_src(cfg, h, &src, err, errlen) != 0 ||
+            cbtls_prof_init(&t->hosts[i], &src, err, errlen) != 0) {
+            t->nhosts++;
+            goto fail;
+        }
+        if (h->insecure_skip_verify)
+            log_warn("[host:%s] insecure_skip_verify: the certificates of https:// callbacks to "
+                     "%s are NOT verified (anyone on the path can read and change them)",
+                     h->name, h->name);
+    }
     if (cfg->proxy[0] && cbtls_proxy(t, cfg->proxy, err, errlen) != 0) goto fail;
     if (cfg->no_proxy[0]) t->no_proxy = xstrdup(cfg->no_proxy);
-    if (!t->store && !t->cert && !t->proxy && !t->no_proxy &&
-        t->tls_min == CURL_SSLVERSION_TLSv1_2) {
+    if (!t->def.store && !t->def.cert && !t->proxy && !t->no_proxy && !t->nhosts &&
+        t->def.tls_min == CURL_SSLVERSION_TLSv1_2) {
         cbtls_free(t);
         return 0;
     }
@@ -227,10 +320,9 @@ fail:
 void cbtls_free(cbtls *t)
 {
     if (!t) return;
-    X509_STORE_free(t->store);
-    X509_free(t->cert);
-    EVP_PKEY_free(t->key);
-    sk_X509_pop_free(t->chain, X509_free);
+    cbtls_prof_clear(&t->def);
+    for (int i = 0; i < t->nhosts; i++) cbtls_prof_clear(&t->hosts[i]);
+    free(t->hosts);
     free(t->proxy);
     free(t->no_proxy);
     free(t);
@@ -246,7 +338,7 @@ int cbtls_proxied(const cbtls *t)
  * takes a reference, so nothing is parsed per connection). */
 static CURLcode cbtls_ctx_cb(CURL *curl, void *sslctx, void *parm)
 {
-    const cbtls *t = parm;
+    const cbtls_prof *t = parm;
     SSL_CTX *ctx = sslctx;
     (void)curl;
     if (t->store) {
@@ -262,19 +354,44 @@ static CURLcode cbtls_ctx_cb(CURL *curl, void *sslctx, void *parm)
     return CURLE_OK;
 }
 
+/* The options of profile p on e. */
+static void cbtls_prof_apply(const cbtls_prof *p, CURL *e)
+{
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, p->insecure ? 0L : 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, p->insecure ? 0L : 2L);
+    curl_easy_setopt(e, CURLOPT_SSLVERSION, p->tls_min);
+    curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, p->store || p->cert ? cbtls_ctx_cb : NULL);
+    curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, (void *)p);
+}
+
 void cbtls_easy(const cbtls *t, CURL *e)
 {
     /* never from a task: verification stays on */
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
     if (!t) return;
-    curl_easy_setopt(e, CURLOPT_SSLVERSION, t->tls_min);
-    if (t->store || t->cert) {
-        curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, cbtls_ctx_cb);
-        curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, (void *)t);
-    }
+    cbtls_prof_apply(&t->def, e);
     if (t->proxy) curl_easy_setopt(e, CURLOPT_PROXY, t->proxy);
     if (t->no_proxy) curl_easy_setopt(e, CURLOPT_NOPROXY, t->no_proxy);
+}
+
+void cbtls_host(const cbtls *t, CURL *e, const char *url)
+{
+    if (!t || !t->nhosts) return;
+    /* the host of scheme://[user@]host[:port]/...: a name, or [v6] */
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t alen = strcspn(p, "/?#");
+    const char *at = memchr(p, '@', alen);
+    if (at) alen -= (size_t)(at + 1 - p), p = at + 1;
+    const char *rb = *p == '[' ? memchr(p, ']', alen) : NULL;
+    size_t hlen = rb ? (size_t)(rb - p) + 1 : strcspn(p, ":/?#");
+    if (hlen > alen) hlen = alen;
+    const cbtls_prof *prof = &t->def;
+    for (int i = 0; i < t->nhosts; i++)
+        if (strlen(t->hosts[i].host) == hlen && strncasecmp(t->hosts[i].host, p, hlen) == 0)
+            prof = &t->hosts[i];
+    cbtls_prof_apply(prof, e);
 }
 
 /* The failed check of a certificate the receiver showed. */

@@ -121,6 +121,30 @@ static const config_key keys[] = {
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
+#define HF(field) offsetof(config_host, field), sizeof(((config_host *)0)->field)
+
+/* The keys of a [host:NAME] section. Not in the environment: a host name
+ * does not fit a variable's name. */
+static const config_key host_keys[] = {
+    {"host", "ca_file", CT_STR, "", 0, 0, HF(ca_file), ""},
+    {"host", "ca_path", CT_STR, "", 0, 0, HF(ca_path), ""},
+    {"host", "ca_system", CT_BOOL, "true", 0, 0, HF(ca_system), ""},
+    {"host", "client_cert", CT_STR, "", 0, 0, HF(client_cert), ""},
+    {"host", "client_key", CT_STR, "", 0, 0, HF(client_key), ""},
+    {"host", "client_key_password_env", CT_STR, "", 0, 0, HF(client_key_password_env), ""},
+    {"host", "tls_min_version", CT_STR, "1.2", 0, 0, HF(tls_min_version), ""},
+    {"host", "insecure_skip_verify", CT_BOOL, "false", 0, 0, HF(insecure_skip_verify), ""},
+};
+#define NHOSTKEYS (sizeof(host_keys) / sizeof(host_keys[0]))
+#define HOST_SECTION "host:"
+
+int config_host_key(const char *name)
+{
+    for (size_t i = 0; i < NHOSTKEYS; i++)
+        if (strcmp(host_keys[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
 /* TICKD_ variables that are not settings but that tickd's own tools read:
  * the test harness names the binary under test in TICKD_BIN, and make run
  * (scripts/run.sh) passes TICKD_ARGS as extra flags; both stay in the
@@ -192,10 +216,11 @@ static const config_key *config_find(const char *section, const char *name)
     return NULL;
 }
 
-static int config_apply(config *c, const config_key *k, const char *value,
+/* Set the field of k in base (a config, or a config_host for host_keys). */
+static int config_apply(void *base, const config_key *k, const char *value,
                         char *err, size_t errlen)
 {
-    char *field = (char *)c + k->off;
+    char *field = (char *)base + k->off;
 
     if (k->type == CT_STR) {
         if (strlen(value) >= k->size) {
@@ -261,9 +286,56 @@ void config_defaults(config *c)
             log_panic("default of %s.%s: %s", keys[i].section, keys[i].name, err);
 }
 
+/* A key of a [host:NAME] section: into a copy of the host's entry, kept
+ * only when it is good (a refused key leaves c unchanged). */
+static int config_set_host(config *c, const char *name, const char *key, const char *value,
+                           char *err, size_t errlen)
+{
+    int ki = config_host_key(key), h = 0;
+    if (ki < 0) {
+        size_t best = (size_t)-1, bi = 0;
+        for (size_t i = 0; i < NHOSTKEYS; i++) {
+            size_t d = config_distance(key, host_keys[i].name, 3);
+            if (d < best) best = d, bi = i;
+        }
+        if (best <= 2)
+            snprintf(err, errlen, "%s: unknown key in section [" HOST_SECTION "%s] (did you mean %s?)",
+                     key, name, host_keys[bi].name);
+        else
+            snprintf(err, errlen, "%s: unknown key in section [" HOST_SECTION "%s] (keys: ca_file, "
+                     "ca_path, ca_system, client_cert, client_key, client_key_password_env, "
+                     "tls_min_version, insecure_skip_verify)", key, name);
+        return -1;
+    }
+    if (!*name || strlen(name) >= sizeof(c->hosts[0].name) || strpbrk(name, " \t/@[]")) {
+        snprintf(err, errlen, "[" HOST_SECTION "%s]: not a host name", name);
+        return -1;
+    }
+    while (h < c->nhosts && strcasecmp(c->hosts[h].name, name) != 0) h++;
+    if (h == CONFIG_HOSTS_MAX) {
+        snprintf(err, errlen, "[" HOST_SECTION "%s]: more than %d host sections", name,
+                 CONFIG_HOSTS_MAX);
+        return -1;
+    }
+    config_host tmp;
+    if (h < c->nhosts) {
+        tmp = c->hosts[h];
+    } else {
+        memset(&tmp, 0, sizeof(tmp));
+        snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+    }
+    if (config_apply(&tmp, &host_keys[ki], value, err, errlen) != 0) return -1;
+    tmp.set |= 1u << ki;
+    c->hosts[h] = tmp;
+    if (h == c->nhosts) c->nhosts++;
+    return 0;
+}
+
 int config_set(config *c, const char *section, const char *key,
                const char *value, char *err, size_t errlen)
 {
+    if (strncmp(section, HOST_SECTION, strlen(HOST_SECTION)) == 0)
+        return config_set_host(c, section + strlen(HOST_SECTION), key, value, err, errlen);
     const config_key *k = config_find(section, key);
     if (!k) {
         char near[128];
@@ -308,6 +380,8 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 
 static int config_section_known(const char *name, size_t len)
 {
+    if (len > strlen(HOST_SECTION) && strncmp(name, HOST_SECTION, strlen(HOST_SECTION)) == 0)
+        return 1;
     for (size_t i = 0; i < NKEYS; i++)
         if (strlen(keys[i].section) == len && strncmp(keys[i].section, name, len) == 0) return 1;
     return 0;
@@ -349,6 +423,12 @@ static int config_precheck(const char *path, char *err, size_t errlen)
             const char *e = strchr(p, ']');
             if (!e) {
                 snprintf(err, errlen, "%s:%d: syntax error", path, lineno);
+                rc = -1;
+                break;
+            }
+            /* inih keeps 50 bytes of a section's name, silently */
+            if (e - p - 1 > 50) {
+                snprintf(err, errlen, "%s:%d: section name longer than 50 bytes", path, lineno);
                 rc = -1;
                 break;
             }
@@ -555,4 +635,15 @@ void config_print_defaults(FILE *out)
             fprintf(out, ";   range %lld..%lld\n", (long long)keys[i].min, (long long)keys[i].max);
         fprintf(out, "%s = %s\n", keys[i].name, keys[i].def);
     }
+    fprintf(out, "\n; Per receiving host (as named in callback URLs), a [host:NAME] section overrides\n"
+                 "; these [callback] keys for https:// callbacks to it: ca_file, ca_path, ca_system,\n"
+                 "; client_cert, client_key, tls_min_version; client_key_password_env names the\n"
+                 "; environment variable holding its key's passphrase; insecure_skip_verify = true\n"
+                 "; turns certificate checks off for that host alone (logged at start). At most %d.\n"
+                 ";\n"
+                 "; [host:billing.internal]\n"
+                 "; client_cert = /etc/tickd/billing-client.pem\n"
+                 "; client_key = /etc/tickd/billing-client.key\n"
+                 "; client_key_password_env = BILLING_KEY_PASSWORD\n",
+            CONFIG_HOSTS_MAX);
 }

@@ -8,6 +8,25 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* [host:NAME]: TLS settings for callbacks to one receiving host, each key
+ * overriding its [callback] namesake (set: which ones were given). */
+#define CONFIG_HOSTS_MAX 16
+typedef struct config_host {
+    char name[64];             /* as in the callback URL's host */
+    unsigned set;              /* bit i: the i-th host key was given */
+    char ca_file[1024];
+    char ca_path[1024];
+    int64_t ca_system;
+    char client_cert[1024];
+    char client_key[1024];
+    char client_key_password_env[128]; /* the variable holding client_key's passphrase */
+    char tls_min_version[8];
+    int64_t insecure_skip_verify; /* certificates of this host are not verified */
+} config_host;
+
+/* Which field of a host is set (config_host.set), by key name; -1 if none. */
+int config_host_key(const char *name);
+
 typedef struct config {
     /* [server] */
     char listen[256];          /* host:port of the HTTP API */
@@ -56,6 +75,9 @@ typedef struct config {
     char proxy[1024];          /* http://, https://, socks5:// or socks5h:// proxy */
     char no_proxy[1024];       /* hosts reached without it (libcurl's no_proxy) */
     char on_failure_url[2048]; /* told of every failed task that names no on_failure */
+    /* [host:NAME] sections */
+    config_host hosts[CONFIG_HOSTS_MAX];
+    int nhosts;
 } config;
 
 /* Fill `c` with the defaults. */

@@ -590,6 +590,7 @@ static int xfer_build(xfer *x)
     x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w);
     CURL *e = x->easy;
     curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
+    cbtls_host(x->w->d->tls, e, url->valuestring);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);

@@ -178,3 +178,83 @@ def test_bad_client_identity_named(pki, tmp_path):
     assert rc == 2 and "not the key of the certificate" in err, err
     rc, err = start_fails(env_of(client_cert=pki.path("client.key")), tmp_path)
     assert rc == 2 and "callback.client_cert: " in err and "no PEM certificate" in err, err
+
+
+# ---- [host:NAME]: settings for one receiving host ----------------------------
+
+def ini(tmp_path, text):
+    p = tmp_path / "tickd.ini"
+    p.write_text(text)
+    return str(p)
+
+
+def test_host_section_client_certificate_for_that_host_alone(pki, receivers, redis,
+                                                              tickd_factory, tmp_path):
+    rec = receivers(pki, client_ca="ca.crt")
+    conf = ini(tmp_path, f"""[callback]
+ca_file = {pki.path("ca.crt")}
+[host:localhost]
+client_cert = {pki.path("client.crt")}
+client_key = {pki.path("client-enc.key")}
+client_key_password_env = LOCALHOST_KEY_PW
+""")
+    t = tickd_factory(redis, args=["-c", conf], env={"LOCALHOST_KEY_PW": "hunter2"}).start()
+    named = t.post({"callback_url": rec.url(host="localhost"), "retry": {"max_attempts": 1}})["id"]
+    other = t.post({"callback_url": rec.url(), "retry": {"max_attempts": 1}})["id"]
+    assert finished(t, named)["status"] == "succeeded"
+    task = finished(t, other)
+    assert task["status"] == "failed" and "client certificate refused" in task["last_error"], task
+
+
+def test_host_section_insecure_skip_verify(pki, receivers, redis, tickd_factory, tmp_path):
+    rec = receivers(pki, cert="other-srv.crt", key="other-srv.key")
+    conf = ini(tmp_path, "[host:127.0.0.1]\ninsecure_skip_verify = true\n")
+    t = tickd_factory(redis, args=["-c", conf]).start()
+    assert "[host:127.0.0.1] insecure_skip_verify: the certificates of https:// callbacks to " \
+        "127.0.0.1 are NOT verified" in t.logtext()
+    skipped = t.post({"callback_url": rec.url(), "retry": {"max_attempts": 1}})["id"]
+    assert finished(t, skipped)["status"] == "succeeded"
+    # the same receiver by another name is checked
+    checked = t.post({"callback_url": rec.url(host="localhost"),
+                      "retry": {"max_attempts": 1}})["id"]
+    task = finished(t, checked)
+    assert task["status"] == "failed" and "unknown CA" in task["last_error"], task
+
+
+def test_host_section_own_trust_anchors(pki, receivers, redis, tickd_factory, tmp_path):
+    rec = receivers(pki)
+    conf = ini(tmp_path, f"[host:localhost]\nca_file = {pki.path('ca.crt')}\nca_system = false\n")
+    t = tickd_factory(redis, args=["-c", conf]).start()
+    ok = t.post({"callback_url": rec.url(host="localhost"), "retry": {"max_attempts": 1}})["id"]
+    bad = t.post({"callback_url": rec.url(), "retry": {"max_attempts": 1}})["id"]
+    assert finished(t, ok)["status"] == "succeeded"
+    assert "unknown CA" in finished(t, bad)["last_error"]
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("[host:a.example]\nclient_crt = /x\n",
+     ":2: client_crt: unknown key in section [host:a.example] (did you mean client_cert?)"),
+    ("[host:a.example]\ninsecure_skip_verify = maybe\n",
+     ":2: insecure_skip_verify: must be true or false"),
+    ("[host:a.example]\nca_file = /nonexistent.pem\n",
+     "[host:a.example] ca_file: /nonexistent.pem: No such file or directory"),
+    ("[host:a.example]\nca_system = false\n",
+     "[host:a.example] ca_system: false needs ca_file or ca_path"),
+    ("[host:" + "a" * 60 + "]\nca_system = true\n", ":1: section name longer than 50 bytes"),
+])
+def test_bad_host_section_stops_tickd(text, expect, tmp_path):
+    r = subprocess.run([TICKD, "-c", ini(tmp_path, text), "--store", "memory", "--listen",
+                        "127.0.0.1:0"], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and expect in r.stderr, r.stderr
+
+
+def test_host_section_password_variable_missing(pki, tmp_path):
+    conf = ini(tmp_path, f"""[host:a.example]
+client_cert = {pki.path("client.crt")}
+client_key = {pki.path("client-enc.key")}
+client_key_password_env = NOT_SET_ANYWHERE
+""")
+    r = subprocess.run([TICKD, "-c", conf, "--store", "memory", "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 2 and "[host:a.example] client_key_password_env: NOT_SET_ANYWHERE " \
+        "is not set in the environment" in r.stderr, r.stderr

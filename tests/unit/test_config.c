@@ -737,6 +737,38 @@ static void test_callback_tls_keys(void **state)
     }
 }
 
+/* [host:NAME]: keys set per host (which ones remembered), refusals leave
+ * the config unchanged, at most CONFIG_HOSTS_MAX hosts */
+static void test_host_sections(void **state)
+{
+    (void)state;
+    config c;
+    char name[32];
+    config_defaults(&c);
+    set_ok(&c, "host:a.example", "client_cert", "/a.pem");
+    set_ok(&c, "host:A.example", "insecure_skip_verify", "yes");
+    set_ok(&c, "host:b.example", "tls_min_version", "1.3");
+    assert_int_equal(c.nhosts, 2);
+    assert_string_equal(c.hosts[0].name, "a.example");
+    assert_string_equal(c.hosts[0].client_cert, "/a.pem");
+    assert_int_equal(c.hosts[0].insecure_skip_verify, 1);
+    assert_int_equal(c.hosts[0].set, (1u << config_host_key("client_cert")) |
+                                     (1u << config_host_key("insecure_skip_verify")));
+    assert_string_equal(c.hosts[1].tls_min_version, "1.3");
+    set_bad(&c, "host:c.example", "client_crt", "/x",
+            "client_crt: unknown key in section [host:c.example] (did you mean client_cert?)");
+    set_bad(&c, "host:c.example", "tls_min_version", "1.0",
+            "tls_min_version: must be 1.2 or 1.3, not \"1.0\"");
+    set_bad(&c, "host:", "ca_file", "/x", "[host:]: not a host name");
+    set_bad(&c, "host:a b", "ca_file", "/x", "[host:a b]: not a host name");
+    for (int i = 2; i < CONFIG_HOSTS_MAX; i++) {
+        snprintf(name, sizeof(name), "host:h%d", i);
+        set_ok(&c, name, "ca_path", "/etc/ssl/certs");
+    }
+    set_bad(&c, "host:one-more", "ca_path", "/x", "[host:one-more]: more than 16 host sections");
+    set_ok(&c, "host:h2", "ca_file", "/y");  /* an existing one still takes keys */
+}
+
 static void env_bad(const char *var, const char *value, const char *want)
 {
     config c;
@@ -892,6 +924,7 @@ int main(void)
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_callback_tls_keys),
+        cmocka_unit_test(test_host_sections),
         cmocka_unit_test(test_env_unknown),
         cmocka_unit_test(test_validate_tokens),
         cmocka_unit_test(test_print_defaults_round_trip),
