@@ -31,7 +31,7 @@ N_REDIS, N_TICKD = 6, 3
 # Build packages of the libraries tickd links (Makefile LDLIBS), by -l name.
 LINKED_DEV = {"libhiredis-dev": ["hiredis"], "libcurl4-openssl-dev": ["curl"],
               "libcjson-dev": ["cjson"], "libevent-dev": ["event", "event_pthreads"],
-              "libinih-dev": ["inih"], "libssl-dev": ["crypto"]}
+              "libinih-dev": ["inih"], "libssl-dev": ["crypto", "ssl"]}
 # what build/tickd needs on Debian 12, when dpkg cannot say (see runtime_packages)
 RUNTIME_FALLBACK = {"libhiredis0.14", "libcurl4", "libcjson1", "libevent-2.1-7",
                     "libevent-pthreads-2.1-7", "libinih1", "libssl3"}
