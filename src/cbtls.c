@@ -417,6 +417,23 @@ static const char *cbtls_verify_reason(long vr)
     }
 }
 
+/* With TLS 1.3 a receiver checks the client's certificate after the
+ * handshake has ended on the client's side: its refusal may arrive as the
+ * request is written or its answer read, the alert itself lost. A TLS
+ * connection closed then, before any answer, is said to be that. */
+static const char *cbtls_closed_after_handshake(CURL *e)
+{
+    char *scheme = NULL;
+    curl_off_t tls_us = 0;
+    long code = 0;
+    curl_easy_getinfo(e, CURLINFO_SCHEME, &scheme);
+    curl_easy_getinfo(e, CURLINFO_APPCONNECT_TIME_T, &tls_us);
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+    if (!scheme || strcasecmp(scheme, "https") != 0 || tls_us <= 0 || code) return NULL;
+    return "connection closed by the receiver right after the handshake, as one does that "
+           "wants a client certificate or refuses tickd's (callback.client_cert)";
+}
+
 void cbtls_describe(const cbtls *t, CURL *e, CURLcode rc, const char *errbuf, char *out,
                     size_t outlen)
 {
@@ -461,6 +478,11 @@ void cbtls_describe(const cbtls *t, CURL *e, CURLcode rc, const char *errbuf, ch
                    "trusts (callback.client_cert)";
         else if (rc == CURLE_SSL_CONNECT_ERROR)
             what = "handshake failed";
+        else
+            what = cbtls_closed_after_handshake(e);
+        break;
+    case CURLE_GOT_NOTHING:
+        what = cbtls_closed_after_handshake(e);
         break;
     case CURLE_SSL_CERTPROBLEM:
         what = "client certificate unusable";
