@@ -91,6 +91,43 @@ class Proxy:
         self.sock.close()
 
 
+class Socks5(Proxy):
+    """A SOCKS5 proxy (no authentication, CONNECT only), recording
+    "SOCKS5 host:port" for each connection: the host as the client sent it,
+    an address (socks5://) or a name (socks5h://)."""
+
+    def serve(self, c):
+        def take(n):
+            buf = b""
+            while len(buf) < n:
+                d = c.recv(n - len(buf))
+                if not d:
+                    raise OSError("closed")
+                buf += d
+            return buf
+        try:
+            _, nmethods = take(2)
+            take(nmethods)
+            c.sendall(b"\x05\x00")
+            _, cmd, _, atyp = take(4)
+            if atyp == 1:
+                host = socket.inet_ntoa(take(4))
+            elif atyp == 3:
+                host = take(take(1)[0]).decode()
+            else:
+                host = socket.inet_ntop(socket.AF_INET6, take(16))
+            port = int.from_bytes(take(2), "big")
+            with self.lock:
+                self.lines.append(f"SOCKS5 {host}:{port}")
+            up = socket.create_connection((host, port))
+            c.sendall(b"\x05\x00\x00\x01" + bytes(6))
+        except OSError:
+            c.close()
+            return
+        threading.Thread(target=self.pipe, args=(up, c), daemon=True).start()
+        self.pipe(c, up)
+
+
 @pytest.fixture
 def proxy():
     p = Proxy()
@@ -124,6 +161,24 @@ def test_https_callback_tunnelled(redis, tickd_factory, pki, proxy):
         assert rec.by_task()[tid][0]["path"] == "/tls"
     finally:
         rec.close()
+
+
+@pytest.mark.parametrize("scheme,host,seen", [("socks5", "127.0.0.1", "127.0.0.1"),
+                                               ("socks5h", "localhost", "localhost")])
+def test_socks5_carries_http_and_https(redis, tickd_factory, receiver, pki, scheme, host, seen):
+    p = Socks5()
+    rec = TLSReceiver(pki)
+    try:
+        t = tickd_factory(redis, env={"TICKD_CALLBACK_PROXY": f"{scheme}://127.0.0.1:{p.port}",
+                                      "TICKD_CALLBACK_CA_FILE": pki.path("ca.crt")}).start()
+        plain = t.post({"callback_url": f"http://{host}:{receiver.port}/plain"})["id"]
+        tls = t.post({"callback_url": f"https://{host}:{rec.port}/tls"})["id"]
+        assert finished(t, plain)["status"] == "succeeded"
+        assert finished(t, tls)["status"] == "succeeded"
+        assert {f"SOCKS5 {seen}:{receiver.port}", f"SOCKS5 {seen}:{rec.port}"} <= set(p.seen())
+    finally:
+        rec.close()
+        p.close()
 
 
 def test_no_proxy_hosts_called_directly(redis, tickd_factory, receiver, proxy):
