@@ -258,7 +258,9 @@ static int cbtls_host_src(const config *cfg, const config_host *h, cbtls_src *sr
     src->ca_path = PICK(ca_path);
     src->ca_system = (int)PICK(ca_system);
     src->client_cert = PICK(client_cert);
-    src->client_key = PICK(client_key);
+    /* a host's own certificate comes with its own key (or its file's) */
+    src->client_key = h->set & (1u << config_host_key("client_cert")) ? h->client_key
+                                                                       : PICK(client_key);
     src->tls_min_version = PICK(tls_min_version);
 #undef PICK
     src->insecure = (int)h->insecure_skip_verify;

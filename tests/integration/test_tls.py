@@ -210,6 +210,25 @@ client_key_password_env = LOCALHOST_KEY_PW
     assert task["status"] == "failed" and "callback.client_cert" in task["last_error"], task
 
 
+def test_host_section_own_certificate_beside_the_global_one(pki, receivers, redis,
+                                                            tickd_factory, tmp_path):
+    rec = receivers(pki, client_ca="ca.crt")
+    conf = ini(tmp_path, f"""[callback]
+ca_file = {pki.path("ca.crt")}
+client_cert = {pki.path("client.crt")}
+client_key = {pki.path("client.key")}
+[host:localhost]
+client_cert = {pki.path("client2-both.pem")}
+""")
+    t = tickd_factory(redis, args=["-c", conf]).start()
+    own = t.post({"callback_url": rec.url("/own", host="localhost")})["id"]
+    glob = t.post({"callback_url": rec.url("/global")})["id"]
+    assert finished(t, own)["status"] == "succeeded"
+    assert finished(t, glob)["status"] == "succeeded"
+    cn = {c["path"]: dict(x[0] for x in c["peer"]["subject"])["commonName"] for c in rec.calls}
+    assert cn == {"/own": "tickd-client-2", "/global": "tickd-client"}
+
+
 def test_host_section_insecure_skip_verify(pki, receivers, redis, tickd_factory, tmp_path):
     rec = receivers(pki, cert="other-srv.crt", key="other-srv.key")
     conf = ini(tmp_path, "[host:127.0.0.1]\ninsecure_skip_verify = true\n")

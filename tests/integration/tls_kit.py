@@ -41,7 +41,8 @@ class PKI:
     """Files under dir: ca.crt/key (the trusted CA), other-ca.crt/key,
     srv.crt/key (127.0.0.1 and localhost), expired.crt, wrongname.crt (for
     other.example), other-srv.crt (127.0.0.1, signed by the other CA),
-    client.crt/key, client-enc.key (passphrase "hunter2")."""
+    client.crt/key, client-enc.key (passphrase "hunter2"), client2-both.pem
+    (another client's certificate and key in one file)."""
 
     def __init__(self, d):
         self.dir = d
@@ -52,6 +53,9 @@ class PKI:
         self.leaf("wrongname", "ca", "other.example", "DNS:other.example", "serverAuth")
         self.leaf("other-srv", "other-ca", "127.0.0.1", "IP:127.0.0.1", "serverAuth")
         self.leaf("client", "ca", "tickd-client", None, "clientAuth")
+        self.leaf("client2", "ca", "tickd-client-2", None, "clientAuth")
+        with open(self.path("client2-both.pem"), "w") as f:  # certificate and key in one file
+            f.write(open(self.path("client2.crt")).read() + open(self.path("client2.key")).read())
         _ssl(["pkey", "-in", "client.key", "-aes256", "-passout", "pass:hunter2",
               "-out", "client-enc.key"], d)
         # expired: openssl ca takes explicit dates, x509 -req does not
