@@ -735,7 +735,8 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->multi = curl_multi_init();
         /* with a proxy configured, libcurl makes every callback (it applies
          * the proxy and no_proxy rules) */
-        if (w->base && !dispatch_proxied() && !cbtls_proxied(tls)) w->h1 = h1_client_new(w->base, keepalive_ms);
+        if (w->base && !dispatch_proxied() && !cbtls_proxied(tls))
+            w->h1 = h1_client_new(w->base, keepalive_ms);
         h1_client_set_guard(w->h1, worker_h1_guard);
         if (!w->base || !w->multi) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);

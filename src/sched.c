@@ -198,13 +198,13 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
     }
 }
 
-/* An attempt finished: record it. */
 void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv)
 {
     sc->failed = fn;
     sc->failed_priv = priv;
 }
 
+/* An attempt finished: record it. */
 void sched_on_done(sched *sc, job *j)
 {
     sc->calling--;

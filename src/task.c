@@ -250,9 +250,9 @@ fail:
 
 static int task_check_header(const cJSON *h, char *err, size_t errlen)
 {
-    static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at", "tickd-event",
-                                     "content-length", "transfer-encoding", "connection",
-                                     "webhook-id", "webhook-timestamp", "webhook-signature"};
+    static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at",
+                                     "tickd-event", "content-length", "transfer-encoding",
+                                     "connection", "webhook-id", "webhook-timestamp", "webhook-signature"};
     int n = 0;
     if (!cJSON_IsObject(h)) FAIL("header: must be an object of string values");
     for (const cJSON *e = h->child; e; e = e->next, n++) {

@@ -314,7 +314,8 @@ int main(int argc, char **argv)
         netpolicy_set_self(&t.np, lhost, api_port(t.a));
         task_set_url_check(tickd_url_check, &t.np);
         /* checked as a task's callback_url, now that the policy knows the API's port */
-        if (t.cfg.on_failure_url[0] && task_url_valid(t.cfg.on_failure_url, err, sizeof(err)) != 0) {
+        if (t.cfg.on_failure_url[0] &&
+            task_url_valid(t.cfg.on_failure_url, err, sizeof(err)) != 0) {
             fprintf(stderr, "tickd: config: callback.on_failure_url: %s\n",
                     strncmp(err, "callback_url: ", 14) == 0 ? err + 14 : err);
             rc = 2;
