@@ -26,6 +26,7 @@ struct onfail {
     void *priv;
     notice *waiting;            /* between attempts */
     int pending;                /* every event not yet done */
+    int calling;                /* of those, handed to submit */
     log_limit warn;
 };
 
@@ -126,6 +127,7 @@ void onfail_task_failed(onfail *o, const job *j, int64_t now_ms)
                             body);
     free(body);
     o->pending++;
+    o->calling++;
     o->submit(&n->j, o->priv);
 done:
     cJSON_Delete(spec);
@@ -140,13 +142,18 @@ static void onfail_again_cb(evutil_socket_t fd, short what, void *arg)
     else o->waiting = n->next;
     if (n->next) n->next->prev = n->prev;
     n->next = n->prev = NULL;
+    o->calling++;
     o->submit(&n->j, o->priv);
 }
 
 void onfail_on_done(onfail *o, job *j)
 {
     notice *n = container_of(j, notice, j);
+    o->calling--;
     if (j->ok || j->aborted) {
+        if (j->aborted)
+            log_warn("task %s: %s event not sent: tickd stopped before it was", j->id,
+                     ONFAIL_EVENT);
         notice_free(n);
         return;
     }
@@ -171,9 +178,17 @@ void onfail_on_done(onfail *o, job *j)
     evtimer_add(n->ev, &tv);
 }
 
+int onfail_calling(const onfail *o)
+{
+    return o ? o->calling : 0;
+}
+
 void onfail_free(onfail *o)
 {
     if (!o) return;
+    if (o->waiting)
+        log_warn("%d %s event%s waiting for another attempt dropped at exit",
+                 o->pending - o->calling, ONFAIL_EVENT, o->pending - o->calling == 1 ? "" : "s");
     while (o->waiting) {
         notice *n = o->waiting;
         o->waiting = n->next;

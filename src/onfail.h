@@ -39,8 +39,14 @@ onfail *onfail_create(struct event_base *base, const char *global_url,
  * stays the caller's. */
 void onfail_task_failed(onfail *o, const job *j, int64_t now_ms);
 
-/* An event's attempt ended (j->event set): done, or tried again later. */
+/* An event's attempt ended (j->event set): done, or tried again later. An
+ * aborted one (the pool stopped, or submit had no pool to give it to) is
+ * dropped with a warning. */
 void onfail_on_done(onfail *o, job *j);
+
+/* Events handed to submit and not yet back: a stop waits for them as for
+ * callbacks. */
+int onfail_calling(const onfail *o);
 
 /* The body of the event for task j at now_ms (malloc'd JSON), or NULL when
  * j's spec is not readable JSON. */

@@ -84,6 +84,19 @@ static void tickd_schedule_changed(int bucket, void *priv)
     runner_kick(((tickd *)priv)->run, bucket);
 }
 
+/* A task.failed event, which may come after the pool has stopped (its
+ * task's end recorded late in a stop): then it goes back, aborted. */
+static void tickd_submit_event(job *j, void *priv)
+{
+    tickd *t = priv;
+    if (t->d) {
+        dispatch_submit(t->d, j);
+        return;
+    }
+    j->aborted = 1;
+    onfail_on_done(t->of, j);
+}
+
 static void tickd_stats(void *priv, cJSON *obj)
 {
     tickd *t = priv;
@@ -96,7 +109,7 @@ static void tickd_stats(void *priv, cJSON *obj)
 
 static int tickd_calling(const tickd *t)
 {
-    return sched_calling(t->sc);
+    return sched_calling(t->sc) + onfail_calling(t->of);
 }
 
 static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
@@ -104,7 +117,9 @@ static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
     tickd *t = arg;
     int64_t now = util_mono_ms();
     (void)fd, (void)what;
-    if (t->d && (tickd_calling(t) == 0 || now >= t->grace_ends_ms)) {
+    /* the pool stays while attempts are being recorded: a task's end recorded
+     * now sends its task.failed event through it */
+    if (t->d && ((tickd_calling(t) == 0 && sched_idle(t->sc)) || now >= t->grace_ends_ms)) {
         if (tickd_calling(t))
             log_warn("grace period over: %d callback%s still running, left to their leases",
                      tickd_calling(t), tickd_calling(t) == 1 ? "" : "s");
@@ -298,7 +313,7 @@ int main(int argc, char **argv)
     }
     dispatch_set_edge(t.d, &t.np, t.keys);
     sched_set_submit(t.sc, tickd_submit, &t);
-    t.of = onfail_create(t.base, t.cfg.on_failure_url, tickd_submit, &t);
+    t.of = onfail_create(t.base, t.cfg.on_failure_url, tickd_submit_event, &t);
     sched_set_failed(t.sc, tickd_failed, &t);
     t.run = runner_create(t.base, t.st, &t.cfg);
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,

@@ -151,3 +151,18 @@ def test_bad_global_url_stops_tickd(tmp_path):
                            capture_output=True, text=True, timeout=20)
         assert r.returncode == 2 and "callback.on_failure_url: " in r.stderr \
             and why in r.stderr, r.stderr
+
+
+def test_stop_waits_for_events_and_never_crashes(redis, tickd_factory, receiver, events):
+    """SIGTERM while a task's last attempt runs: its end is recorded during
+    the stop, and its event is sent within the grace period before tickd
+    exits 0 (the workers stay until every attempt is recorded)."""
+    t = tickd_factory(redis).start()
+    tid = t.post({"callback_url": receiver.url("/slow/3000"), "timeout_ms": 400,
+                  "retry": {"max_attempts": 1},
+                  "on_failure": {"callback_url": events.url("/slow/300")}})["id"]
+    wait_for(lambda: receiver.by_task().get(tid), 10, what="the attempt under way")
+    assert t.stop() == 0, t.logtext()
+    log = t.logtext()
+    assert len(events_of(events, tid)) == 1, log
+    assert "not sent" not in log and "Sanitizer" not in log
