@@ -1,24 +1,28 @@
 -- settle: record the outcomes of attempts of tasks homed in this slice.
 -- KEYS: due, task, del, run, ok, failed, cancelled (home slice)
--- ARGV: retention_ms, failed_retention_ms, then per task a group of 8: id, outcome
---       (ok|fail|retry|release), attempt, status_code, error, next_due_ms,
---       local (1 when the lease is in this slice), next_slice (retry: the
---       slice holding the retry pointer, '' = here)
+-- ARGV: retention_ms, failed_retention_ms, then per task a group of 12: id,
+--       outcome (ok|fail|retry|release), attempt, status_code, error,
+--       next_due_ms, local (1 when the lease is in this slice), next_slice
+--       (retry: the slice holding the retry pointer, '' = here), and the
+--       attempt's history entry: sent_at_ms (0: none), took_ms, the answer's
+--       status (0: none) and the start of a failed answer's body
+-- The task keeps its last HISTORY attempts in st.h: {t, ms, c, e, b}.
 -- Returns each task's status after the call, in order.
 -- States are read with one HMGET and written with one HSET; an id given
 -- twice sees its first outcome, as if the groups had come one call each.
+local HISTORY = 10
 local retention, failed_retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 local out = {}
 
 local sfields = {}
-for i = 3, #ARGV, 8 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+for i = 3, #ARGV, 12 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
 local raw = bulk_read('HMGET', KEYS[2], sfields)
 local states, changed, order = {}, {}, {}
 local zrem, zadd, finals = {}, {}, 0
 local fin_ok, fin_failed = {}, {}
 
-local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
+local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
   local st = states[id]
   if st == nil then
     st = raw[n] and cjson.decode(raw[n]) or false
@@ -33,6 +37,15 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
     if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
   else
     st.a = tonumber(attempt)
+    if hist[1] ~= '0' then
+      local e = {t = tonumber(hist[1]), ms = tonumber(hist[2])}
+      if hist[3] ~= '0' then e.c = tonumber(hist[3]) end
+      if err ~= '' then e.e = err end
+      if hist[4] ~= '' then e.b = hist[4] end
+      st.h = st.h or {}
+      st.h[#st.h + 1] = e
+      while #st.h > HISTORY do table.remove(st.h, 1) end
+    end
     if code ~= '' then st.code = tonumber(code) end
     if err ~= '' then st.err = err end
     if o == 'retry' then
@@ -60,9 +73,10 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice)
   return st.s
 end
 
-for i = 3, #ARGV, 8 do
-  out[#out + 1] = settle((i - 3) / 8 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-                         ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+for i = 3, #ARGV, 12 do
+  out[#out + 1] = settle((i - 3) / 12 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+                         ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
+                         {ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]})
 end
 -- The id goes back to :due and the state is written before the lease ends:
 -- a write refused midway leaves the lease, never the task without one.

@@ -121,6 +121,19 @@ char *api_render_task(const char *id, const char *spec, const char *state)
     if (cJSON_IsNumber(code)) cJSON_AddNumberToObject(o, "last_status_code", code->valuedouble);
     if (cJSON_IsString(err)) cJSON_AddStringToObject(o, "last_error", err->valuestring);
     if (cJSON_IsNumber(fin)) cJSON_AddNumberToObject(o, "finished_at", fin->valuedouble);
+    /* the last attempts: {t, ms, c, e, b} as stored, named for users */
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "h"), *e;
+    cJSON *hist = cJSON_AddArrayToObject(o, "attempt_history");
+    cJSON_ArrayForEach(e, h) {
+        static const char *names[][2] = {{"t", "at"}, {"ms", "took_ms"}, {"c", "status_code"},
+                                          {"e", "error"}, {"b", "body"}};
+        cJSON *x = cJSON_CreateObject();
+        for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, names[i][0]);
+            if (v) cJSON_AddItemToObject(x, names[i][1], cJSON_Duplicate(v, 1));
+        }
+        cJSON_AddItemToArray(hist, x);
+    }
     out = cJSON_PrintUnformatted(o);
 done:
     cJSON_Delete(o);

@@ -57,6 +57,9 @@ struct xfer {
     int nopen, ndenied;         /* addresses tried, and refused by the policy */
     int local_errno;            /* socket() failed for this process's own reason */
     size_t got;                 /* answer body bytes (libcurl) */
+    int64_t started_ms;         /* monotonic: the request began */
+    char *keep;                 /* libcurl: a non-2xx body's first bytes */
+    size_t kept;
     char denied[200];           /* why the last one was refused */
     struct xfer *next, *prev;
 };
@@ -156,7 +159,14 @@ void dispatch_submit(dispatch *d, job *j)
 static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
 {
     xfer *x = u;
-    (void)p;
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if ((code < 200 || code > 299) && x->kept < H1_KEEP_MAX && size * n != 0) {
+        size_t k = size * n < H1_KEEP_MAX - x->kept ? size * n : H1_KEEP_MAX - x->kept;
+        if (!x->keep) x->keep = xmalloc(H1_KEEP_MAX);
+        memcpy(x->keep + x->kept, p, k);
+        x->kept += k;
+    }
     x->got += size * n;
     return x->got > H1_DRAIN_MAX ? 0 : size * n;
 }
@@ -178,13 +188,15 @@ static void xfer_free(xfer *x)
         curl_easy_cleanup(x->easy);
     }
     curl_slist_free_all(x->hdrs);
+    free(x->keep);
     free(x->url);
     free(x->hblk);
     free(x->body);
     free(x);
 }
 
-static void worker_h1_done(void *priv, long status, const char *err, int flags);
+static void worker_h1_done(void *priv, long status, const char *err, int flags, char *body,
+                           size_t body_len);
 
 
 /* Start x (in curl or the built-in client), or queue it behind its host's
@@ -210,6 +222,8 @@ static void worker_start(worker *w, xfer *x)
         return;
     }
     x->hq->active++;
+    x->started_ms = util_mono_ms();
+    x->j->sent_at_ms = util_realtime_ms();
     x->prev = NULL;
     x->next = w->active;
     if (w->active) w->active->prev = x;
@@ -284,6 +298,14 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int loc
 {
     job *j = x->j;
     j->status_code = status;
+    j->took_ms = util_mono_ms() - x->started_ms;
+    if (x->keep && !j->answer) {
+        /* the receiver's bytes go into JSON: text, with no NUL */
+        util_text_clean(x->keep, x->kept);
+        j->answer = x->keep;
+        j->answer_len = x->kept;
+        x->keep = NULL;
+    }
     /* every address refused by the policy: no retry can change that */
     if (err && x->ndenied && x->ndenied == x->nopen) j->permanent = 1;
     if (err && !status && local) j->uncounted = 1;
@@ -345,10 +367,13 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     worker_end(w, x, code, rc == CURLE_OK ? NULL : err, local);
 }
 
-static void worker_h1_done(void *priv, long status, const char *err, int flags)
+static void worker_h1_done(void *priv, long status, const char *err, int flags, char *body,
+                           size_t body_len)
 {
     xfer *x = priv;
     x->call = NULL;
+    x->keep = body;
+    x->kept = body_len;
     worker_end(x->w, x, status, err, flags & H1_LOCAL);
 }
 

@@ -46,6 +46,11 @@ struct job {
     int uncounted;              /* failed for a reason of tickd's own (out of descriptors,
                                    memory or local ports): not an attempt, tried again later */
     long status_code;           /* 0: no HTTP answer */
+    int64_t sent_at_ms;         /* wall clock: the attempt began (0: never began) */
+    int64_t took_ms;            /* how long it took */
+    char *answer;               /* a non-2xx answer's first H1_KEEP_MAX body bytes,
+                                   malloc'd (NULL: none); the job's owner frees it */
+    size_t answer_len;
     char err[512];              /* why not ok, whole */
     int max_attempts;           /* the spec's retry policy (1 if unreadable) */
     int64_t backoff_ms;

@@ -278,6 +278,7 @@ static void waiting_remove(h1_host *h, h1_call *k)
 static void call_free(h1_call *k)
 {
     if (k->tev) event_free(k->tev);
+    free(k->a.keep);
     free(k->req);
     free(k);
 }
@@ -306,10 +307,12 @@ static void call_finish(h1_call *k, long status)
     h1_done_fn *done = k->done;
     void *priv = k->priv;
     int flags = k->flags, cut = k->cut;
-    char err[sizeof(k->err)];
+    char err[sizeof(k->err)], *body = k->a.keep;
+    size_t body_len = k->a.kept;
     memcpy(err, k->err, sizeof(err));
+    k->a.keep = NULL;
     call_free(k);
-    done(priv, status, status && !cut ? NULL : err, flags);
+    done(priv, status, status && !cut ? NULL : err, flags, body, body_len);
 }
 
 /* The call failed for the reason in k->err: its connection closes. */
@@ -665,6 +668,7 @@ h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const ch
     k->priv = priv;
     k->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
     k->a.head_req = strcmp(method, "HEAD") == 0;
+    k->a.keep_on = 1;
 
     /* the request target: the URL after its authority, without a fragment */
     const char *t = url + 7 + strcspn(url + 7, "/?#");

@@ -1,6 +1,8 @@
 /* h1_answer.c -- see h1_answer.h. */
 #include "h1_answer.h"
 
+#include "util.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -144,6 +146,12 @@ int h1_answer_parse(h1_answer *a, const char *data, size_t len, size_t *used)
             pos += n;
         } else if (a->phase == PH_BODY || a->phase == PH_CHUNK_DATA) {
             size_t n = avail < (uint64_t)a->remain ? avail : (size_t)a->remain;
+            if (a->keep_on && (a->status < 200 || a->status > 299) && a->kept < H1_KEEP_MAX && n) {
+                size_t k = n < H1_KEEP_MAX - a->kept ? n : H1_KEEP_MAX - a->kept;
+                if (!a->keep) a->keep = xmalloc(H1_KEEP_MAX);
+                memcpy(a->keep + a->kept, p, k);
+                a->kept += k;
+            }
             pos += n;
             a->remain -= (int64_t)n;
             a->body += (int64_t)n;

@@ -1,6 +1,7 @@
 /* h1_answer.h -- the parser of HTTP/1.1 answers for the built-in callback
  * client (h1.c): status line, framing (Content-Length, chunked, or up to the
- * close) and the body, which is counted and dropped, never kept.
+ * close) and the body, which is counted and dropped, but for the first
+ * H1_KEEP_MAX bytes of a non-2xx answer's when the caller asks (keep_on).
  *
  * Lenient where libcurl is (lines may end in LF alone; interim 1xx answers
  * are skipped), strict where framing is at stake (a Content-Length that is
@@ -17,6 +18,7 @@
 #define H1_HEAD_MAX 65536       /* longest answer head read */
 #define H1_LINE_MAX 4096        /* longest chunk-size or trailer line */
 #define H1_DRAIN_MAX 1048576    /* a longer body is not read: the connection closes instead */
+#define H1_KEEP_MAX 1024        /* bytes kept of a failed answer's body */
 
 enum { PH_HEAD, PH_BODY, PH_CHUNK_SIZE, PH_CHUNK_DATA, PH_CHUNK_CRLF, PH_TRAILER, PH_DONE };
 
@@ -28,6 +30,9 @@ typedef struct h1_answer {
     int capped;                 /* the body was over H1_DRAIN_MAX: not read to its end */
     int64_t remain;             /* bytes left of the body or chunk */
     int64_t body;               /* body bytes read */
+    int keep_on;                /* set by the caller: keep a non-2xx body's start */
+    char *keep;                 /* malloc'd at its first byte; the caller frees it */
+    size_t kept;
     char err[200];              /* why it is malformed */
 } h1_answer;
 

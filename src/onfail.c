@@ -150,6 +150,9 @@ void onfail_on_done(onfail *o, job *j)
 {
     notice *n = container_of(j, notice, j);
     o->calling--;
+    /* an event's answers are not kept */
+    free(j->answer);
+    j->answer = NULL;
     if (j->ok || j->aborted) {
         if (j->aborted)
             log_warn("task %s: %s event not sent: tickd stopped before it was", j->id,

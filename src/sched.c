@@ -77,6 +77,7 @@ static void sched_unhold(sched *sc, job *j)
 static void sched_job_free(job *j)
 {
     free(j->spec);
+    free(j->answer);
     free(j);
 }
 
@@ -191,7 +192,8 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
-        .timeout_ms = j->timeout_ms, .owner = j};
+        .timeout_ms = j->timeout_ms, .owner = j, .sent_at_ms = j->sent_at_ms,
+        .took_ms = j->took_ms, .answer = j->answer, .answer_len = j->answer_len};
     if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
         event_add(sc->flush_ev, &tv);

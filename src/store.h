@@ -77,7 +77,14 @@ typedef struct store_attempt {
     int64_t due_ms;         /* retry: the next attempt; release: due again */
     int64_t timeout_ms;
     void *owner;            /* handed back to the callback */
+    /* the attempt's history entry (the task keeps its last STORE_HISTORY):
+     * when it began (0: it never did), how long it took, the start of a
+     * failed answer's body */
+    int64_t sent_at_ms, took_ms;
+    const char *answer;
+    size_t answer_len;
 } store_attempt;
+#define STORE_HISTORY 10
 /* Runs once per attempt: err NULL when recorded, else why the store gave up
  * (the lease then expires and the task runs again). */
 typedef void store_settled_fn(void *owner, const char *err, void *priv);

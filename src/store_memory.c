@@ -36,6 +36,7 @@ typedef struct mtask {
     int64_t code;               /* 0: none */
     char err[512];
     int64_t fin_ms;
+    cJSON *hist;                /* the last STORE_HISTORY attempts (NULL: none) */
 } mtask;
 
 struct mslice {
@@ -273,6 +274,7 @@ static void ms_set_lease(mtask *t, int64_t lease_ms)
 
 static void ms_free_task(mtask *t)
 {
+    cJSON_Delete(t->hist);
     free(t->spec);
     free(t);
 }
@@ -316,6 +318,7 @@ static char *ms_state(const mtask *t)
     if (t->code) cJSON_AddNumberToObject(o, "code", (double)t->code);
     if (t->err[0]) cJSON_AddStringToObject(o, "err", t->err);
     if (t->fin_ms) cJSON_AddNumberToObject(o, "fin", (double)t->fin_ms);
+    if (t->hist) cJSON_AddItemToObject(o, "h", cJSON_Duplicate(t->hist, 1));
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     log_assert(s);
@@ -471,6 +474,22 @@ static void ms_settle(store *s, const store_attempt *as, int n, store_settled_fn
             continue;
         }
         t->attempts = a->attempt;
+        if (a->sent_at_ms) {
+            /* the history entry, as settle.lua writes it */
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "t", (double)a->sent_at_ms);
+            cJSON_AddNumberToObject(e, "ms", (double)a->took_ms);
+            if (a->status_code) cJSON_AddNumberToObject(e, "c", (double)a->status_code);
+            if (a->err[0]) cJSON_AddStringToObject(e, "e", a->err);
+            if (a->answer_len) {
+                char *b = xstrndup(a->answer, a->answer_len);
+                cJSON_AddStringToObject(e, "b", b);
+                free(b);
+            }
+            if (!t->hist) t->hist = cJSON_CreateArray();
+            cJSON_AddItemToArray(t->hist, e);
+            if (cJSON_GetArraySize(t->hist) > STORE_HISTORY) cJSON_DeleteItemFromArray(t->hist, 0);
+        }
         /* as settle.lua: a success keeps its status only when its body was
          * cut off; an attempt with no status or error keeps the last ones */
         if (a->status_code && (a->outcome != OUT_OK || a->err[0])) t->code = a->status_code;

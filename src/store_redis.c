@@ -432,6 +432,11 @@ static void step_settle(step *st, const store_attempt *a, int local, const char 
     step_int(st, a->outcome == OUT_RETRY ? a->due_ms : 0);
     step_int(st, local);
     step_str(st, next_slice);
+    /* the history entry */
+    step_int(st, a->outcome == OUT_RELEASE ? 0 : a->sent_at_ms);
+    step_int(st, a->took_ms);
+    step_int(st, a->status_code);
+    step_arg(st, a->answer ? a->answer : "", a->answer ? a->answer_len : 0);
 }
 
 static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)

@@ -79,3 +79,33 @@ int util_fmt_int(char *buf, long long v)
     buf[n] = '\0';
     return n;
 }
+
+/* The length of the valid UTF-8 sequence at p (up to end), 0 if none. */
+static size_t util_utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    size_t n = *p >= 0xf0 && *p <= 0xf4 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc2 && *p <= 0xdf ? 2 : 0;
+    if (!n || (size_t)(end - p) < n) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((*p == 0xe0 && p[1] < 0xa0) || (*p == 0xed && p[1] > 0x9f))) return 0;
+    if (n == 4 && ((*p == 0xf0 && p[1] < 0x90) || (*p == 0xf4 && p[1] > 0x8f))) return 0;
+    return n;
+}
+
+void util_text_clean(char *buf, size_t len)
+{
+    unsigned char *p = (unsigned char *)buf, *end = p + len;
+    while (p < end) {
+        if (*p >= 0x80) {
+            size_t n = util_utf8_len(p, end);
+            if (n) {
+                p += n;
+                continue;
+            }
+            *p = '?';
+        } else if ((*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') || *p == 0x7f) {
+            *p = '?';
+        }
+        p++;
+    }
+}

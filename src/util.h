@@ -28,4 +28,9 @@ uint32_t util_fnv1a(const void *p, size_t n);
 #define UTIL_INT_MAX 24
 int util_fmt_int(char *buf, long long v);
 
+/* Make buf[0..len) printable text in place: a control byte (but tab, CR and
+ * LF) or a byte that is not part of a valid UTF-8 sequence becomes '?'. For
+ * bytes from outside that go into JSON answers (a receiver's body). */
+void util_text_clean(char *buf, size_t len);
+
 #endif

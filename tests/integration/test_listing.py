@@ -224,3 +224,45 @@ def test_bad_retry_bodies(tickd):
     assert code == 400 and res["error"]["message"].startswith("execute_at:")
     assert tickd.request("GET", "/v1/tasks/x/retry")[0] == 405
     assert tickd.request("POST", "/v1/tasks/x/explode")[0] == 404
+
+
+def test_attempt_history_keeps_the_last_attempts(tickd, receiver):
+    """Each attempt's time, duration, status, error and (for a failed one) the
+    first 1 KiB of the answer, made text: a raw receiver answers 500 with
+    3000 bytes holding a NUL, a control byte and invalid UTF-8."""
+    import socket
+    import threading
+    body = b"\x00bad\x01\xff" + "é".encode() + b"x" * 2990
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                      % len(body) + body)
+            c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    port = srv.getsockname()[1]
+    t = tickd.post({"callback_url": f"http://127.0.0.1:{port}/x",
+                    "retry": {"max_attempts": 3, "backoff_ms": 100}})
+    wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 15, what="3 attempts")
+    srv.close()
+    h = tickd.get(t["id"])[1]["attempt_history"]
+    assert len(h) == 3, h
+    assert [e["at"] for e in h] == sorted(e["at"] for e in h)
+    for e in h:
+        assert e["status_code"] == 500 and e["error"] == "HTTP 500" and 0 <= e["took_ms"] < 5000
+        b = e["body"].encode()
+        assert e["body"].startswith("?bad??é") and len(e["body"]) == 1024 - 1, e["body"][:20]
+        assert b"\x00" not in b
+    # a success: its time, duration and status, no body
+    ok = tickd.post({"callback_url": receiver.url()})
+    wait_for(lambda: tickd.get(ok["id"])[1]["status"] == "succeeded", 10)
+    h = tickd.get(ok["id"])[1]["attempt_history"]
+    assert len(h) == 1 and h[0]["status_code"] == 200 and "body" not in h[0], h

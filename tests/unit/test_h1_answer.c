@@ -18,6 +18,8 @@ typedef struct result {
     int close, capped;
     int64_t body;
     size_t used;      /* bytes consumed in all */
+    size_t kept;      /* a failed answer's body kept */
+    char keep[H1_KEEP_MAX];
 } result;
 
 /* Feed msg in pieces cut at cuts[0..ncuts) (ascending), as h1.c does: what a
@@ -27,6 +29,7 @@ static result feed_split(const char *msg, size_t len, const size_t *cuts, int nc
     h1_answer a;
     memset(&a, 0, sizeof(a));
     a.head_req = head_req;
+    a.keep_on = 1;
     char *pend = malloc(len + 1);
     size_t plen = 0, at = 0, consumed = 0;
     result r = {0};
@@ -49,6 +52,9 @@ static result feed_split(const char *msg, size_t len, const size_t *cuts, int nc
     r.capped = a.capped;
     r.body = a.body;
     r.used = consumed;
+    r.kept = a.kept;
+    if (a.kept) memcpy(r.keep, a.keep, a.kept);
+    free(a.keep);
     return r;
 }
 
@@ -68,6 +74,8 @@ static void check_splits(const char *msg, size_t len, int head_req)
     assert_int_equal(whole.status, bytes.status);
     assert_int_equal(whole.close, bytes.close);
     assert_int_equal(whole.body, bytes.body);
+    assert_int_equal(whole.kept, bytes.kept);
+    assert_memory_equal(whole.keep, bytes.keep, whole.kept);
     assert_int_equal(whole.used, bytes.used);
     srandom(42);
     for (int round = 0; round < 200; round++) {
@@ -122,6 +130,29 @@ static void test_chunked(void **state)
     assert_int_equal(r.body, 4 + 5 + 14);
     assert_int_equal(r.used, strlen(m));
     check_splits(m, strlen(m), 0);
+}
+
+/* A failed answer's body is kept (decoded, up to H1_KEEP_MAX); a 2xx one's
+ * is not. */
+static void test_keep(void **state)
+{
+    (void)state;
+    const char *m = "HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "4\r\nwiki\r\n5\r\npedia\r\n0\r\n\r\n";
+    result r = feed(m, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.kept, 9);
+    assert_memory_equal(r.keep, "wikipedia", 9);
+    check_splits(m, strlen(m), 0);
+    r = feed("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nwiki", 0);
+    assert_int_equal(r.kept, 0);
+    char big[4096];
+    int n = snprintf(big, sizeof(big), "HTTP/1.1 500 X\r\nContent-Length: 2000\r\n\r\n");
+    memset(big + n, 'z', 2000);
+    r = feed_split(big, (size_t)n + 2000, NULL, 0, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.kept, H1_KEEP_MAX);
+    check_splits(big, (size_t)n + 2000, 0);
 }
 
 static void test_interim_and_head(void **state)
@@ -236,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_chunked),         cmocka_unit_test(test_interim_and_head),
         cmocka_unit_test(test_no_length_closes), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bounds),          cmocka_unit_test(test_wants_more),
+        cmocka_unit_test(test_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
