@@ -137,7 +137,7 @@ soak: deps build/tickd-san
 	SOAK_SECONDS=$(SOAK_SECONDS) TICKD_BIN=build/tickd-san \
 	  ASAN_OPTIONS=quarantine_size_mb=16:detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 /usr/bin/python3 tests/soak/edge_soak.py
-	TICKD_CATCHUP_STOP_S=120 /usr/bin/python3 -m pytest -q tests/integration/test_schedules.py \
+	CATCHUP_STOP_S=120 /usr/bin/python3 -m pytest -q tests/integration/test_schedules.py \
 	  -k catch_up_after_downtime
 
 test: deps

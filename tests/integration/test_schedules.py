@@ -241,7 +241,7 @@ def test_completed_schedule_cannot_be_paused(tickd, receiver):
     assert code == 409, res
 
 
-STOP_S = float(os.environ.get("TICKD_CATCHUP_STOP_S", "20"))
+STOP_S = float(os.environ.get("CATCHUP_STOP_S", "20"))
 
 
 def test_catch_up_after_downtime(redis, tickd_factory, receiver):
