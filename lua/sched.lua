@@ -51,16 +51,23 @@ end
 if op == 'claim' then
   local now = now_ms()
   local lease, keep = tonumber(ARGV[4]), tonumber(ARGV[5])
-  local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+  local limit = tonumber(ARGV[3])
+  -- a leased schedule's score is its lease's end, which may be within reach:
+  -- it is passed over until the lease ended
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, 4 * limit)
   local out = {}
   for _, sid in ipairs(ids) do
     local def, st = load(sid)
+    if #out >= 3 * limit then break end
     if not st or st.st ~= 'active' then
       redis.call('ZREM', KEYS[2], sid)
+    elseif st.ct and st.le and st.le > now then
+      -- held by a runner
     else
       -- a lease that expired keeps its clock while the slice it homed runs
       -- in is still open, so the runs it may have made get the same ids
       if not st.ct or now - st.ct > keep then st.ct = now end
+      st.le = now + lease
       redis.call('HSET', KEYS[1], 's:' .. sid, cjson.encode(st))
       redis.call('ZADD', KEYS[2], now + lease, sid)
       out[#out + 1] = sid; out[#out + 1] = def; out[#out + 1] = cjson.encode(st)
@@ -86,6 +93,7 @@ local prev = cjson.encode(st)
 if op == 'advance' then
   if st.ct ~= tonumber(ARGV[3]) then return {'conflict', def, prev} end
   st.ct = nil
+  st.le = nil
   local made = tonumber(ARGV[5])
   st.runs = st.runs + made
   st.skipped = (st.skipped or 0) + tonumber(ARGV[6])

@@ -76,8 +76,8 @@ static const config_key keys[] = {
      "how often each bucket is scanned for due tasks and due schedules"},
     {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),
      "tasks due before now + this are claimed and wait on the in-process wheel (>= 1.25 x tick_ms); "
-     "a schedule's runs are made lookahead_ms + 2 x tick_ms ahead of their time, and a run found later "
-     "than that is missed (its catch_up decides)"},
+     "a schedule's runs are made lookahead_ms + 2 x tick_ms ahead of their time, and a run found over "
+     "2 s later than that is missed (its catch_up decides)"},
     {"scheduler", "batch", CT_INT, "256", 1, 10000, F(batch),
      "most tasks one claim call takes"},
     {"scheduler", "buckets", CT_INT, "16", 1, 1024, F(buckets),

@@ -44,6 +44,11 @@ int64_t runner_lead_ms(const config *cfg)
     return cfg->lookahead_ms + 2 * cfg->tick_ms;
 }
 
+int64_t runner_late_ms(const config *cfg)
+{
+    return runner_lead_ms(cfg) + SCHED_LEASE_MS;
+}
+
 static int64_t state_num(const cJSON *o, const char *k, int64_t dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -163,7 +168,8 @@ static void runner_pass(runner *r, const store_schedule *sc)
         pass_free(p);
         return;
     }
-    schedule_plan_runs(&p->def, next, runs, store_now_ms(r->s), runner_lead_ms(r->cfg), &p->plan);
+    schedule_plan_runs(&p->def, next, runs, store_now_ms(r->s), runner_lead_ms(r->cfg),
+                       runner_late_ms(r->cfg), &p->plan);
     p->adv.skipped = p->plan.skipped;
     p->ok = xcalloc((size_t)p->plan.n + 1, sizeof(*p->ok));
     p->ids = xcalloc((size_t)p->plan.n + 1, sizeof(*p->ids));
@@ -227,10 +233,8 @@ static void runner_claim(runner *r, int bucket)
     c->bucket = bucket;
     r->claiming[bucket] = 1;
     r->pending++;
-    /* the lease outlasts the claim's reach, or the schedule would be
-     * claimed again while its pass runs */
     store_sch_claim(r->s, bucket, store_now_ms(r->s) + runner_lead_ms(r->cfg), CLAIM_LIMIT,
-                    runner_lead_ms(r->cfg) + SCHED_LEASE_MS, runner_claimed_cb, c);
+                    SCHED_LEASE_MS, runner_claimed_cb, c);
 }
 
 static void runner_tick_cb(evutil_socket_t fd, short what, void *arg)

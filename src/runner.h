@@ -12,8 +12,10 @@
  *
  * Lead: runs due before now + lookahead_ms + 2 x tick_ms are made, so each is
  * stored before the task scan reaches it and fires on its millisecond. A run
- * found more than the lead in the past was missed (no tickd ran); the
- * schedule's catch_up decides (schedule.h). */
+ * found more than the lead + SCHED_LEASE_MS in the past was missed (no tickd
+ * ran); the schedule's catch_up decides (schedule.h). A pass's lease is
+ * short, so the schedules of a runner that died mid-pass are taken over
+ * before any of their runs counts as missed. */
 #ifndef TICKD_RUNNER_H
 #define TICKD_RUNNER_H
 
@@ -31,8 +33,10 @@ void runner_kick(runner *r, int bucket);
 void runner_stop(runner *r);
 /* 1 when no store call of the runner is pending. */
 int runner_idle(const runner *r);
-/* The lead: runs before now + this are made. */
+/* The lead: runs before now + this are made. A run found later than
+ * runner_late_ms (the lead + a pass's lease) was missed. */
 int64_t runner_lead_ms(const config *cfg);
+int64_t runner_late_ms(const config *cfg);
 void runner_stats(const runner *r, cJSON *obj);
 void runner_free(runner *r);
 

@@ -253,9 +253,9 @@ int schedule_upcoming(const schedule_def *d, int64_t next, int64_t runs, int n, 
 #define PLAN_STEPS_MAX 200000
 
 void schedule_plan_runs(const schedule_def *d, int64_t next, int64_t runs, int64_t now,
-                        int64_t lead, schedule_plan *p)
+                        int64_t lead, int64_t late_ms, schedule_plan *p)
 {
-    int64_t at = next, missed_before = now - lead;
+    int64_t at = next, missed_before = now - late_ms;
     memset(p, 0, sizeof(*p));
     /* missed runs */
     if (at >= 0 && at < missed_before && d->catch_up != CATCH_ALL) {

@@ -74,7 +74,7 @@ int64_t schedule_first(const schedule_def *d, int64_t now);
 
 /* What one pass makes of a schedule whose next run not yet made is `next`,
  * with `runs` made so far, at time now. Runs up to now + lead are made; a run
- * more than lead in the past is missed (no tickd reached it in time) and
+ * more than late_ms in the past is missed (no tickd reached it in time) and
  * catch_up decides: all run (oldest first), the latest runs, or none.
  * At most SCHED_PLAN_MAX runs; `next` is then where the next pass goes on. */
 typedef struct schedule_plan {
@@ -84,7 +84,7 @@ typedef struct schedule_plan {
     int64_t next;                    /* the next run not made; -1: completed */
 } schedule_plan;
 void schedule_plan_runs(const schedule_def *d, int64_t next, int64_t runs, int64_t now,
-                        int64_t lead, schedule_plan *p);
+                        int64_t lead, int64_t late_ms, schedule_plan *p);
 
 /* The next `n` run times from `next` given `runs` made, honouring times and
  * end_at; returns how many were written. */
@@ -106,7 +106,10 @@ static inline int64_t schedule_keep_ms(int64_t slice_grace_ms)
 {
     return slice_grace_ms / 2 > 2000 ? slice_grace_ms / 2 - 2000 : 0;
 }
-#define SCHED_LEASE_MS 10000        /* a pass's lease, beyond the runner's lead */
+/* A pass's lease: a runner that dies mid-pass leaves its schedules to the
+ * others this long, so their runs are made again before they count as
+ * missed (the runner's lead + this). */
+#define SCHED_LEASE_MS 2000
 
 /* Render one run time as {"at": ms, "time": RFC 3339 in the schedule's zone}. */
 cJSON *schedule_time_json(const schedule_def *d, int64_t at);

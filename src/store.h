@@ -105,6 +105,7 @@ typedef void store_added_fn(int bucket, int64_t due_ms, void *priv);
  *   fut   ids of runs made ahead of their time, not yet due
  *   v     definition version (PUT adds 1)
  *   ct    while a runner holds the schedule: its claim's clock (ms)
+ *   le    and when its lease ends (ms)
  * An active schedule is indexed by `next`, so a claim finds the due ones in
  * O(log n); a claim leases them (lease_ms) to one runner. */
 typedef struct store_schedule {
@@ -191,7 +192,8 @@ typedef struct store_type {
     void (*sch_list)(store *s, int bucket, const char *after, int limit, store_sch_list_fn *cb,
                      void *priv);
     /* lease to the caller, for lease_ms, up to `limit` active schedules of a
-     * bucket whose next run is before `until` or whose lease expired */
+     * bucket whose next run is before `until` and that no runner holds (a
+     * lease that ended holds nothing) */
     void (*sch_claim)(store *s, int bucket, int64_t until, int limit, int64_t lease_ms,
                       store_sch_list_fn *cb, void *priv);
     /* record a pass and end its lease; ST_CONFLICT when the lease was lost

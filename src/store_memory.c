@@ -907,7 +907,9 @@ static void ms_sch_claim(store *s, int bucket, int64_t until, int limit, int64_t
             continue;
         }
         int64_t ct = ms_num(c->st, "ct", -1);
+        if (ct >= 0 && ms_num(c->st, "le", 0) > now) continue; /* held by a runner */
         if (ct < 0 || now - ct > keep) ms_setn(c->st, "ct", now);
+        ms_setn(c->st, "le", now + lease_ms);
         c->at = now + lease_ms;
         r->items[r->nitems++] = ms_sch_copy(c, NULL);
     }
@@ -930,6 +932,7 @@ static void ms_sch_advance(store *s, const char *id, const store_sch_pass *a,
         return;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(c->st, "ct");
+    cJSON_DeleteItemFromObjectCaseSensitive(c->st, "le");
     ms_setn(c->st, "runs", ms_num(c->st, "runs", 0) + a->made);
     ms_setn(c->st, "skipped", ms_num(c->st, "skipped", 0) + a->skipped);
     if (a->made > 0) {

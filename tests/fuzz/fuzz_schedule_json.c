@@ -22,7 +22,7 @@ static void plan_check(const schedule_def *d, int64_t next, int64_t now)
 {
     schedule_plan p;
     char err[400];
-    schedule_plan_runs(d, next, 0, now, 3500, &p);
+    schedule_plan_runs(d, next, 0, now, 3500, 5500, &p);
     if (p.n < 0 || p.n > SCHED_PLAN_MAX) abort();
     for (int i = 0; i < p.n; i++) {
         if (i && p.at[i] <= p.at[i - 1]) abort();

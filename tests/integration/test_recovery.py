@@ -22,18 +22,21 @@ def test_kill9_with_callbacks_in_flight(redis, receiver, tickd_factory):
     assert set(ids) <= set(calls)
 
 
-def test_stopped_90s_then_overdue_tasks_fire(redis, receiver, tickd_factory):
-    t1 = tickd_factory(redis).start()
+def test_stopped_then_overdue_tasks_fire(redis, receiver, tickd_factory):
+    """Down for 50 s, longer than the slice grace (10 s here; 60 s by
+    default): the slices passed meanwhile are drained from the watermark."""
+    grace = {"TICKD_SCHEDULER_SLICE_GRACE_MS": "10000"}
+    t1 = tickd_factory(redis, env=grace).start()
     start = now_ms()
     ids = [r["id"] for r in t1.batch(
-        [{"callback_url": receiver.url(), "execute_at": start + 3000 + i * 800, "key": f"o{i}"}
+        [{"callback_url": receiver.url(), "execute_at": start + 3000 + i * 400, "key": f"o{i}"}
          for i in range(100)])]
     assert t1.stop() == 0
-    time.sleep(90)
+    time.sleep(50)
     assert receiver.count() == 0
     # one connection to the receiver, so callbacks arrive in the order sent
-    t2 = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
-                                   "TICKD_SERVER_HOST_CONNECTIONS": "1"}).start()
+    t2 = tickd_factory(redis, env=dict(grace, TICKD_SERVER_WORKERS="1",
+                                       TICKD_SERVER_HOST_CONNECTIONS="1")).start()
     wait_for(lambda: receiver.count() >= 100, 20, what="100 overdue callbacks")
     calls = receiver.by_task()
     assert set(calls) == set(ids) and all(len(c) == 1 for c in calls.values())

@@ -118,7 +118,7 @@ static void test_plan_ahead_times_end(void **state)
     schedule_plan p;
     schedule_def d = every(1000, NOW + 500, "");
     /* runs up to now + lead */
-    schedule_plan_runs(&d, NOW + 500, 0, NOW, LEAD, &p);
+    schedule_plan_runs(&d, NOW + 500, 0, NOW, LEAD, LEAD, &p);
     assert_int_equal(p.n, 4);
     assert_int_equal(p.at[0], NOW + 500);
     assert_int_equal(p.at[3], NOW + 3500);
@@ -128,7 +128,7 @@ static void test_plan_ahead_times_end(void **state)
 
     /* times: 5 in all, 3 made: two more, then completed */
     d = every(1000, NOW, ",\"times\":5");
-    schedule_plan_runs(&d, NOW + 3000, 3, NOW + 3000, LEAD, &p);
+    schedule_plan_runs(&d, NOW + 3000, 3, NOW + 3000, LEAD, LEAD, &p);
     assert_int_equal(p.n, 2);
     assert_int_equal(p.next, -1);
     int64_t up[5];
@@ -137,7 +137,7 @@ static void test_plan_ahead_times_end(void **state)
 
     /* end_at: nothing after it */
     d = every(1000, NOW, ",\"end_at\":1800000002000");
-    schedule_plan_runs(&d, NOW, 0, NOW, LEAD, &p);
+    schedule_plan_runs(&d, NOW, 0, NOW, LEAD, LEAD, &p);
     assert_int_equal(p.n, 3);
     assert_int_equal(p.next, -1);
     schedule_def_free(&d);
@@ -149,17 +149,17 @@ static void test_plan_catch_up(void **state)
     schedule_plan p;
     /* next run 100 s ago: 96 runs missed (those more than the lead late) */
     schedule_def d = every(1000, NOW - 100000, ",\"catch_up\":\"all\"");
-    schedule_plan_runs(&d, NOW - 100000, 0, NOW, LEAD, &p);
+    schedule_plan_runs(&d, NOW - 100000, 0, NOW, LEAD, LEAD, &p);
     assert_int_equal(p.n, SCHED_PLAN_MAX);       /* in batches, oldest first */
     assert_int_equal(p.at[0], NOW - 100000);
     assert_int_equal(p.next, NOW - 100000 + 100 * 1000);
-    schedule_plan_runs(&d, p.next, 100, NOW, LEAD, &p);
+    schedule_plan_runs(&d, p.next, 100, NOW, LEAD, LEAD, &p);
     assert_int_equal(p.n, 4);                    /* the rest, up to now + lead */
     assert_int_equal(p.at[3], NOW + 3000);
     schedule_def_free(&d);
 
     d = every(1000, NOW - 100000, ",\"catch_up\":\"latest\"");
-    schedule_plan_runs(&d, NOW - 100000, 0, NOW, LEAD, &p);
+    schedule_plan_runs(&d, NOW - 100000, 0, NOW, LEAD, LEAD, &p);
     assert_int_equal(p.at[0], NOW - 4000);       /* the latest missed */
     assert_int_equal(p.skipped, 96);
     assert_int_equal(p.at[1], NOW - 3000);       /* late, but within the lead */
@@ -167,7 +167,7 @@ static void test_plan_catch_up(void **state)
     schedule_def_free(&d);
 
     d = every(1000, NOW - 100000, ",\"catch_up\":\"none\"");
-    schedule_plan_runs(&d, NOW - 100000, 0, NOW, LEAD, &p);
+    schedule_plan_runs(&d, NOW - 100000, 0, NOW, LEAD, LEAD, &p);
     assert_int_equal(p.skipped, 97);
     assert_int_equal(p.at[0], NOW - 3000);
     schedule_def_free(&d);
@@ -178,7 +178,7 @@ static void test_plan_catch_up(void **state)
     int64_t next = NOW - INT64_C(365) * 86400000, skipped = 0;
     int made = 0, passes = 0;
     do {
-        schedule_plan_runs(&d, next, 0, NOW, LEAD, &p);
+        schedule_plan_runs(&d, next, 0, NOW, LEAD, LEAD, &p);
         skipped += p.skipped;
         made += p.n;
         next = p.next;
