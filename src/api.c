@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "schedule.h"
 #include "util.h"
 
@@ -205,6 +206,7 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
 {
     api_item *it = priv;
     api_req *r = it->r;
+    if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
         /* the same object as api_created_body, written directly: this is
          * the hot path of ingest. Ids and keys need no JSON escaping. */
@@ -299,6 +301,7 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
 {
     api_item *it = priv;
     api_req *r = it->r;
+    if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
         r->results[it->idx] = api_created_body(id, &it->t, state);
     } else if (id) {
@@ -428,6 +431,7 @@ static void api_cancel_cb(store_status st, const char *detail, void *priv)
     char msg[300];
     switch (st) {
     case ST_OK:
+        metrics.cancelled++;
         api_finish(q->r, 204, "No Content", NULL);
         break;
     case ST_NOTFOUND:
@@ -597,9 +601,10 @@ static void api_sreq_answer(api_sreq *q, const store_schedule *sc, int with_last
     cJSON_Delete(o);
 }
 
-static void api_noop_cancel_cb(store_status st, const char *detail, void *priv)
+static void api_ahead_cancel_cb(store_status st, const char *detail, void *priv)
 {
-    (void)st, (void)detail, (void)priv;
+    (void)detail, (void)priv;
+    if (st == ST_OK) metrics.cancelled++;
 }
 
 /* Runs made ahead under a state that a write replaced (PUT, pause, DELETE)
@@ -609,7 +614,7 @@ static void api_cancel_ahead(api *a, const char *prev)
     cJSON *st = prev ? cJSON_Parse(prev) : NULL;
     const cJSON *fut = st ? cJSON_GetObjectItemCaseSensitive(st, "fut") : NULL, *e;
     cJSON_ArrayForEach(e, fut)
-        if (cJSON_IsString(e)) store_cancel(a->s, e->valuestring, api_noop_cancel_cb, NULL);
+        if (cJSON_IsString(e)) store_cancel(a->s, e->valuestring, api_ahead_cancel_cb, NULL);
     cJSON_Delete(st);
 }
 
@@ -1035,6 +1040,15 @@ static void api_route(http_req *req, void *arg)
         store_health(a->s, api_health_cb, r);
         return;
     }
+    if (strcmp(path, "/metrics") == 0) {
+        if (strcmp(m, "GET") != 0) {
+            http_add_header(req, "Allow", "GET");
+            api_error(req, 405, "method_not_allowed", "method: use GET");
+            return;
+        }
+        api_metrics(a, req);
+        return;
+    }
     if (strcmp(path, "/v1/stats") == 0 && strcmp(m, "GET") == 0) {
         cJSON *body = cJSON_CreateObject();
         a->stats(a->stats_priv, body);
@@ -1090,9 +1104,16 @@ int api_busy(const api *a) { return a->busy; }
 
 void api_stop_accepting(api *a) { http_server_stop_accepting(a->http); }
 
+void api_on_metrics(api *a, api_gauges_fn *fn, void *priv)
+{
+    a->gauges = fn;
+    a->gauges_priv = priv;
+}
+
 void api_free(api *a)
 {
     if (!a) return;
+    free(a->count_waiting);
     http_server_free(a->http);
     api_free_tokens(a);
     free(a);

@@ -31,6 +31,13 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
 typedef void api_schedule_fn(int bucket, void *priv);
 void api_on_schedule(api *a, api_schedule_fn *fn, void *priv);
 
+/* GET /metrics: fn fills the gauges other modules own (callbacks in flight,
+ * tasks held, build labels); the API adds its connections, the store's
+ * counters and the cached count of scheduled tasks. */
+struct metrics_now;
+typedef void api_gauges_fn(void *priv, struct metrics_now *now);
+void api_on_metrics(api *a, api_gauges_fn *fn, void *priv);
+
 /* The port actually bound. */
 int api_port(const api *a);
 

@@ -19,6 +19,13 @@ struct api {
     int ntokens;
     api_schedule_fn *on_schedule;
     void *on_schedule_priv;
+    api_gauges_fn *gauges;
+    void *gauges_priv;
+    /* the cached count of scheduled tasks (GET /metrics) */
+    int64_t count, count_ms, count_took_ms, count_started_ms;
+    int counting;
+    struct api_req **count_waiting;   /* scrapes waiting for the first count */
+    int ncount_waiting;
 };
 
 /* One API request waiting for the backend. If its client went away, the
@@ -38,6 +45,9 @@ typedef struct api_req {
 api_req *api_req_new(api *a, http_req *req);
 void api_req_free(api_req *r);
 void api_send_json(http_req *req, int code, const char *reason, cJSON *body);
+
+/* GET /metrics (api_metrics.c) */
+void api_metrics(api *a, http_req *req);
 void api_error(http_req *req, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Answer r with body (or the error) and free it. */

@@ -56,6 +56,10 @@ static const config_key keys[] = {
      "redis, or memory: tasks on the in-process wheel only, NOT durable (development and tests)"},
     {"server", "log_level", CT_STR, "info", 0, 0, F(log_level),
      "debug, info, warn or error"},
+    {"server", "log_format", CT_STR, "text", 0, 0, F(log_format),
+     "text, or json: one object per line with ts, level, src, msg (and task_id on lines about a task)"},
+    {"server", "access_log", CT_BOOL, "false", 0, 0, F(access_log),
+     "log one line per API request: client address, method, target, status, body bytes, ms"},
     {"redis", "nodes", CT_STR, "127.0.0.1:6379", 0, 0, F(nodes),
      "Redis host:port; several comma-separated seed nodes for a Redis Cluster"},
     {"redis", "username", CT_STR, "", 0, 0, F(username),
@@ -234,6 +238,11 @@ static int config_apply(void *base, const config_key *k, const char *value,
         }
         if (strcmp(k->name, "log_level") == 0 && log_level_parse(value) < 0) {
             snprintf(err, errlen, "log_level: must be debug, info, warn or error");
+            return -1;
+        }
+        if (strcmp(k->name, "log_format") == 0 && strcmp(value, "text") != 0 &&
+            strcmp(value, "json") != 0) {
+            snprintf(err, errlen, "log_format: must be text or json, not \"%s\"", value);
             return -1;
         }
         if (strcmp(k->name, "tls_min_version") == 0 && strcmp(value, "1.2") != 0 &&

@@ -43,6 +43,8 @@ typedef struct config {
     int64_t shutdown_grace_ms;
     char store[16];            /* "redis" or "memory" */
     char log_level[16];
+    char log_format[8];        /* "text" or "json" */
+    int64_t access_log;        /* a line per API request */
     /* [redis] */
     char nodes[1024];          /* host:port[,host:port...] */
     char username[256];        /* ACL user ("" = default) */

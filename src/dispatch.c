@@ -293,8 +293,9 @@ long dispatch_hosts(const dispatch *d)
 }
 
 /* x's attempt ended: the answer's status (0: none), or err when it failed
- * (an answer may have begun: status then says which). */
-static void worker_end(worker *w, xfer *x, long status, const char *err, int local)
+ * (an answer may have begun: status then says which); flags: H1_LOCAL,
+ * H1_TIMEOUT, for either client. */
+static void worker_end(worker *w, xfer *x, long status, const char *err, int flags)
 {
     job *j = x->j;
     j->status_code = status;
@@ -308,7 +309,8 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int loc
     }
     /* every address refused by the policy: no retry can change that */
     if (err && x->ndenied && x->ndenied == x->nopen) j->permanent = 1;
-    if (err && !status && local) j->uncounted = 1;
+    if (err && !status && (flags & H1_LOCAL)) j->uncounted = 1;
+    j->timed_out = err && (flags & H1_TIMEOUT);
     /* a status with err: the head came, its body was cut off; the receiver
      * has answered, and its status decides */
     if (err) snprintf(j->err, sizeof(j->err), "%s", err);
@@ -364,7 +366,8 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         }
         memcpy(err, full, strlen(full) + 1);
     }
-    worker_end(w, x, code, rc == CURLE_OK ? NULL : err, local);
+    worker_end(w, x, code, rc == CURLE_OK ? NULL : err,
+               (local ? H1_LOCAL : 0) | (rc == CURLE_OPERATION_TIMEDOUT ? H1_TIMEOUT : 0));
 }
 
 static void worker_h1_done(void *priv, long status, const char *err, int flags, char *body,
@@ -374,7 +377,7 @@ static void worker_h1_done(void *priv, long status, const char *err, int flags, 
     x->call = NULL;
     x->keep = body;
     x->kept = body_len;
-    worker_end(x->w, x, status, err, flags & H1_LOCAL);
+    worker_end(x->w, x, status, err, flags);
 }
 
 static void worker_check(worker *w)
@@ -666,6 +669,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         j->aborted = 0;
         j->permanent = 0;
         j->uncounted = 0;
+        j->timed_out = 0;
         j->status_code = 0;
         j->err[0] = '\0';
         if (stop) {

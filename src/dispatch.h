@@ -45,6 +45,7 @@ struct job {
     int permanent;              /* failed for a reason a retry cannot change (policy) */
     int uncounted;              /* failed for a reason of tickd's own (out of descriptors,
                                    memory or local ports): not an attempt, tried again later */
+    int timed_out;              /* failed by running out of timeout_ms */
     long status_code;           /* 0: no HTTP answer */
     int64_t sent_at_ms;         /* wall clock: the attempt began (0: never began) */
     int64_t took_ms;            /* how long it took */

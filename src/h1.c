@@ -625,6 +625,7 @@ static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (!k->conn) waiting_remove(k->h, k);
+    k->flags |= H1_TIMEOUT;
     if (k->conn && h1_answer_has_status(&k->a)) {
         /* the head came, the body did not: the status stands, and the
          * connection (mid-body) closes */

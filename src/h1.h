@@ -29,10 +29,12 @@ typedef struct h1_call h1_call;
  * saying why there is none (timeout, connection, malformed answer). A status
  * with err: the head came but its body was cut off by the timeout. flags:
  * H1_LOCAL when the call failed for a reason of this process's own (out of
- * descriptors, memory or local ports), not the host's. body: the first
+ * descriptors, memory or local ports), not the host's; H1_TIMEOUT when it
+ * ran out of time. body: the first
  * H1_KEEP_MAX bytes of a non-2xx answer's body, malloc'd, the callback's to
  * free (NULL: none). */
 #define H1_LOCAL 1
+#define H1_TIMEOUT 2 /* the call ran out of its timeout */
 typedef void h1_done_fn(void *priv, long status, const char *err, int flags, char *body,
                         size_t body_len);
 

@@ -1,6 +1,7 @@
 /* http.c -- see http.h. */
 #include "http.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -87,6 +88,7 @@ struct http_server {
     int64_t idle_ms, header_ms, body_ms;
     int port;
     int max_conns, nconns;
+    int access_log;                  /* a log line per answered request */
     int at_limit;                    /* accepting paused at max_conns */
     int64_t limit_warned_ms;
     hconn *conns;
@@ -810,6 +812,29 @@ static void http_run(hconn *c)
     http_want_read(c);
 }
 
+/* The access log's line for r, answered with status and len body bytes. */
+static void http_access(hconn *c, const http_req *r, int status, size_t len)
+{
+    struct sockaddr_storage ss = {.ss_family = AF_UNSPEC};
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "-", remote[INET6_ADDRSTRLEN + 16];
+    int port = 0;
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+            port = ntohs(in->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+            port = ntohs(in6->sin6_port);
+        }
+    }
+    snprintf(remote, sizeof(remote), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+    log_access(remote, c->in + r->method, c->in + r->target, status, len,
+               (long long)(c->head_ms ? http_now_ms(c->srv) - c->head_ms : 0));
+}
+
 void http_reply(http_req *r, int status, const char *reason, const char *type,
                 const char *body, size_t len)
 {
@@ -819,6 +844,7 @@ void http_reply(http_req *r, int status, const char *reason, const char *type,
         http_conn_free(c);
         return;
     }
+    if (c->srv->access_log) http_access(c, r, status, len);
     http_out_reply(c, status, reason, type, body, len);
     r->head = 0;   /* answered: an error before the next head is parsed has content */
     c->in[r->len] = c->saved;
@@ -1069,6 +1095,16 @@ http_server *http_server_new(struct event_base *base, const char *listen, size_t
         return NULL;
     }
     return s;
+}
+
+void http_server_set_access_log(http_server *s, int on)
+{
+    s->access_log = on;
+}
+
+int http_server_connections(const http_server *s)
+{
+    return s->nconns;
 }
 
 void http_server_set_limits(http_server *s, int max_conns, int64_t header_ms, int64_t body_ms)

@@ -62,6 +62,12 @@ typedef int http_gate(http_req *req, void *arg, http_refusal *out);
 http_server *http_server_new(struct event_base *base, const char *listen, size_t max_body,
                              int64_t idle_ms, http_handler *handler, void *arg, char *err,
                              size_t errlen);
+/* Log a line per answered request (log_access). */
+void http_server_set_access_log(http_server *s, int on);
+
+/* Connections open now. */
+int http_server_connections(const http_server *s);
+
 /* At most max_conns connections open; a request's head must be read within
  * header_ms of its first byte, its body within body_ms of the head. */
 void http_server_set_limits(http_server *s, int max_conns, int64_t header_ms, int64_t body_ms);

@@ -39,6 +39,7 @@ typedef struct rc_link {
     struct event *retry_ev; /* pending reconnect */
     int ping_out;
     int64_t ping_ms;
+    int was_up;             /* it has been usable before: the next ready is a reconnect */
 } rc_link;
 
 struct rc_node {
@@ -65,6 +66,7 @@ struct rcluster {
     int freeing;
     rc_connect_fn *on_connect;
     void *on_connect_priv;
+    uint64_t errors, reconnects; /* rc_counters */
 };
 
 typedef struct rc_req {
@@ -103,6 +105,12 @@ unsigned rc_key_slot(const char *key, size_t len)
         if (e < len && e != s + 1) return rc_crc16(key + s + 1, e - s - 1) & (RC_SLOTS - 1);
     }
     return rc_crc16(key, len) & (RC_SLOTS - 1);
+}
+
+void rc_counters(const rcluster *c, uint64_t *errors, uint64_t *reconnects)
+{
+    *errors = c->errors;
+    *reconnects = c->reconnects;
 }
 
 int rc_node_count(const rcluster *c) { return c->nnodes; }
@@ -190,6 +198,8 @@ static void rc_link_ready(rc_link *l)
     l->up = 1;
     l->backoff_ms = RC_BACKOFF_MIN_MS;
     l->ping_out = 0;
+    if (l->was_up) n->c->reconnects++;
+    l->was_up = 1;
     if (l->lane != 0) return;
     log_info("redis %s: connected", n->name);
     if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
@@ -438,6 +448,7 @@ static void rc_fail_later(rc_req *q, const char *err)
 {
     rc_fail *f = malloc(sizeof(*f));
     struct timeval tv = {0, 0};
+    q->c->errors++;
     if (f) {
         f->q = q;
         f->err = err;
@@ -490,6 +501,9 @@ static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
     rc_req *q = priv;
     redisReply *r = rv;
     (void)ac;
+    if (!r || (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) != 0 &&
+               strncmp(r->str, "ASK ", 4) != 0))
+        q->c->errors++;
     if (!r) {
         if (rc_retry(q) == 0) return;
         q->cb(NULL, q->c->freeing ? "shutting down" : "redis connection lost", q->priv);

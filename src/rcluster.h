@@ -55,6 +55,12 @@ void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen);
 
 /* Number of nodes known (masters in cluster mode). */
+/* Failed replies seen, each try of a retried command counted (error
+ * replies but redirects, and replies lost with their connection or never
+ * sent) and connections made again
+ * after one was lost. */
+void rc_counters(const rcluster *c, uint64_t *errors, uint64_t *reconnects);
+
 int rc_node_count(const rcluster *c);
 const char *rc_node_name(const rcluster *c, int node);
 

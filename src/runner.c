@@ -8,6 +8,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "schedule.h"
 #include "util.h"
 
@@ -67,7 +68,8 @@ static void pass_free(pass *p)
 static void runner_cancel_cb(store_status st, const char *detail, void *priv)
 {
     runner *r = priv;
-    (void)st, (void)detail;
+    (void)detail;
+    if (st == ST_OK) metrics.cancelled++;
     r->pending--;
 }
 
@@ -134,6 +136,10 @@ static void runner_add_cb(store_status st, const char *id, const char *state, co
     pass *p = a->p;
     (void)state;
     p->r->pending--;
+    if (st == ST_OK) {
+        metrics.tasks_created++;
+        metrics.schedule_runs++;
+    }
     /* stored but not confirmed by the replicas: stored */
     if (id && (st == ST_OK || st == ST_EXISTS || st == ST_UNAVAILABLE)) {
         p->ok[a->i] = 1;

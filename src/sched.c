@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 #include "wheel.h"
 
@@ -206,7 +207,22 @@ void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv)
     sc->failed_priv = priv;
 }
 
-/* An attempt finished: record it. */
+/* The attempt's outcome label and times, into the metrics. */
+static void sched_count(const job *j)
+{
+    metrics_outcome o = j->ok ? MO_2XX
+                      : j->permanent ? MO_DENIED
+                      : j->status_code ? MO_HTTP_ERROR
+                      : j->timed_out ? MO_TIMEOUT : MO_CONNECT_ERROR;
+    metrics.attempts[o]++;
+    if (j->sent_at_ms > 0) {
+        metrics_observe(&metrics.lateness, (double)(j->sent_at_ms - j->due_ms) / 1000.0);
+        metrics_observe(&metrics.duration, (double)j->took_ms / 1000.0);
+    }
+}
+
+/* An attempt finished: record it. A failed attempt is logged at debug
+ * level; a task that ends failed, once, at warning level. */
 void sched_on_done(sched *sc, job *j)
 {
     sc->calling--;
@@ -221,19 +237,28 @@ void sched_on_done(sched *sc, job *j)
          * in a second or two */
         int64_t delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
         j->attempt--;
+        metrics.deferred++;
         log_warn_limited(&sc->warn, store_now_ms(sc->s),
                          "task %s: callback not made (%s); trying again in %lld ms without "
                          "counting an attempt", j->id, j->err, (long long)delay_ms);
         sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
-    } else if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
+        return;
+    }
+    sched_count(j);
+    if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
-        if (!j->ok) log_info("task %s failed after %d attempts: %s", j->id, j->attempt, j->err);
+        if (!j->ok)
+            log_warn("task %s failed after %d attempt%s: %s", j->id, j->attempt,
+                     j->attempt == 1 ? "" : "s", j->err);
+        if (j->ok) metrics.succeeded++;
+        else metrics.failed++;
         sched_record(sc, j, j->ok ? OUT_OK : OUT_FAIL, 0);
     } else {
         double jitter = (double)(random() % 1000) / 1000.0;
         int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
         log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
                   (long long)next);
+        metrics.retries++;
         sched_record(sc, j, OUT_RETRY, next);
     }
 }
@@ -482,6 +507,7 @@ void sched_stop(sched *sc)
 }
 
 int sched_calling(const sched *sc) { return sc->calling; }
+int sched_held(const sched *sc) { return sc->held; }
 
 void sched_stats(const sched *sc, cJSON *obj)
 {

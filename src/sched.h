@@ -53,6 +53,9 @@ void sched_stop(sched *sc);
 
 /* Callbacks being made now. */
 int sched_calling(const sched *sc);
+/* Tasks claimed and not yet recorded (calling, waiting for their ms, or
+ * settling). */
+int sched_held(const sched *sc);
 /* 1 when nothing is held and no store call of the scheduler is pending. */
 int sched_idle(const sched *sc);
 

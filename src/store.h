@@ -92,6 +92,15 @@ typedef void store_settled_fn(void *owner, const char *err, void *priv);
 /* Watermark: minute number, or err. */
 typedef void store_wm_fn(int64_t minute, const char *err, void *priv);
 
+/* The number of tasks waiting to be due in the whole store, or -1 + err. */
+typedef void store_count_fn(int64_t n, const char *err, void *priv);
+
+/* The store's own counters, for the metrics: failed backend replies and
+ * connections made again (0 for a store without a backend). */
+typedef struct store_counters {
+    uint64_t errors, reconnects;
+} store_counters;
+
 /* A fresh task was stored (the scheduler listens to claim it early). */
 typedef void store_added_fn(int bucket, int64_t due_ms, void *priv);
 
@@ -203,6 +212,10 @@ typedef struct store_type {
     void (*list)(store *s, const store_list_query *q, store_list_fn *cb, void *priv);
     void (*move)(store *s, const char *id, store_move_kind kind, int64_t due_ms,
                  store_cancel_fn *cb, void *priv);
+    /* scheduled tasks, cancelled ones not counted: O(slices holding due
+     * entries), so callers cache it */
+    void (*count)(store *s, store_count_fn *cb, void *priv);
+    void (*counters)(const store *s, store_counters *out);
     int64_t (*now_ms)(const store *s);
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
@@ -297,6 +310,14 @@ static inline void store_move(store *s, const char *id, store_move_kind kind, in
                               store_cancel_fn *cb, void *priv)
 {
     s->type->move(s, id, kind, due_ms, cb, priv);
+}
+static inline void store_count(store *s, store_count_fn *cb, void *priv)
+{
+    s->type->count(s, cb, priv);
+}
+static inline void store_get_counters(const store *s, store_counters *out)
+{
+    s->type->counters(s, out);
 }
 static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }

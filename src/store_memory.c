@@ -86,7 +86,7 @@ static int64_t ms_now_ms(const store *s)
 
 /* ---- answers, always from the loop ------------------------------------- */
 
-enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM, R_SCH, R_SCHLIST, R_LIST };
+enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM, R_COUNT, R_SCH, R_SCHLIST, R_LIST };
 
 struct mdefer {
     mdefer *next;
@@ -536,6 +536,21 @@ static void ms_sync_clock(store *s)
     (void)s;
 }
 
+static void ms_count(store *s, store_count_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    int64_t n = 0;
+    for (int i = 0; i < SLICE_TAB; i++)
+        for (const mslice *sl = m->slices[i]; sl; sl = sl->hnext) n += sl->ndue;
+    ms_defer(m, R_COUNT, (void *)cb, priv)->v = n; /* answered as R_WM: the same signature */
+}
+
+static void ms_counters(const store *s, store_counters *out)
+{
+    (void)s;
+    *out = (store_counters){0, 0};
+}
+
 static void ms_stats(const store *s, cJSON *obj)
 {
     cJSON_AddNumberToObject(obj, "tasks", (double)MS(s)->count);
@@ -981,6 +996,8 @@ static const store_type memory_type = {
     .move = ms_move,
     .now_ms = ms_now_ms,
     .sync_clock = ms_sync_clock,
+    .count = ms_count,
+    .counters = ms_counters,
     .stats = ms_stats,
     .close = ms_close,
     .free = ms_free,

@@ -253,6 +253,19 @@ static void rs_register(rstore *rs, const char *slice, rs_then_fn *then, void *p
     rc_command(rs->rc, key, rs_registered_cb, c, 5, argv, NULL);
 }
 
+/* Up to `limit` names of the registry from `from` (a ZRANGEBYLEX bound:
+ * "-", "+", "[name" or "(name") in time order, or (desc) the other way. */
+static void rs_registry_range(rstore *rs, int desc, const char *from, int limit, rc_reply_fn *cb,
+                              void *priv)
+{
+    char key[KEY_MAX], count[UTIL_INT_MAX];
+    rs_slices_key(rs, key);
+    util_fmt_int(count, limit);
+    const char *argv[] = {desc ? "ZREVRANGEBYLEX" : "ZRANGEBYLEX", key, from, desc ? "-" : "+",
+                          "LIMIT", "0", count};
+    rc_command(rs->rc, key, cb, priv, 7, argv, NULL);
+}
+
 #define SETTLE_TRIES 40
 #define SETTLE_BACKOFF_MAX_MS 2000
 #define SETTLE_BATCH 256
@@ -825,6 +838,149 @@ static void rs_health(store *s, store_health_fn *cb, void *priv)
     }
 }
 
+/* ---- counting scheduled tasks ------------------------------------------ */
+
+/* Every due entry lives in a slice at or after its bucket's watermark (the
+ * oldest slice not drained): the count walks the registry from the oldest
+ * watermark on, COUNT_CHUNK names at a time, and adds each slice's
+ * ZCARD :due less SCARD :del (cancelled, not yet dropped). One command pair
+ * per slice holding tasks, nothing per task. */
+#define COUNT_CHUNK 512
+
+typedef struct count_ctx {
+    rstore *rs;
+    store_count_fn *cb;
+    void *priv;
+    int64_t n, min_wm;             /* the oldest watermark (-1: a bucket has none) */
+    int waiting, failed;
+    char last[TASK_SLICE_MAX];     /* the walk is past this slice ("": at the start) */
+    char err[200];
+    int chunk_full;
+} count_ctx;
+
+static void count_chunk(count_ctx *c);
+
+static void count_step_done(count_ctx *c)
+{
+    if (--c->waiting > 0) return;
+    if (c->failed) {
+        c->cb(-1, c->err, c->priv);
+        free(c);
+    } else if (c->chunk_full) {
+        count_chunk(c);
+    } else {
+        c->cb(c->n, NULL, c->priv);
+        free(c);
+    }
+}
+
+static void count_fail(count_ctx *c, redisReply *r, const char *err)
+{
+    if (!c->failed) snprintf(c->err, sizeof(c->err), "%s", rs_err(r, err));
+    c->failed = 1;
+}
+
+static void count_card_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) count_fail(c, r, err);
+    else c->n += r->integer;
+    count_step_done(c);
+}
+
+static void count_del_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) count_fail(c, r, err);
+    else c->n -= r->integer;
+    count_step_done(c);
+}
+
+static void count_names_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    rstore *rs = c->rs;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        count_fail(c, r, err);
+        c->waiting = 1;
+        count_step_done(c);
+        return;
+    }
+    c->chunk_full = r->elements == COUNT_CHUNK;
+    c->waiting = 1; /* this callback's own, ended below */
+    for (size_t i = 0; i < r->elements; i++) {
+        const char *name = r->element[i]->str;
+        if (!name || strlen(name) >= TASK_SLICE_MAX) continue;
+        char due[KEY_MAX], del[KEY_MAX];
+        rs_key(rs, name, K_DUE, due);
+        rs_key(rs, name, K_DEL, del);
+        const char *zc[] = {"ZCARD", due}, *sc[] = {"SCARD", del};
+        c->waiting += 2;
+        rc_command(rs->rc, due, count_card_cb, c, 2, zc, NULL);
+        rc_command(rs->rc, del, count_del_cb, c, 2, sc, NULL);
+        snprintf(c->last, sizeof(c->last), "%s", name);
+    }
+    count_step_done(c);
+}
+
+static void count_chunk(count_ctx *c)
+{
+    char from[TASK_SLICE_MAX + 2];
+    if (c->last[0]) {
+        snprintf(from, sizeof(from), "(%s", c->last);
+    } else if (c->min_wm >= 0) {
+        /* "YYYYMMDDHHMM": before every slice of that minute */
+        char name[TASK_SLICE_MAX];
+        task_slice_name(c->min_wm * 60000, 0, name);
+        snprintf(from, sizeof(from), "[%.*s", (int)strcspn(name, "."), name);
+    } else {
+        snprintf(from, sizeof(from), "-");
+    }
+    c->waiting = 1;
+    rs_registry_range(c->rs, 0, from, COUNT_CHUNK, count_names_cb, c);
+}
+
+static void count_wm_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+        count_fail(c, r, err);
+    } else {
+        /* a bucket with no watermark yet (-1): from the registry's start */
+        int64_t wm = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+        if (wm < c->min_wm) c->min_wm = wm;
+    }
+    if (--c->waiting > 0) return;
+    if (c->failed) {
+        c->cb(-1, c->err, c->priv);
+        free(c);
+        return;
+    }
+    count_chunk(c);
+}
+
+static void rs_count(store *s, store_count_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    count_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    c->cb = cb;
+    c->priv = priv;
+    c->min_wm = INT64_MAX;
+    c->waiting = rs->buckets;
+    for (int b = 0; b < rs->buckets; b++) {
+        char key[KEY_MAX];
+        rs_wm_key(rs, b, key);
+        const char *argv[] = {"GET", key};
+        rc_command(rs->rc, key, count_wm_cb, c, 2, argv, NULL);
+    }
+}
+
+static void rs_counters(const store *s, store_counters *out)
+{
+    rc_counters(RS(s)->rc, &out->errors, &out->reconnects);
+}
+
 static void rs_stats(const store *s, cJSON *obj)
 {
     (void)s, (void)obj;
@@ -1393,15 +1549,10 @@ static void list_registry_cb(redisReply *r, const char *err, void *priv)
  * while the walk is inside it), in the listing's order. */
 static void list_read_registry(list_ctx *c)
 {
-    rstore *rs = c->rs;
-    char key[KEY_MAX], from[TASK_SLICE_MAX + 2], count[UTIL_INT_MAX];
-    rs_slices_key(rs, key);
-    util_fmt_int(count, LIST_CHUNK);
+    char from[TASK_SLICE_MAX + 2];
     if (!c->slice[0]) snprintf(from, sizeof(from), "%s", c->q.desc ? "+" : "-");
     else snprintf(from, sizeof(from), "%c%s", c->inside ? '[' : '(', c->slice);
-    const char *argv[] = {c->q.desc ? "ZREVRANGEBYLEX" : "ZRANGEBYLEX", key, from,
-                          c->q.desc ? "-" : "+", "LIMIT", "0", count};
-    rc_command(rs->rc, key, list_registry_cb, c, 7, argv, NULL);
+    rs_registry_range(c->rs, c->q.desc, from, LIST_CHUNK, list_registry_cb, c);
 }
 
 static void rs_list(store *s, const store_list_query *q, store_list_fn *cb, void *priv)
@@ -1686,6 +1837,8 @@ static const store_type redis_type = {
     .move = rs_move,
     .now_ms = rs_now_ms,
     .sync_clock = rs_sync_clock,
+    .count = rs_count,
+    .counters = rs_counters,
     .stats = rs_stats,
     .close = rs_close,
     .free = rs_free,

@@ -25,6 +25,7 @@
 #include "dispatch.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "netpolicy.h"
 #include "onfail.h"
 #include "runner.h"
@@ -61,6 +62,7 @@ typedef struct tickd {
     onfail *of;                 /* task.failed events */
     struct event *sig_term, *sig_int, *stop_ev;
     int64_t stop_started_ms, grace_ends_ms;
+    int64_t start_ms;           /* wall clock */
 } tickd;
 
 static void tickd_done(job *j, void *priv)
@@ -103,6 +105,16 @@ static void tickd_stats(void *priv, cJSON *obj)
     sched_stats(t->sc, obj);
     if (t->run) runner_stats(t->run, obj);
     if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
+}
+
+static void tickd_gauges(void *priv, metrics_now *now)
+{
+    tickd *t = priv;
+    now->inflight = sched_calling(t->sc);
+    now->held = sched_held(t->sc);
+    now->start_ms = t->start_ms;
+    now->version = TICKD_VERSION;
+    now->store = t->cfg.store;
 }
 
 /* ---- shutdown ---------------------------------------------------------- */
@@ -274,8 +286,10 @@ int main(int argc, char **argv)
     char err[512], dir[PATH_MAX + 32];
     int rc = 1;
 
+    t.start_ms = util_realtime_ms();
     if (tickd_args(&t, argc, argv) != 0) return 2;
     log_level = log_level_parse(t.cfg.log_level);
+    log_json = strcmp(t.cfg.log_format, "json") == 0;
     signal(SIGPIPE, SIG_IGN);
     int api_conns = tickd_api_connections(&t.cfg);
     /* two priorities: the fire wheel's timer (0) runs before API requests,
@@ -322,6 +336,8 @@ int main(int argc, char **argv)
         goto done;
     }
     api_on_schedule(t.a, tickd_schedule_changed, &t);
+    api_on_metrics(t.a, tickd_gauges, &t);
+    http_server_set_access_log(api_http(t.a), (int)t.cfg.access_log);
     {
         char lhost[256];
         const char *colon = strrchr(t.cfg.listen, ':');

@@ -335,6 +335,38 @@ static void test_cancel(void **state)
     assert_int_equal(f->st, ST_NOTFOUND);
 }
 
+static void count_cb(int64_t n, const char *err, void *priv)
+{
+    fixture *f = priv;
+    f->wm = err ? -2 : n;
+    f->answers++;
+}
+
+static int64_t count_of(fixture *f)
+{
+    store_count(f->s, count_cb, f);
+    wait_answers(f, 1);
+    return f->wm;
+}
+
+/* The count of scheduled tasks: every slice, cancelled ones left out. */
+static void test_count(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(count_of(f), 0);
+    add(f, "n1", 60000, 1000);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->id);
+    add(f, "n2", 61000, 1000);
+    add(f, "n3", 3 * 3600000, 1000);
+    add(f, "n4", 30LL * 86400000, 1000);
+    add(f, "n4", 30LL * 86400000, 1000); /* the same task */
+    assert_int_equal(count_of(f), 4);
+    store_cancel(f->s, id, cancel_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(count_of(f), 3);
+}
+
 static void test_claim_settle_ok(void **state)
 {
     fixture *f = *state;
@@ -770,7 +802,7 @@ static void test_schedule_claim_lease_advance(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        BOTH(test_add_get_idempotent), BOTH(test_cancel), BOTH(test_claim_settle_ok),
+        BOTH(test_add_get_idempotent), BOTH(test_cancel), BOTH(test_count), BOTH(test_claim_settle_ok),
         BOTH(test_retry_and_release), BOTH(test_lease_expiry),
         BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
