@@ -3,6 +3,7 @@ the real binary, a real redis-server or the local Redis Cluster, and a real
 receiver."""
 import time
 import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -89,6 +90,11 @@ def test_listing_across_the_masters_of_a_cluster(cluster, tickd_factory, receive
     per_master = cluster.keys("tickd:{*}:failed")
     assert sum(1 for ks in per_master.values() if ks) >= 2  # spread over the masters
     check_walks(ts[1], want, 97)
+    # the metrics' count of scheduled tasks is the whole cluster's, from any replica
+    with urllib.request.urlopen(f"http://127.0.0.1:{ts[1].port}/metrics", timeout=10) as r:
+        line = [ln for ln in r.read().decode().splitlines()
+                if ln.startswith("tickd_tasks_scheduled ")]
+    assert line == [f"tickd_tasks_scheduled {len(want['scheduled'])}"], line
 
 
 def test_pages_are_stable_under_writes(tickd, receiver):
