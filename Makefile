@@ -39,7 +39,7 @@ FUZZERS := $(wildcard tests/fuzz/fuzz_*.c)
 FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 
 .PHONY: all run test soak unit unit-san boundary integration node-deps deps bench bench-wheel clean \
-        install fuzz fuzz-build fuzz-replay
+        install uninstall fuzz fuzz-build fuzz-replay
 all: build/tickd
 
 build/obj/%.o: src/%.c | build/obj
@@ -70,7 +70,7 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools:
+build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools build/install:
 	mkdir -p $@
 
 deps:
@@ -140,7 +140,10 @@ soak: deps build/tickd-san
 	CATCHUP_STOP_S=120 /usr/bin/python3 -m pytest -q tests/integration/test_schedules.py \
 	  -k catch_up_after_downtime
 
+# everything built first, two at a time; then the tests, one suite after another
 test: deps
+	$(MAKE) --no-print-directory -j2 boundary $(UBINS) $(SUBINS) $(FBINS) build/tickd \
+	  build/tools/cron_next
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration
 
 run: deps build/tickd
@@ -154,11 +157,40 @@ bench-wheel: build/bench/wheel
 bench: deps build/tickd bench-wheel
 	bench/run.sh
 
-install: build/tickd
-	install -D -m 755 build/tickd $(DESTDIR)$(PREFIX)/bin/tickd
+# make install [PREFIX=/usr/local] [SYSCONFDIR=/etc] [DESTDIR=]: tickd (built
+# again with SYSCONFDIR, so that it reads $(SYSCONFDIR)/tickd/tickd.ini by
+# default) and tickctl in $(PREFIX)/bin, the scripts in share/tickd/lua, the
+# config (never over an existing one), the systemd unit, the man pages.
+# make uninstall removes them all but the config directory (the admin's).
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+MANDIR     ?= $(PREFIX)/share/man
+INSTALL_MAN = $(wildcard doc/*.1 doc/*.8)
+
+build/install/tickd: FORCE $(OBJS) | build/install
+	$(CC) $(CFLAGS) -DTICKD_SYSCONFDIR='"$(SYSCONFDIR)"' -c -o build/install/main.o cmd/tickd/main.c
+	$(CC) $(CFLAGS) -o $@ build/install/main.o $(OBJS) $(LDLIBS)
+FORCE:
+
+install: build/install/tickd $(wildcard build/tickctl)
+	install -D -m 755 build/install/tickd $(DESTDIR)$(PREFIX)/bin/tickd
+	if [ -x build/tickctl ]; then install -m 755 build/tickctl $(DESTDIR)$(PREFIX)/bin/tickctl; fi
 	install -d $(DESTDIR)$(PREFIX)/share/tickd/lua
 	install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/tickd/lua/
-	install -D -m 644 conf/tickd.ini $(DESTDIR)$(PREFIX)/share/tickd/tickd.ini
+	install -d $(DESTDIR)$(SYSCONFDIR)/tickd
+	[ -e $(DESTDIR)$(SYSCONFDIR)/tickd/tickd.ini ] || \
+	  install -m 644 conf/tickd.ini $(DESTDIR)$(SYSCONFDIR)/tickd/tickd.ini
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' conf/tickd.service \
+	  > $(DESTDIR)$(UNITDIR)/tickd.service
+	for m in $(INSTALL_MAN); do s=$${m##*.}; install -D -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/}; done
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tickd $(DESTDIR)$(PREFIX)/bin/tickctl \
+	  $(DESTDIR)$(UNITDIR)/tickd.service $(DESTDIR)$(MANDIR)/man8/tickd.8 \
+	  $(DESTDIR)$(MANDIR)/man1/tickctl.1
+	rm -rf $(DESTDIR)$(PREFIX)/share/tickd
+	@echo "kept: $(DESTDIR)$(SYSCONFDIR)/tickd (the config; remove it by hand)"
 
 clean:
 	rm -rf build

@@ -5,6 +5,7 @@
  * threads making the callbacks) and api (HTTP), all on one libevent loop
  * except the dispatch workers. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <getopt.h>
@@ -30,15 +31,25 @@
 #include "onfail.h"
 #include "runner.h"
 #include "sched.h"
+#include "sdnotify.h"
 #include "store.h"
 #include "util.h"
 #include "webhook.h"
 
 #define TICKD_VERSION "1.0.0"
 
+/* An installed tickd (make install) reads this file when no -c is given and
+ * it exists; a tickd built in the tree reads none. */
+#ifdef TICKD_SYSCONFDIR
+#define TICKD_DEFAULT_CONFIG TICKD_SYSCONFDIR "/tickd/tickd.ini"
+#else
+#define TICKD_DEFAULT_CONFIG ""
+#endif
+
 static const char usage[] =
     "usage: tickd [options]\n"
-    "  -c, --config FILE        ini file (see conf/tickd.ini)\n"
+    "  -c, --config FILE        ini file (see conf/tickd.ini); without -c: "
+    TICKD_DEFAULT_CONFIG "%s\n"
     "      --listen HOST:PORT   HTTP API address (server.listen)\n"
     "      --redis HOST:PORT[,HOST:PORT...]  Redis server or cluster seeds (redis.nodes)\n"
     "      --store redis|memory memory: no Redis, NOT durable (development, tests)\n"
@@ -46,7 +57,13 @@ static const char usage[] =
     "      --gen-secret         print a new callback signing secret and exit\n"
     "  -v, --version            print the version and exit\n"
     "  -h, --help               this text\n"
-    "Every key can also be set as TICKD_<SECTION>_<KEY> in the environment.\n";
+    "Every key can also be set as TICKD_<SECTION>_<KEY> in the environment.\n"
+    "Precedence: built-in defaults < the file < TICKD_ variables < --listen, --redis, --store.\n";
+
+static void tickd_usage(FILE *f)
+{
+    fprintf(f, usage, TICKD_DEFAULT_CONFIG[0] ? " when it exists" : "none");
+}
 
 typedef struct tickd {
     config cfg;
@@ -156,6 +173,7 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
     }
     log_info("%s: shutting down (grace %lld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
              (long long)t->cfg.shutdown_grace_ms);
+    sdnotify("STOPPING=1");
     api_stop_accepting(t->a);
     sched_stop(t->sc);
     runner_stop(t->run);
@@ -258,14 +276,17 @@ static int tickd_args(tickd *t, int argc, char **argv)
             exit(0);
         }
         case 'v': printf("tickd %s\n", TICKD_VERSION); exit(0);
-        case 'h': fputs(usage, stdout); exit(0);
-        default: fputs(usage, stderr); return -1;
+        case 'h': tickd_usage(stdout); exit(0);
+        default: tickd_usage(stderr); return -1;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "tickd: unexpected argument: %s\n%s", argv[optind], usage);
+        fprintf(stderr, "tickd: unexpected argument: %s\n", argv[optind]);
+        tickd_usage(stderr);
         return -1;
     }
+    if (!file && TICKD_DEFAULT_CONFIG[0] && access(TICKD_DEFAULT_CONFIG, F_OK) == 0)
+        file = TICKD_DEFAULT_CONFIG;
     if ((file && config_load_file(&t->cfg, file, err, sizeof(err)) != 0) ||
         config_load_env(&t->cfg, err, sizeof(err)) != 0 ||
         (listen && config_set(&t->cfg, "server", "listen", listen, err, sizeof(err)) != 0) ||
@@ -366,6 +387,11 @@ int main(int argc, char **argv)
              t.cfg.listen);
     log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
              TICKD_VERSION, host, api_port(t.a), workers, workers == 1 ? "" : "s", t.cfg.store);
+    /* listening, the store reached (the watermarks were read), the
+     * scheduler started: a service manager may call tickd up */
+    if (sdnotify("READY=1") != 0)
+        log_warn("NOTIFY_SOCKET=%s: readiness not sent: %s", getenv("NOTIFY_SOCKET"),
+                 strerror(errno));
     event_base_dispatch(t.base);
     log_info("stopped");
     rc = 0;

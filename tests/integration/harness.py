@@ -19,10 +19,31 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TICKD = os.environ.get("TICKD_BIN", os.path.join(ROOT, "build", "tickd"))
 
 
-def free_port():
+# make test runs the suite in several pytest-xdist workers: each picks its
+# ports from its own range, below the kernel's ephemeral ports (32768 on),
+# so that no two workers, and no outgoing connection, take the same one.
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+PORT_SPAN = 2500
+
+
+def _bindable(p):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", p))
+        except OSError:
+            return False
+    return True
+
+
+def free_port():
+    """A free port of this worker's range [10000 + k * 2500, +2500)."""
+    import random
+    base = 10000 + (WORKER % 4) * PORT_SPAN
+    while True:
+        p = random.randrange(base, base + PORT_SPAN)
+        if _bindable(p):
+            return p
 
 
 def now_ms():
@@ -272,20 +293,14 @@ def percentile(values, p):
 
 
 def free_cluster_ports(n):
-    """n ports p such that p and its cluster bus port p + 10000 are free."""
+    """n ports p such that p and its cluster bus port p + 10000 are free, p
+    in this worker's range [20000 + k * 2500, +2500)."""
     import random
+    lo = 20000 + (WORKER % 4) * PORT_SPAN
     while True:
-        base = random.randrange(20000, 30000 - n)
+        base = random.randrange(lo, lo + PORT_SPAN - n)
         ports = list(range(base, base + n))
-        ok = True
-        for p in ports + [p + 10000 for p in ports]:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if all(_bindable(p) for p in ports + [p + 10000 for p in ports]):
             return ports
 
 
