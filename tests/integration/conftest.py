@@ -1,6 +1,8 @@
+import os
+
 import pytest
 
-from harness import Cluster, Receiver, Redis, Tickd
+from harness import SANITIZER_REPORT, Cluster, Receiver, Redis, Tickd
 
 # quicker failure detection for the cluster tests
 FAST = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500", "TICKD_REDIS_TIMEOUT_MS": "1000"}
@@ -33,6 +35,12 @@ def tickd_factory(tmp_path):
     for t in started:
         if t.proc and t.proc.poll() is None:
             t.kill9()
+    # a sanitizer's report fails the test, even when tickd went on
+    for t in started:
+        if os.path.exists(t.log):
+            text = t.logtext()
+            found = [r for r in SANITIZER_REPORT if r in text]
+            assert not found, f"tickd :{t.port}: sanitizer report:\n{text[-4000:]}"
 
 
 @pytest.fixture

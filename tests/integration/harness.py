@@ -17,6 +17,9 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TICKD = os.environ.get("TICKD_BIN", os.path.join(ROOT, "build", "tickd"))
+# make integration-san: TICKD is the ASan+UBSan build
+SANITIZED = os.environ.get("SANITIZED_BUILD") == "1"
+SANITIZER_REPORT = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
 # make test runs the suite in several pytest-xdist workers: each picks its

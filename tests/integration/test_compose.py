@@ -469,14 +469,17 @@ def check_makefile_links():
 
 @functools.lru_cache(maxsize=None)
 def runtime_packages():
-    """Debian packages of the shared libraries build/tickd needs (but libc)."""
-    if not (shutil.which("readelf") and shutil.which("dpkg") and os.access(TICKD, os.X_OK)):
+    """Debian packages of the shared libraries build/tickd needs (but libc):
+    the image's binary, whichever binary the suite runs (TICKD_BIN may be a
+    sanitizer build, which links the sanitizers' runtimes besides)."""
+    tickd = os.path.join(ROOT, "build", "tickd")
+    if not (shutil.which("readelf") and shutil.which("dpkg") and os.access(tickd, os.X_OK)):
         return frozenset()
     needed = re.findall(r"\(NEEDED\).*\[(.+)\]",
-                        subprocess.run(["readelf", "-d", TICKD], capture_output=True,
+                        subprocess.run(["readelf", "-d", tickd], capture_output=True,
                                        text=True).stdout)
     where = dict(re.findall(r"^\s*(\S+) => (/\S+)", subprocess.run(
-        ["ldd", TICKD], capture_output=True, text=True).stdout, re.M))
+        ["ldd", tickd], capture_output=True, text=True).stdout, re.M))
     pkgs = set()
     for so in needed:
         if so.startswith(("libc.so", "ld-linux")) or so not in where:
