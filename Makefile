@@ -30,12 +30,13 @@ FUZZFLAGS = -std=c11 -g -O1 -Wall -Wextra -D_GNU_SOURCE -iquote src -MMD -MP \
 FUZZ_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
 SRCS    := $(wildcard src/*.c)
-OBJS    := $(SRCS:src/%.c=build/obj/%.o)
-SOBJS   := $(SRCS:src/%.c=build/san/%.o)
+# doc/openapi.yaml, built in as JSON (GET /v1/openapi.json)
+OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/openapi.o
+SOBJS   := $(SRCS:src/%.c=build/san/%.o) build/san/openapi.o
 UNITS   := $(wildcard tests/unit/test_*.c)
 UBINS   := $(UNITS:tests/unit/%.c=build/unit/%)
 SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
-FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o)
+FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o) build/fuzz/obj/openapi.o
 FUZZERS := $(wildcard tests/fuzz/fuzz_*.c)
 FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 
@@ -51,6 +52,15 @@ build/obj/main.o: cmd/tickd/main.c | build/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
 build/san/main.o: cmd/tickd/main.c | build/san
 	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+build/gen/openapi.c: doc/openapi.yaml scripts/openapi_c.py | build/gen
+	/usr/bin/python3 scripts/openapi_c.py $< $@
+build/obj/openapi.o: build/gen/openapi.c | build/obj
+	$(CC) $(CFLAGS) -c -o $@ $<
+build/san/openapi.o: build/gen/openapi.c | build/san
+	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+build/fuzz/obj/openapi.o: build/gen/openapi.c | build/fuzz/obj
+	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
 
 build/tickd: build/obj/main.o $(OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -71,7 +81,8 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools build/install:
+build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools build/install \
+  build/gen:
 	mkdir -p $@
 
 deps:

@@ -10,6 +10,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "openapi.h"
 #include "schedule.h"
 #include "util.h"
 
@@ -928,7 +929,9 @@ static int api_authorized(const api *a, http_req *req)
 static int api_gate(http_req *req, void *arg, http_refusal *out)
 {
     const api *a = arg;
-    if (strncmp(http_target(req), "/v1/", 4) != 0) {
+    /* open: the API's description, as /healthz and /metrics */
+    if (strncmp(http_target(req), "/v1/", 4) != 0 ||
+        strcmp(http_target(req), "/v1/openapi.json") == 0) {
         /* the open routes take no body: without the token, no client may
          * have the server buffer server.max_body per connection */
         if (!http_body_coming(req)) return 0;
@@ -1038,6 +1041,15 @@ static void api_route(http_req *req, void *arg)
         }
         api_req *r = api_req_new(a, req);
         store_health(a->s, api_health_cb, r);
+        return;
+    }
+    if (strcmp(path, "/v1/openapi.json") == 0) {
+        if (strcmp(m, "GET") != 0) {
+            http_add_header(req, "Allow", "GET");
+            api_error(req, 405, "method_not_allowed", "method: use GET");
+            return;
+        }
+        http_reply(req, 200, "OK", "application/json", openapi_json, openapi_json_len);
         return;
     }
     if (strcmp(path, "/metrics") == 0) {

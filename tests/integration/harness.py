@@ -15,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 
+import openapi_check
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TICKD = os.environ.get("TICKD_BIN", os.path.join(ROOT, "build", "tickd"))
 # make integration-san: TICKD is the ASan+UBSan build
@@ -232,6 +234,8 @@ class Tickd:
             return f.read().decode(errors="replace")
 
     def request(self, method, path, body=None, headers=None, raw=None):
+        """(status, parsed JSON or None or raw bytes), the answer checked
+        against doc/openapi.yaml (openapi_check)."""
         url = f"http://127.0.0.1:{self.port}{path}"
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         h = {"Content-Type": "application/json"} if data is not None else {}
@@ -239,14 +243,15 @@ class Tickd:
         req = urllib.request.Request(url, data=data, method=method, headers=h)
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
-                text = r.read()
-                return r.status, (json.loads(text) if text else None)
+                code, text = r.status, r.read()
         except urllib.error.HTTPError as e:
-            text = e.read()
-            try:
-                return e.code, json.loads(text) if text else None
-            except ValueError:
-                return e.code, text
+            code, text = e.code, e.read()
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        openapi_check.check(method, path, code, parsed)
+        return code, parsed
 
     def post(self, task, expect=(200, 201)):
         code, body = self.request("POST", "/v1/tasks", task)
