@@ -1,6 +1,6 @@
 # tickd: delayed HTTP callbacks on Redis.
 #
-#   make            build build/tickd
+#   make            build build/tickd and build/tickctl (the command-line client)
 #   make run        install missing packages, build, start a local Redis if
 #                   none is reachable, run tickd on :8080
 #   make test       unit tests (plain and under ASan+UBSan), then the
@@ -37,10 +37,16 @@ SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
 FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o)
 FUZZERS := $(wildcard tests/fuzz/fuzz_*.c)
 FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
+# tickctl: cmd/tickctl on libcurl, cJSON, libevent (listen) and libcrypto,
+# with the src modules it shares with tickd (RFC 3339 times, signatures)
+CTL_SRCS := $(wildcard cmd/tickctl/*.c)
+CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
+            build/obj/task.o build/obj/webhook.o build/obj/util.o build/obj/log.o
+CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak unit unit-san boundary integration node-deps deps bench bench-wheel clean \
         install fuzz fuzz-build fuzz-replay
-all: build/tickd
+all: build/tickd build/tickctl
 
 build/obj/%.o: src/%.c | build/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -53,6 +59,11 @@ build/san/main.o: cmd/tickd/main.c | build/san
 
 build/tickd: build/obj/main.o $(OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/ctl/%.o: cmd/tickctl/%.c | build/ctl
+	$(CC) $(CFLAGS) -c -o $@ $<
+build/tickctl: $(CTL_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(CTL_LDLIBS)
 build/tickd-san: build/san/main.o $(SOBJS)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -70,7 +81,7 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools:
+build/obj build/san build/ctl build/unit build/unit-san build/bench build/fuzz/obj build/tools:
 	mkdir -p $@
 
 deps:
@@ -125,7 +136,7 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund
 node-deps: $(NODE_DEPS)
 
-integration: build/tickd build/tools/cron_next $(NODE_DEPS)
+integration: build/tickd build/tickctl build/tools/cron_next $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 # The hardened edge under hostile load for SOAK_SECONDS (default 600), against
@@ -154,8 +165,10 @@ bench-wheel: build/bench/wheel
 bench: deps build/tickd bench-wheel
 	bench/run.sh
 
-install: build/tickd
+install: build/tickd build/tickctl
 	install -D -m 755 build/tickd $(DESTDIR)$(PREFIX)/bin/tickd
+	install -D -m 755 build/tickctl $(DESTDIR)$(PREFIX)/bin/tickctl
+	install -D -m 644 doc/tickctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/tickctl.1
 	install -d $(DESTDIR)$(PREFIX)/share/tickd/lua
 	install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/tickd/lua/
 	install -D -m 644 conf/tickd.ini $(DESTDIR)$(PREFIX)/share/tickd/tickd.ini
@@ -163,4 +176,4 @@ install: build/tickd
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d
+-include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d
