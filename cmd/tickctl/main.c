@@ -291,23 +291,28 @@ static int print_task_row(const ctl *c, const ctl_answer *a)
     return CTL_OK;
 }
 
-/* "/v1/tasks/<id><suffix>", the id escaped */
-static char *task_path(const char *id, const char *suffix)
-{
-    char *e = ctl_escape(id), *p = xmalloc(strlen(e) + strlen(suffix) + 16);
-    sprintf(p, "/v1/tasks/%s%s", e, suffix);
-    free(e);
-    return p;
-}
+typedef int print_fn(const ctl *c, const ctl_answer *a);
 
 /* Run one request and print the answer with `print`. */
-static int call(ctl *c, const char *method, const char *path, const cJSON *body,
-                int (*print)(const ctl *, const ctl_answer *))
+static int call(ctl *c, const char *method, const char *path, const cJSON *body, print_fn *print)
 {
     ctl_answer a;
     int rc = ctl_call(&c->api, method, path, body, &a);
     if (rc == CTL_OK) rc = print(c, &a);
     ctl_answer_free(&a);
+    return rc;
+}
+
+/* The same on the task the command names: "/v1/tasks/<id><suffix>", the id
+ * escaped. */
+static int call_task(ctl *c, const char *method, const char *suffix, const cJSON *body,
+                     print_fn *print)
+{
+    char *e = ctl_escape(c->args[0]), *p = xmalloc(strlen(e) + strlen(suffix) + 16);
+    sprintf(p, "/v1/tasks/%s%s", e, suffix);
+    int rc = call(c, method, p, body, print);
+    free(e);
+    free(p);
     return rc;
 }
 
@@ -403,10 +408,7 @@ static int print_task(const ctl *c, const ctl_answer *a)
 
 static int cmd_get(ctl *c)
 {
-    char *p = task_path(c->args[0], "");
-    int rc = call(c, "GET", p, NULL, print_task);
-    free(p);
-    return rc;
+    return call_task(c, "GET", "", NULL, print_task);
 }
 
 static const char *const task_statuses[] = {"scheduled", "running", "succeeded", "failed",
@@ -507,10 +509,7 @@ static int print_cancelled(const ctl *c, const ctl_answer *a)
 
 static int cmd_cancel(ctl *c)
 {
-    char *p = task_path(c->args[0], "");
-    int rc = call(c, "DELETE", p, NULL, print_cancelled);
-    free(p);
-    return rc;
+    return call_task(c, "DELETE", "", NULL, print_cancelled);
 }
 
 /* POST /v1/tasks/retry, page after page with --all */
@@ -585,19 +584,14 @@ static int cmd_retry(ctl *c)
             return rc;
         }
     }
-    char *p = task_path(c->args[0], "/retry");
-    rc = call(c, "POST", p, b, print_task_row);
-    free(p);
+    rc = call_task(c, "POST", "/retry", b, print_task_row);
     cJSON_Delete(b);
     return rc;
 }
 
 static int cmd_run(ctl *c)
 {
-    char *p = task_path(c->args[0], "/run");
-    int rc = call(c, "POST", p, NULL, print_task_row);
-    free(p);
-    return rc;
+    return call_task(c, "POST", "/run", NULL, print_task_row);
 }
 
 static int print_stats(const ctl *c, const ctl_answer *a)
