@@ -33,19 +33,19 @@ static size_t ctl_on_data(char *data, size_t size, size_t n, void *priv)
     return add;
 }
 
-int ctl_api_check(const ctl_api *api)
+int ctl_api_check(const ctl_api *api, char *why, size_t whylen)
 {
     const char *u = api->url;
     if (strncasecmp(u, "http://", 7) != 0 && strncasecmp(u, "https://", 8) != 0) {
-        fprintf(stderr, "tickctl: the API's URL must start with http:// or https:// "
-                "(TICKD_URL or --url), not \"%.100s\"\n", u);
+        snprintf(why, whylen, "the API's URL must start with http:// or https:// (TICKD_URL "
+                 "or --url), not \"%.100s\"", u);
         return -1;
     }
     CURLU *h = curl_url();
     int bad = curl_url_set(h, CURLUPART_URL, u, 0) != CURLUE_OK;
     curl_url_cleanup(h);
     if (bad) {
-        fprintf(stderr, "tickctl: the API's URL is not a URL (TICKD_URL or --url): \"%.100s\"\n", u);
+        snprintf(why, whylen, "the API's URL is not a URL (TICKD_URL or --url): \"%.100s\"", u);
         return -1;
     }
     return 0;

@@ -37,8 +37,8 @@ typedef struct ctl_answer {
     cJSON *json;         /* body parsed; NULL when empty or not JSON */
 } ctl_answer;
 
-/* Check the base URL: 0, or -1 with the reason printed. */
-int ctl_api_check(const ctl_api *api);
+/* Check the base URL: 0, or -1 with the reason in why. */
+int ctl_api_check(const ctl_api *api, char *why, size_t whylen);
 
 /* method path (below the base, query included, escaped) with body (NULL:
  * none; else sent as application/json). CTL_OK with a 2xx answer in *out;

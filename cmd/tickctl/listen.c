@@ -25,7 +25,7 @@
 typedef struct listener {
     const listen_opts *o;
     struct event_base *base;
-    webhook_keys *keys;    /* NULL: no verification */
+    const webhook_keys *keys; /* NULL: no verification */
     webhook_ctx *wctx;
     long served;           /* requests answered */
     int invalid;           /* a signature was invalid */
@@ -218,20 +218,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int listen_run(const listen_opts *o)
 {
-    listener l = {.o = o};
+    listener l = {.o = o, .keys = o->keys};
     struct evhttp *http = NULL;
     struct event *sint = NULL, *sterm = NULL;
-    char err[256];
     int rc = CTL_API;
 
-    if (o->secrets && webhook_keys_parse_as("--secret", o->secrets, &l.keys, err, sizeof(err)) != 0) {
-        fprintf(stderr, "tickctl: listen: %s\n", err);
-        return CTL_USAGE;
-    }
-    if (o->secrets && !l.keys) {
-        fprintf(stderr, "tickctl: listen: --secret: no secret given\n");
-        return CTL_USAGE;
-    }
     signal(SIGPIPE, SIG_IGN);
     l.wctx = l.keys ? webhook_ctx_new() : NULL;
     l.base = event_base_new();
@@ -286,6 +277,5 @@ done:
     if (http) evhttp_free(http);
     if (l.base) event_base_free(l.base);
     webhook_ctx_free(l.wctx);
-    webhook_keys_free(l.keys);
     return rc;
 }

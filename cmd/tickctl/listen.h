@@ -13,6 +13,8 @@
 #ifndef TICKCTL_LISTEN_H
 #define TICKCTL_LISTEN_H
 
+#include "webhook.h"
+
 #define LISTEN_HEAD_MAX (16 * 1024)
 #define LISTEN_BODY_MAX (1024 * 1024)
 #define LISTEN_TIMEOUT_S 10
@@ -22,15 +24,14 @@ typedef struct listen_opts {
     const char *bind;      /* address to listen on */
     int port;              /* 0: a free port, printed */
     int status;            /* the answer to a request not refused */
-    const char *secrets;   /* "whsec_..." list; NULL: no verification */
+    const webhook_keys *keys;  /* the secrets; NULL: no verification */
     int json;              /* a JSON object a request, a line each */
     long count;            /* stop after this many requests; 0: on a signal */
 } listen_opts;
 
 /* Serve until SIGINT or SIGTERM, or `count` requests answered. Returns the
  * exit code: CTL_INVALID_SIG when any request's signature was invalid,
- * CTL_OK otherwise; CTL_USAGE for bad secrets, CTL_API when the port
- * cannot be had (said on stderr). */
+ * CTL_OK otherwise; CTL_API when the port cannot be had (said on stderr). */
 int listen_run(const listen_opts *o);
 
 #endif

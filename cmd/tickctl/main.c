@@ -21,6 +21,7 @@
 #include "show.h"
 #include "task.h"
 #include "util.h"
+#include "webhook.h"
 
 #define TICKCTL_VERSION "1.0.0"
 #define CTL_URL_DEFAULT "http://127.0.0.1:8080"
@@ -612,7 +613,8 @@ static int cmd_listen(ctl *c)
     long long port = 9000, status = 200, count = 0;
     listen_opts o = {.bind = c->given[O_BIND] ? c->val[O_BIND] : "127.0.0.1",
                      .json = c->given[O_JSON]};
-    char *secret = NULL;
+    webhook_keys *keys = NULL;
+    char err[256];
     if (c->given[O_PORT] && parse_int(c->val[O_PORT], 0, 65535, &port) != 0)
         return usage_error(c, "--port: want a port number from 0 to 65535");
     if (c->given[O_STATUS] && parse_int(c->val[O_STATUS], 200, 599, &status) != 0)
@@ -621,22 +623,25 @@ static int cmd_listen(ctl *c)
         return usage_error(c, "--count: want a positive integer");
     if (c->given[O_SECRET]) {
         const char *v = c->val[O_SECRET];
+        char *secret = NULL;
         size_t len;
         /* @FILE keeps the secret out of the process list */
         if (v[0] == '@') {
             if (!(secret = read_all(v + 1, &len))) return CTL_API;
             for (char *p = secret; *p; p++)
                 if (*p == '\n' || *p == '\r') *p = ' ';
-        } else {
-            secret = xstrdup(v);
         }
-        o.secrets = secret;
+        int bad = webhook_keys_parse_as("--secret", secret ? secret : v, &keys, err, sizeof(err));
+        free(secret);
+        if (bad) return usage_error(c, "%s", err);
+        if (!keys) return usage_error(c, "--secret: no secret given");
     }
+    o.keys = keys;
     o.port = (int)port;
     o.status = (int)status;
     o.count = (long)count;
     int rc = listen_run(&o);
-    free(secret);
+    webhook_keys_free(keys);
     return rc;
 }
 
@@ -842,7 +847,8 @@ int main(int argc, char **argv)
     for (size_t n = strlen(base); n > 0 && base[n - 1] == '/'; n--) base[n - 1] = '\0';
     c.api.url = base;
     c.api.token = c.given[O_TOKEN] ? c.val[O_TOKEN] : getenv("TICKD_TOKEN");
-    if (ctl_api_check(&c.api) != 0) return CTL_USAGE;
+    char why[256];
+    if (ctl_api_check(&c.api, why, sizeof(why)) != 0) return usage_error(&c, "%s", why);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "tickctl: libcurl could not start\n");
         return CTL_API;
