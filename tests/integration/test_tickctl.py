@@ -23,7 +23,7 @@ import pytest
 
 from harness import ROOT, TICKD, free_port, now_ms, wait_for
 
-TICKCTL = os.path.join(ROOT, "build", "tickctl")
+TICKCTL = os.environ.get("TICKCTL_BIN", os.path.join(ROOT, "build", "tickctl"))
 
 
 def env_for(t=None, **extra):
