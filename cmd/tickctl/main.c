@@ -704,7 +704,7 @@ static const cmd cmds[] = {
      "                       input; sent as given, with Content-Type:\n"
      "                       application/json when it is a JSON object or array\n"
      "                       and no --header sets one\n"
-     "  --key KEY            the task's key (the same key and time again stores\n"
+     "  --key KEY            the task's key (the same key and --at again stores\n"
      "                       nothing new and gives the same id)\n"
      "  --max-attempts N     attempts before the task fails (1-100, default 5)\n"
      "  --backoff DURATION   wait before the second attempt, doubling (default 1s)\n"

@@ -9,6 +9,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -509,3 +510,23 @@ def test_listen_answers_the_status_asked_as_json_lines(tickd, tmp_path):
         r = subprocess.run([TICKCTL, "listen", "--port", str(s.getsockname()[1])],
                            capture_output=True, text=True, timeout=5)
         assert r.returncode == 1 and "cannot listen on 127.0.0.1:" in r.stderr, r.stderr
+
+
+# ---- the man page --------------------------------------------------------------
+
+def test_man_page_renders_and_covers_every_command():
+    page = os.path.join(ROOT, "doc", "tickctl.1")
+    groff = subprocess.run(["groff", "-man", "-ww", "-z", page], capture_output=True, text=True,
+                           timeout=30) if shutil.which("groff") else None
+    if groff is not None:
+        assert groff.returncode == 0 and groff.stderr == "", groff.stderr
+    with open(page) as f:
+        text = f.read().replace("\\-", "-")
+    for cmd in ("add", "get", "ls", "cancel", "retry", "run", "stats", "listen", "help"):
+        assert f"tickctl {cmd}" in text or f'"{cmd} ' in text or f"B {cmd}" in text, cmd
+    for opt in ("--in", "--at", "--method", "--header", "--body", "--key", "--status", "--limit",
+                "--cursor", "--all", "--port", "--secret", "--count", "--url", "--token", "--json"):
+        assert opt in text, opt
+    exits = text[text.index(".SH EXIT STATUS"):text.index(".SH EXAMPLES")]
+    assert [ln for ln in exits.split("\n") if re.fullmatch(r"\.B [0-9]", ln)] == \
+        [".B 0", ".B 1", ".B 2", ".B 3", ".B 4"]
