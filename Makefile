@@ -1,7 +1,7 @@
 # tickd: delayed HTTP callbacks on Redis.
 #
 #   make            build build/tickd and build/tickctl (the command-line client)
-#   make run        install missing packages, build, start a local Redis if
+#   make run        install missing packages, build both, start a local Redis if
 #                   none is reachable, run tickd on :8080
 #   make test       unit tests (plain and under ASan+UBSan), then the
 #                   integration tests against real redis-server processes
@@ -154,7 +154,7 @@ soak: deps build/tickd-san
 test: deps
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration
 
-run: deps build/tickd
+run: deps build/tickd build/tickctl
 	@scripts/run.sh
 
 build/bench/wheel: bench/wheel.c $(OBJS) | build/bench
