@@ -26,7 +26,8 @@ COPY cmd/ cmd/
 COPY src/ src/
 COPY lua/ lua/
 COPY conf/ conf/
-RUN make build/tickd && make install PREFIX=/usr/local
+COPY doc/ doc/
+RUN make build/tickd build/tickctl && make install PREFIX=/usr/local
 
 # ---- runtime ---------------------------------------------------------------
 FROM debian:12-slim
@@ -44,6 +45,8 @@ RUN apt-get update \
 
 # tickd finds its Lua scripts in ../share/tickd/lua beside the binary.
 COPY --from=build /usr/local/bin/tickd /usr/local/bin/tickd
+# the command-line client, for docker compose exec tickd1 tickctl ls
+COPY --from=build /usr/local/bin/tickctl /usr/local/bin/tickctl
 COPY --from=build /usr/local/share/tickd /usr/local/share/tickd
 
 USER tickd
