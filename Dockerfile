@@ -45,7 +45,7 @@ RUN apt-get update \
 
 # tickd finds its Lua scripts in ../share/tickd/lua beside the binary.
 COPY --from=build /usr/local/bin/tickd /usr/local/bin/tickd
-# the command-line client, for docker compose exec tickd1 tickctl ls
+# the command-line client: docker compose exec tickd-1 tickctl ls
 COPY --from=build /usr/local/bin/tickctl /usr/local/bin/tickctl
 COPY --from=build /usr/local/share/tickd /usr/local/share/tickd
 
