@@ -443,7 +443,7 @@ def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_p
              "no signature matches the secret"),
             (body, {"webhook-id": "m1", "webhook-timestamp": str(now - 600),
                     "webhook-signature": sign(secret, "m1", now - 600, body)},
-             "timestamp 600 s old"),
+             "s old (the tolerance is 300 s)"),  # 600 s, or 601 past a second's turn
             (body, {"webhook-id": "m1", "webhook-timestamp": str(now),
                     "webhook-signature": sign("whsec_" + base64.b64encode(b"k" * 32).decode(),
                                               "m1", now, body)},
@@ -457,7 +457,7 @@ def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_p
         assert "signature: valid" in blocks[1] and "answered: 200" in blocks[1]
         for b, (_, _, why) in zip(blocks[2:], forged):
             assert b.startswith("--- POST /forged ")
-            assert f"signature: INVALID ({why}" in b and b.endswith("answered: 401"), b
+            assert "signature: INVALID (" in b and why in b and b.endswith("answered: 401"), b
 
         # hostile bytes: garbage, a head over 16 KiB, a body over 1 MiB, a
         # torn request; each refused or dropped, and the receiver goes on
