@@ -28,6 +28,7 @@
 #define CTL_BODY_MAX (64u << 20)   /* bytes read for --body; tickd refuses past max_body */
 #define CTL_HEADERS_MAX 64
 #define CTL_ARGS_MAX 4
+#define CTL_CURSOR_MAX 1024        /* a listing's cursor (tickd's are ~300 bytes) */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -340,11 +341,11 @@ static int cmd_add(ctl *c)
     if ((rc = add_when(c, t, "delay_ms")) != 0) goto done;
     for (int i = 0; i < c->nheaders; i++) {
         const char *h = c->headers[i], *colon = strchr(h, ':');
-        if (!colon || colon == h) {
+        char name[256];
+        if (!colon || colon == h || (size_t)(colon - h) >= sizeof(name)) {
             rc = usage_error(c, "--header %.60s: want NAME:VALUE", h);
             goto done;
         }
-        char name[256];
         snprintf(name, sizeof(name), "%.*s", (int)(colon - h), h);
         if (!hdr) hdr = cJSON_AddObjectToObject(t, "header");
         if (cJSON_GetObjectItem(hdr, name)) {
@@ -431,23 +432,30 @@ static void query_add(char *q, size_t qlen, const char *name, const char *value)
     free(e);
 }
 
+/* --cursor and --key-prefix within what tickd takes: 0, or CTL_USAGE */
+static int filter_check(const ctl *c)
+{
+    if (c->given[O_CURSOR] && strlen(c->val[O_CURSOR]) >= CTL_CURSOR_MAX)
+        return usage_error(c, "--cursor: longer than any cursor tickd gives");
+    if (c->given[O_KEY_PREFIX] && strlen(c->val[O_KEY_PREFIX]) > TASK_KEY_MAX)
+        return usage_error(c, "--key-prefix: longer than a key (%d characters)", TASK_KEY_MAX);
+    return 0;
+}
+
 static int cmd_ls(ctl *c)
 {
     const char *status = c->given[O_STATUS] ? c->val[O_STATUS] : "scheduled";
-    char q[1024], cursor[512] = "";
+    char q[4 * CTL_CURSOR_MAX], cursor[CTL_CURSOR_MAX] = "";
     long long limit = 100;
     int rc = CTL_OK;
-    cJSON *all = cJSON_CreateArray();
-    if (!status_ok(status, 0)) {
-        cJSON_Delete(all);
+    if (!status_ok(status, 0))
         return usage_error(c, "--status: %.40s is not one of scheduled, running, succeeded, "
                            "failed, cancelled", status);
-    }
-    if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 1000, &limit) != 0) {
-        cJSON_Delete(all);
+    if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 1000, &limit) != 0)
         return usage_error(c, "--limit: want an integer from 1 to 1000");
-    }
+    if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
+    cJSON *all = cJSON_CreateArray();
     for (;;) {
         ctl_answer a;
         char lim[24];
@@ -518,12 +526,13 @@ static int retry_bulk(ctl *c)
 {
     long long limit = 0, total = 0;
     const char *status = c->val[O_STATUS];
-    char cursor[512] = "";
+    char cursor[CTL_CURSOR_MAX] = "";
     int rc;
     if (!status_ok(status, 1))
         return usage_error(c, "--status: only failed or cancelled tasks are retried");
     if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 10000, &limit) != 0)
         return usage_error(c, "--limit: want an integer from 1 to 10000");
+    if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
     for (;;) {
         ctl_answer a;
