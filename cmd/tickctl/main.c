@@ -116,6 +116,8 @@ static int parse_args(ctl *c, int argc, char **argv, int *i, unsigned allowed, i
         int o;
         for (o = 0; o < NOPTS; o++)
             if (strlen(opts[o].name) == n && strncmp(opts[o].name, name, n) == 0) break;
+        if (o < NOPTS && !(allowed & BIT(o)) && c->cmd)
+            return usage_error(c, "%s takes no --%s", c->cmd->name, opts[o].name);
         if (o == NOPTS || !(allowed & BIT(o)))
             return usage_error(c, "unknown option --%.*s", (int)(n > 60 ? 60 : n), name);
         const char *v = NULL;
