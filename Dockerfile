@@ -11,11 +11,13 @@
 FROM debian:12-slim AS build
 
 # The build half of scripts/deps.sh: compiler and the libraries tickd links
-# (-lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lcrypto).
+# (-lhiredis -lcurl -lcjson -levent -levent_pthreads -linih -lcrypto), and
+# python3-yaml, which turns doc/openapi.yaml into the JSON tickd serves.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       gcc make pkg-config libc6-dev \
       libhiredis-dev libcurl4-openssl-dev libcjson-dev libevent-dev libinih-dev libssl-dev \
+      python3 python3-yaml \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
@@ -26,7 +28,9 @@ COPY cmd/ cmd/
 COPY src/ src/
 COPY lua/ lua/
 COPY conf/ conf/
-RUN make build/tickd && make install PREFIX=/usr/local
+COPY doc/ doc/
+COPY scripts/openapi_c.py scripts/
+RUN make build/tickd build/tickctl && make install PREFIX=/usr/local
 
 # ---- runtime ---------------------------------------------------------------
 FROM debian:12-slim
@@ -44,6 +48,8 @@ RUN apt-get update \
 
 # tickd finds its Lua scripts in ../share/tickd/lua beside the binary.
 COPY --from=build /usr/local/bin/tickd /usr/local/bin/tickd
+# the command-line client: docker compose exec tickd-1 tickctl ls
+COPY --from=build /usr/local/bin/tickctl /usr/local/bin/tickctl
 COPY --from=build /usr/local/share/tickd /usr/local/share/tickd
 
 USER tickd

@@ -1,7 +1,7 @@
 # tickd: delayed HTTP callbacks on Redis.
 #
-#   make            build build/tickd
-#   make run        install missing packages, build, start a local Redis if
+#   make            build build/tickd and build/tickctl (the command-line client)
+#   make run        install missing packages, build both, start a local Redis if
 #                   none is reachable, run tickd on :8080
 #   make test       unit tests (plain and under ASan+UBSan), then the
 #                   integration tests against real redis-server processes,
@@ -39,10 +39,16 @@ SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
 FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o) build/fuzz/obj/openapi.o
 FUZZERS := $(wildcard tests/fuzz/fuzz_*.c)
 FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
+# tickctl: cmd/tickctl on libcurl, cJSON, libevent (listen) and libcrypto,
+# with the src modules it shares with tickd (RFC 3339 times, signatures)
+CTL_SRCS := $(wildcard cmd/tickctl/*.c)
+CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
+            build/obj/task.o build/obj/webhook.o build/obj/util.o build/obj/log.o
+CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak unit unit-san boundary integration integration-san node-deps deps bench bench-wheel clean \
         install uninstall fuzz fuzz-build fuzz-replay
-all: build/tickd
+all: build/tickd build/tickctl
 
 build/obj/%.o: src/%.c | build/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -64,6 +70,11 @@ build/fuzz/obj/openapi.o: build/gen/openapi.c | build/fuzz/obj
 
 build/tickd: build/obj/main.o $(OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/ctl/%.o: cmd/tickctl/%.c | build/ctl
+	$(CC) $(CFLAGS) -c -o $@ $<
+build/tickctl: $(CTL_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(CTL_LDLIBS)
 build/tickd-san: build/san/main.o $(SOBJS)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -81,8 +92,8 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj build/san build/unit build/unit-san build/bench build/fuzz/obj build/tools build/install \
-  build/gen:
+build/obj build/san build/ctl build/unit build/unit-san build/bench build/fuzz/obj build/tools \
+  build/install build/gen:
 	mkdir -p $@
 
 deps:
@@ -137,13 +148,13 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund
 node-deps: $(NODE_DEPS)
 
-integration: build/tickd build/tools/cron_next $(NODE_DEPS)
+integration: build/tickd build/tickctl build/tools/cron_next $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 # The same suite against the ASan+UBSan build: a sanitizer report in any
 # tickd's log fails its test (conftest.py); only the RSS bound of the
 # pipelined flood is skipped (an ASan build's RSS is its shadow memory).
-integration-san: build/tickd-san build/tools/cron_next $(NODE_DEPS)
+integration-san: build/tickd-san build/tickctl build/tools/cron_next $(NODE_DEPS)
 	SANITIZED_BUILD=1 TICKD_BIN=build/tickd-san \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  /usr/bin/python3 tests/integration/run.py
@@ -163,10 +174,10 @@ soak: deps build/tickd-san
 # everything built first, two at a time; then the tests, one suite after another
 test: deps
 	$(MAKE) --no-print-directory -j2 boundary $(UBINS) $(SUBINS) $(FBINS) build/tickd \
-	  build/tickd-san build/tools/cron_next
+	  build/tickd-san build/tickctl build/tools/cron_next
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration integration-san
 
-run: deps build/tickd
+run: deps build/tickd build/tickctl
 	@scripts/run.sh
 
 build/bench/wheel: bench/wheel.c $(OBJS) | build/bench
@@ -192,9 +203,9 @@ build/install/tickd: FORCE $(OBJS) | build/install
 	$(CC) $(CFLAGS) -o $@ build/install/main.o $(OBJS) $(LDLIBS)
 FORCE:
 
-install: build/install/tickd $(wildcard build/tickctl)
+install: build/install/tickd build/tickctl
 	install -D -m 755 build/install/tickd $(DESTDIR)$(PREFIX)/bin/tickd
-	if [ -x build/tickctl ]; then install -m 755 build/tickctl $(DESTDIR)$(PREFIX)/bin/tickctl; fi
+	install -m 755 build/tickctl $(DESTDIR)$(PREFIX)/bin/tickctl
 	install -d $(DESTDIR)$(PREFIX)/share/tickd/lua
 	install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/tickd/lua/
 	install -d $(DESTDIR)$(SYSCONFDIR)/tickd
@@ -215,4 +226,4 @@ uninstall:
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d
+-include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d

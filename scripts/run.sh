@@ -36,7 +36,9 @@ if [ "$answer" != PONG ]; then
 fi
 auth=
 # the token is left for the user's shell to fill in: not printed
+ctlauth=
 [ -z "${TICKD_SERVER_API_TOKEN:-}" ] || auth=' -H "Authorization: Bearer $TICKD_SERVER_API_TOKEN"'
+[ -z "${TICKD_SERVER_API_TOKEN:-}" ] || ctlauth=' TICKD_TOKEN="$TICKD_SERVER_API_TOKEN"'
 cat <<MSG
 
 tickd on http://$listen, Redis $nodes. Schedule a callback in 2 s (here to
@@ -44,6 +46,11 @@ tickd's own health check, as a GET):
 
   curl -s -X POST http://$listen/v1/tasks -H 'Content-Type: application/json'$auth \\
     -d '{"callback_url": "http://$listen/healthz", "method": "GET", "delay_ms": 2000}'
+
+Or with tickctl, watching the callback arrive, in two terminals:
+
+  build/tickctl listen --port 9000
+  TICKD_URL=http://$listen$ctlauth build/tickctl add http://127.0.0.1:9000/hook --in 2s --body '{"hi":1}'
 
 MSG
 exec build/tickd --listen "$listen" --redis "$nodes" ${TICKD_ARGS:-}

@@ -150,10 +150,12 @@ int config_host_key(const char *name)
 }
 
 /* TICKD_ variables that are not settings but that tickd's own tools read:
- * the test harness names the binary under test in TICKD_BIN, and make run
- * (scripts/run.sh) passes TICKD_ARGS as extra flags; both stay in the
- * environment tickd starts with. */
-static const char *env_not_settings[] = {"TICKD_BIN", "TICKD_ARGS"};
+ * the test harness names the binary under test in TICKD_BIN, make run
+ * (scripts/run.sh) passes TICKD_ARGS as extra flags, and tickctl, the
+ * command-line client, finds the API in TICKD_URL and its token in
+ * TICKD_TOKEN; all stay in the environment tickd starts with (a shell that
+ * exports them for tickctl still runs tickd). */
+static const char *env_not_settings[] = {"TICKD_BIN", "TICKD_ARGS", "TICKD_URL", "TICKD_TOKEN"};
 
 /* Levenshtein distance of a and b, ignoring case; each cut at 127 bytes.
  * Names whose lengths differ by more than `limit` are that far at least:

@@ -2,6 +2,7 @@
 #include "webhook.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,12 @@ static EVP_MD_CTX *pad_state(const unsigned char *key, size_t klen, unsigned cha
 
 int webhook_keys_parse(const char *list, webhook_keys **out, char *err, size_t errlen)
 {
+    return webhook_keys_parse_as("callback.signing_secrets", list, out, err, errlen);
+}
+
+int webhook_keys_parse_as(const char *name, const char *list, webhook_keys **out, char *err,
+                          size_t errlen)
+{
     webhook_keys *k = NULL;
     int idx = 0;
     const char *p = list;
@@ -85,29 +92,29 @@ int webhook_keys_parse(const char *list, webhook_keys **out, char *err, size_t e
         long kl;
         idx++;
         if (idx > WEBHOOK_KEYS_MAX) {
-            snprintf(err, errlen, "callback.signing_secrets: more than %d secrets",
+            snprintf(err, errlen, "%s: more than %d secrets", name,
                      WEBHOOK_KEYS_MAX);
             goto fail;
         }
         if (n < 6 || memcmp(p, "whsec_", 6) != 0) {
-            snprintf(err, errlen, "callback.signing_secrets: secret %d does not start with "
-                     "whsec_ (tickd --gen-secret prints one)", idx);
+            snprintf(err, errlen, "%s: secret %d does not start with "
+                     "whsec_ (tickd --gen-secret prints one)", name, idx);
             goto fail;
         }
         if (n - 6 > (WEBHOOK_KEY_MAX * 2 * 3) / 4 - 4) {
-            snprintf(err, errlen, "callback.signing_secrets: secret %d is longer than %d bytes",
-                     idx, WEBHOOK_KEY_MAX);
+            snprintf(err, errlen, "%s: secret %d is longer than %d bytes",
+                     name, idx, WEBHOOK_KEY_MAX);
             goto fail;
         }
         if ((kl = b64_decode(p + 6, n - 6, key)) < 0) {
-            snprintf(err, errlen, "callback.signing_secrets: secret %d is not valid base64 "
-                     "after whsec_", idx);
+            snprintf(err, errlen, "%s: secret %d is not valid base64 "
+                     "after whsec_", name, idx);
             goto fail;
         }
         if (kl < WEBHOOK_KEY_MIN || kl > WEBHOOK_KEY_MAX) {
             OPENSSL_cleanse(key, sizeof(key));
-            snprintf(err, errlen, "callback.signing_secrets: secret %d decodes to %ld bytes; "
-                     "%d..%d are needed", idx, kl, WEBHOOK_KEY_MIN, WEBHOOK_KEY_MAX);
+            snprintf(err, errlen, "%s: secret %d decodes to %ld bytes; "
+                     "%d..%d are needed", name, idx, kl, WEBHOOK_KEY_MIN, WEBHOOK_KEY_MAX);
             goto fail;
         }
         if (!k) k = xcalloc(1, sizeof(*k));
@@ -154,24 +161,33 @@ void webhook_ctx_free(webhook_ctx *c)
     free(c);
 }
 
-size_t webhook_sign(const webhook_keys *k, webhook_ctx *c, const char *id, int64_t ts_s,
-                    const char *body, size_t len, char *out)
+/* HMAC-SHA256 of "id.ts_s.body" under key i into mac (32 bytes), from the
+ * key's pad states. */
+static void webhook_mac(const webhook_keys *k, int i, webhook_ctx *c, const char *id,
+                        int64_t ts_s, const char *body, size_t len, unsigned char *mac)
 {
     char ts[24];
     int tl = snprintf(ts, sizeof(ts), ".%lld.", (long long)ts_s);
-    size_t idl = strlen(id), o = 0;
-    unsigned char ih[32], mac[32];
+    unsigned char ih[32];
+    /* HMAC = H(key ^ opad || H(key ^ ipad || msg)) */
+    if (EVP_MD_CTX_copy_ex(c->md, k->inner[i]) != 1 ||
+        EVP_DigestUpdate(c->md, id, strlen(id)) != 1 ||
+        EVP_DigestUpdate(c->md, ts, (size_t)tl) != 1 ||
+        (len && EVP_DigestUpdate(c->md, body, len) != 1) ||
+        EVP_DigestFinal_ex(c->md, ih, NULL) != 1 ||
+        EVP_MD_CTX_copy_ex(c->md, k->outer[i]) != 1 ||
+        EVP_DigestUpdate(c->md, ih, sizeof(ih)) != 1 ||
+        EVP_DigestFinal_ex(c->md, mac, NULL) != 1)
+        log_panic("libcrypto: HMAC-SHA256 of a callback failed");
+}
+
+size_t webhook_sign(const webhook_keys *k, webhook_ctx *c, const char *id, int64_t ts_s,
+                    const char *body, size_t len, char *out)
+{
+    size_t o = 0;
+    unsigned char mac[32];
     for (int i = 0; i < k->n; i++) {
-        /* HMAC = H(key ^ opad || H(key ^ ipad || msg)), from the pad states */
-        if (EVP_MD_CTX_copy_ex(c->md, k->inner[i]) != 1 ||
-            EVP_DigestUpdate(c->md, id, idl) != 1 ||
-            EVP_DigestUpdate(c->md, ts, (size_t)tl) != 1 ||
-            (len && EVP_DigestUpdate(c->md, body, len) != 1) ||
-            EVP_DigestFinal_ex(c->md, ih, NULL) != 1 ||
-            EVP_MD_CTX_copy_ex(c->md, k->outer[i]) != 1 ||
-            EVP_DigestUpdate(c->md, ih, sizeof(ih)) != 1 ||
-            EVP_DigestFinal_ex(c->md, mac, NULL) != 1)
-            log_panic("libcrypto: HMAC-SHA256 of a callback failed");
+        webhook_mac(k, i, c, id, ts_s, body, len, mac);
         if (o) out[o++] = ' ';
         memcpy(out + o, "v1,", 3);
         o += 3;
@@ -179,6 +195,54 @@ size_t webhook_sign(const webhook_keys *k, webhook_ctx *c, const char *id, int64
     }
     out[o] = '\0';
     return o;
+}
+
+int webhook_verify(const webhook_keys *k, webhook_ctx *c, const char *id, const char *ts,
+                   const char *sig, const char *body, size_t len, int64_t now_s,
+                   char *why, size_t whylen)
+{
+    unsigned char mac[WEBHOOK_KEYS_MAX][32], got[48];
+    int64_t ts_s = 0;
+    int v1 = 0;
+    if (!id || !ts || !sig) {
+        snprintf(why, whylen, "no %s header", !id ? "webhook-id" : !ts ? "webhook-timestamp"
+                                                                  : "webhook-signature");
+        return -1;
+    }
+    /* Unix seconds as digits alone: the signed text is the number's */
+    size_t nd = strspn(ts, "0123456789");
+    if (nd == 0 || nd > 18 || ts[nd]) {
+        snprintf(why, whylen, "webhook-timestamp is not Unix seconds");
+        return -1;
+    }
+    for (size_t i = 0; i < nd; i++) ts_s = ts_s * 10 + (ts[i] - '0');
+    if (now_s - ts_s > WEBHOOK_TOLERANCE_S) {
+        snprintf(why, whylen, "timestamp %lld s old (the tolerance is %d s)",
+                 (long long)(now_s - ts_s), WEBHOOK_TOLERANCE_S);
+        return -1;
+    }
+    if (ts_s - now_s > WEBHOOK_TOLERANCE_S) {
+        snprintf(why, whylen, "timestamp %lld s in the future (the tolerance is %d s)",
+                 (long long)(ts_s - now_s), WEBHOOK_TOLERANCE_S);
+        return -1;
+    }
+    for (int i = 0; i < k->n; i++) webhook_mac(k, i, c, id, ts_s, body, len, mac[i]);
+    for (const char *p = sig;;) {
+        p += strspn(p, " ");
+        if (!*p) break;
+        size_t n = strcspn(p, " ");
+        /* "v1," and 32 bytes in base64: 44 characters with the padding */
+        if (n > 3 && memcmp(p, "v1,", 3) == 0) {
+            v1 = 1;
+            if (n - 3 <= 44 && b64_decode(p + 3, n - 3, got) == 32)
+                for (int i = 0; i < k->n; i++)
+                    if (CRYPTO_memcmp(got, mac[i], 32) == 0) return 0;
+        }
+        p += n;
+    }
+    snprintf(why, whylen, "%s", v1 ? "no signature matches the secret"
+                                   : "no v1 signature in webhook-signature");
+    return -1;
 }
 
 int webhook_gen_secret(char *out, size_t outlen)

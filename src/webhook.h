@@ -31,6 +31,9 @@ typedef struct webhook_ctx webhook_ctx;
  * gives *out = NULL: callbacks unsigned. Returns 0, or -1 with a reason in
  * err that names the key and the secret's position, never its text. */
 int webhook_keys_parse(const char *list, webhook_keys **out, char *err, size_t errlen);
+/* The same, the reason naming `name` (a flag, a variable) for the key. */
+int webhook_keys_parse_as(const char *name, const char *list, webhook_keys **out, char *err,
+                          size_t errlen);
 void webhook_keys_free(webhook_keys *k);
 int webhook_keys_count(const webhook_keys *k);
 
@@ -41,6 +44,20 @@ void webhook_ctx_free(webhook_ctx *c);
  * (WEBHOOK_SIG_MAX bytes), NUL terminated; returns its length. */
 size_t webhook_sign(const webhook_keys *k, webhook_ctx *c, const char *id, int64_t ts_s,
                     const char *body, size_t len, char *out);
+
+/* The receiver's side, for tickctl listen. id, ts and sig are the values of
+ * the webhook-id, webhook-timestamp and webhook-signature headers as received
+ * (NULL when absent), body[0..len) the body. Valid when ts is Unix seconds
+ * within WEBHOOK_TOLERANCE_S of now_s and one of the space-separated
+ * "v1,<base64>" signatures in sig is the HMAC-SHA256 of "id.ts.body" under
+ * one of the keys (compared in constant time; other versions are passed
+ * over), as the Standard Webhooks libraries check. Returns 0, or -1 with the
+ * reason in why ("no signature matches the secret", "timestamp 420 s old
+ * ..."). Safe on any bytes. */
+#define WEBHOOK_TOLERANCE_S 300
+int webhook_verify(const webhook_keys *k, webhook_ctx *c, const char *id, const char *ts,
+                   const char *sig, const char *body, size_t len, int64_t now_s,
+                   char *why, size_t whylen);
 
 /* A fresh secret, "whsec_" + base64 of 32 random bytes, into out (>= 64
  * bytes). 0, or -1 when the system has no randomness to give. */

@@ -816,6 +816,8 @@ static void test_env_unknown(void **state)
      * nor is any other prefix */
     assert_int_equal(setenv("TICKD_BIN", "/usr/local/bin/tickd", 1), 0);
     assert_int_equal(setenv("TICKD_ARGS", "--store memory", 1), 0);
+    assert_int_equal(setenv("TICKD_URL", "http://127.0.0.1:8080", 1), 0);
+    assert_int_equal(setenv("TICKD_TOKEN", "tok-9f2c", 1), 0);
     assert_int_equal(setenv("TICKDX_SERVER_LISTEN", "x", 1), 0);
     assert_int_equal(setenv("MY_TICKD_SERVER_LISTEN", "x", 1), 0);
     config_defaults(&c);
