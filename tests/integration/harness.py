@@ -300,13 +300,17 @@ def percentile(values, p):
     return v[k]
 
 
+CLUSTER_SPAN = 690
+
+
 def free_cluster_ports(n):
     """n ports p such that p and its cluster bus port p + 10000 are free, p
-    in this worker's range [20000 + k * 2500, +2500)."""
+    in this worker's range [20000 + k * 690, +690): bus ports stay below the
+    ephemeral ports (32768), where no outgoing connection can take one."""
     import random
-    lo = 20000 + (WORKER % 4) * PORT_SPAN
+    lo = 20000 + (WORKER % 4) * CLUSTER_SPAN
     while True:
-        base = random.randrange(lo, lo + PORT_SPAN - n)
+        base = random.randrange(lo, lo + CLUSTER_SPAN - n)
         ports = list(range(base, base + n))
         if all(_bindable(p) for p in ports + [p + 10000 for p in ports]):
             return ports
