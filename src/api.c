@@ -55,11 +55,18 @@ void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
     free(s);
 }
 
+/* The message quotes what the client sent (a field's name, a value): it
+ * goes out as valid UTF-8, an invalid byte shown as '?'. */
 static cJSON *api_error_body(const char *code, const char *msg)
 {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    char text[600];
+    size_t n = strlen(msg) < sizeof(text) ? strlen(msg) : sizeof(text) - 1;
+    memcpy(text, msg, n);
+    text[n] = '\0';
+    util_text_clean(text, n);
     cJSON_AddStringToObject(e, "code", code);
-    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "message", text);
     return o;
 }
 

@@ -271,9 +271,19 @@ static void http_out_reply(hconn *c, int status, const char *reason, const char 
 static void http_fail_as(hconn *c, int status, const char *reason, const char *code,
                          const char *msg, int keep_extra)
 {
-    char body[400];
+    char body[400], text[240];
+    size_t t = 0;
+    /* msg is tickd's own text, with at most a field's name (a token) in it;
+     * escaped all the same, so that the body is JSON whatever it holds */
+    for (const char *p = msg; *p && t + 7 < sizeof(text); p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') t += (size_t)snprintf(text + t, 3, "\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f) text[t++] = '?';
+        else text[t++] = (char)ch;
+    }
+    text[t] = '\0';
     int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
-                     code, msg);
+                     code, text);
     /* the head may not have been parsed: nothing of an earlier request's
      * (http_reply clears head). A HEAD's refusal has no content either
      * (RFC 9110 9.3.2): a client would read it as the next answer. */

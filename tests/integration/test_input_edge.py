@@ -159,3 +159,22 @@ def test_api_token_of_spaces_only_is_refused_at_start(redis, tickd_factory):
     bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "   "}).start(wait=False)
     assert bad.proc.wait(10) == 2
     assert "server.api_token: spaces and no token" in bad.logtext()
+
+
+def test_an_error_quoting_invalid_utf8_is_still_utf8_json(tickd, redis, receiver):
+    """A field name with a byte that is not UTF-8 is named in the 400 with
+    '?' in its place: the answer stays JSON (the harness's OpenAPI check
+    parses it), for a task, a batch item and a schedule alike."""
+    url = receiver.url().encode()
+    code, body = tickd.request("POST", "/v1/tasks",
+                               raw=b'{"callback_url":"' + url + b'","cro\x9c":1}')
+    assert code == 400 and body["error"]["message"] == "cro?: unknown field", body
+    code, body = tickd.request("POST", "/v1/tasks/batch",
+                               raw=b'{"tasks":[{"callback_url":"' + url + b'","k\xffy":1}]}')
+    assert code == 200 and "k?y" in body["results"][0]["error"]["message"], body
+    code, body = tickd.request("POST", "/v1/schedules",
+                               raw=b'{"every_ms":1000,"cro\x9c":1,"task":{"callback_url":"' + url
+                               + b'"}}')
+    assert code == 400 and "cro?" in body["error"]["message"], body
+    # nothing stored: no task, no schedule
+    assert redis.cli("KEYS", "*:task").strip() == "" and redis.cli("KEYS", "*:sdef").strip() == ""
