@@ -304,20 +304,21 @@ void api_move_task(api *a, http_req *req, const char *id, int retry)
     size_t len;
     http_body(req, &len);
     if (retry && len) {
+        static const char *fields[] = {"execute_at"};
         cJSON *body = api_body(req);
         if (!body) return;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, body) {
-            if (strcmp(e->string, "execute_at") != 0) {
-                cJSON_Delete(body);
-                api_error(req, 400, "invalid_argument", "%.100s: unknown field", e->string);
-                return;
-            }
+        /* an array's members have no names: checked as an object's only */
+        if (!cJSON_IsObject(body) || task_check_fields(body, fields, 1, err, sizeof(err)) != 0) {
+            if (!cJSON_IsObject(body))
+                snprintf(err, sizeof(err), "body: must be a JSON object ({\"execute_at\": ...})");
+            cJSON_Delete(body);
+            api_error(req, 400, "invalid_argument", "%s", err);
+            return;
         }
-        e = cJSON_GetObjectItemCaseSensitive(body, "execute_at");
-        int bad = !cJSON_IsObject(body);
-        if (!bad && e && cJSON_IsString(e)) bad = api_time("execute_at", e->valuestring, &at, err, sizeof(err));
-        else if (!bad && e) bad = task_json_int(e, 0, now + TASK_MAX_AHEAD_MS, &at);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(body, "execute_at");
+        int bad = 0;
+        if (e && cJSON_IsString(e)) bad = api_time("execute_at", e->valuestring, &at, err, sizeof(err));
+        else if (e) bad = task_json_int(e, 0, now + TASK_MAX_AHEAD_MS, &at);
         cJSON_Delete(body);
         if (bad) {
             api_error(req, 400, "invalid_argument",

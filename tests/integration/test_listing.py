@@ -1,6 +1,7 @@
 """Finding tasks (GET /v1/tasks) and dead letters (retry, run now), against
 the real binary, a real redis-server or the local Redis Cluster, and a real
 receiver."""
+import json
 import time
 import urllib.parse
 import urllib.request
@@ -226,8 +227,15 @@ def test_bad_retry_bodies(tickd):
                           ({}, "status: required")]:
         code, res = tickd.request("POST", "/v1/tasks/retry", body)
         assert code == 400 and res["error"]["message"].startswith(message), (body, res)
-    code, res = tickd.request("POST", "/v1/tasks/x/retry", {"execute_at": "soon"})
-    assert code == 400 and res["error"]["message"].startswith("execute_at:")
+    for body, message in [({"execute_at": "soon"}, "execute_at:"),
+                          ({"execute_at": 1, "when": 2}, "when: unknown field"),
+                          ([1], "body: must be a JSON object"), ("now", "body: must be a JSON object"),
+                          (None, "body: must be a JSON object")]:
+        raw = json.dumps(body).encode()
+        code, res = tickd.request("POST", "/v1/tasks/x/retry", raw=raw)
+        assert code == 400 and res["error"]["message"].startswith(message), (body, res)
+    code, res = tickd.request("POST", "/v1/tasks/x/retry", raw=b'{"execute_at":1,"execute_at":2}')
+    assert code == 400 and res["error"]["message"] == "execute_at: given more than once", res
     assert tickd.request("GET", "/v1/tasks/x/retry")[0] == 405
     assert tickd.request("POST", "/v1/tasks/x/explode")[0] == 404
 
