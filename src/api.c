@@ -678,6 +678,10 @@ static void api_put_schedule(api *a, http_req *req, const char *id)
     char err[400], sid[SCHED_ID_MAX];
     cJSON *body = api_body(req);
     if (!body) return;
+    /* PUT names the schedule in its path: a body without a key is for it
+     * (rather than for a random key, refused as another schedule's) */
+    if (id && cJSON_IsObject(body) && !cJSON_GetObjectItemCaseSensitive(body, "key"))
+        cJSON_AddStringToObject(body, "key", schedule_id_key(id));
     size_t len;
     const char *data = http_body(req, &len);
     schedule_def d;

@@ -225,6 +225,12 @@ def test_pause_resume_put_delete(tickd, receiver):
     assert code == 400 and res["error"]["message"].startswith("key:")
     assert tickd.request("PUT", "/v1/schedules/sch.zz", {"key": "zz", "every_ms": 1000,
                          "task": {"callback_url": receiver.url()}})[0] == 404
+    # without a key, the body is for the schedule the path names
+    code, s = tickd.request("PUT", "/v1/schedules/sch.p",
+                            {"every_ms": 1000, "task": {"callback_url": receiver.url("/b")}})
+    assert code == 200 and s["id"] == "sch.p" and s["key"] == "p", s
+    assert tickd.request("PUT", "/v1/schedules/sch.zz", {"every_ms": 1000,
+                         "task": {"callback_url": receiver.url()}})[0] == 404
     # DELETE stops every future run
     assert tickd.request("DELETE", "/v1/schedules/sch.p")[0] == 204
     gone = now_ms()
