@@ -1072,7 +1072,12 @@ static void api_route(http_req *req, void *arg)
         api_metrics(a, req);
         return;
     }
-    if (strcmp(path, "/v1/stats") == 0 && strcmp(m, "GET") == 0) {
+    if (strcmp(path, "/v1/stats") == 0) {
+        if (strcmp(m, "GET") != 0) {
+            http_add_header(req, "Allow", "GET");
+            api_error(req, 405, "method_not_allowed", "method: use GET");
+            return;
+        }
         cJSON *body = cJSON_CreateObject();
         a->stats(a->stats_priv, body);
         api_send_json(req, 200, "OK", body);

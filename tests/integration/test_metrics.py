@@ -139,6 +139,9 @@ def test_metrics_is_open_and_get_only(redis, tickd_factory):
     promtool_check(scrape(t))  # no token needed
     code, body = t.request("POST", "/metrics", raw=b"")
     assert code == 405 and "method" in body["error"]["message"]
+    # /v1/stats too: 405 for another method (not 404)
+    code, body = t.request("DELETE", "/v1/stats", headers={"Authorization": "Bearer s3cret"})
+    assert code == 405 and body["error"]["code"] == "method_not_allowed"
 
 
 @pytest.mark.skipif(not shutil.which("prometheus"), reason="prometheus not installed")
