@@ -60,6 +60,7 @@ for i = 1, taken do
       zrem[#zrem + 1] = id
     else
       st.s = 'running'
+      st.w = nil
       hset[#hset + 1] = sfields[i]
       hset[#hset + 1] = cjson.encode(st)
       zadd[#zadd + 1] = math.max(st.due, now) + st.to + margin

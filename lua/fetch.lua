@@ -13,5 +13,6 @@ if st.mv and st.mv.slice == slice then st = move_commit(KEYS, id, st) end
 if st.s ~= 'scheduled' and st.s ~= 'running' then return {st.s} end
 if st.cur ~= slice then return {'moved'} end
 st.s = 'running'
+st.w = nil
 state_put(KEYS[2], id, st)
 return {'ok', st.a + 1, redis.call('HGET', KEYS[2], id)}

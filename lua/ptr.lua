@@ -3,9 +3,16 @@
 --   add:     the retry is due at due_ms here (also ends a lease held here)
 --   done:    the attempt leased here is settled; forget the pointer
 --   requeue: give an unstarted lease back, due again at due_ms
+--   take:    a task waiting here for a limit may go: due at due_ms, if its
+--            entry is still here (returns 1, else 0)
 -- The lease ends last: a write refused midway leaves it, never the task
 -- without one.
 local id, op = ARGV[1], ARGV[2]
+if op == 'take' then
+  if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
+  redis.call('ZADD', KEYS[1], ARGV[3], id)
+  return 1
+end
 if op == 'add' then
   redis.call('HSET', KEYS[3], id, ARGV[4])
   redis.call('ZADD', KEYS[1], ARGV[3], id)

@@ -1,7 +1,7 @@
 -- settle: record the outcomes of attempts of tasks homed in this slice.
 -- KEYS: due, task, del, run, ok, failed, cancelled (home slice)
 -- ARGV: retention_ms, failed_retention_ms, then per task a group of 12: id,
---       outcome (ok|fail|retry|release), attempt, status_code, error,
+--       outcome (ok|fail|retry|release|park), attempt, status_code, error,
 --       next_due_ms, local (1 when the lease is in this slice), next_slice
 --       (retry: the slice holding the retry pointer, '' = here), and the
 --       attempt's history entry: sent_at_ms (0: none), took_ms, the answer's
@@ -22,6 +22,17 @@ local states, changed, order = {}, {}, {}
 local zrem, zadd, finals = {}, {}, 0
 local fin_ok, fin_failed = {}, {}
 
+-- due again at next_due: here, or in next_slice (its pointer written there)
+local function requeue(st, id, next_due, next_slice)
+  st.s = 'scheduled'
+  if next_slice == '' then
+    st.cur = nil
+    zadd[#zadd + 1] = next_due; zadd[#zadd + 1] = id
+  else
+    st.cur = next_slice
+  end
+end
+
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
   local st = states[id]
   if st == nil then
@@ -35,6 +46,11 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
   if o == 'release' then
     st.s = 'scheduled'
     if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
+  elseif o == 'park' then
+    -- held back by a limit (flow.lua): no attempt made; the entry comes back
+    -- at next_due unless a pump lets it go sooner; st.due stays its due
+    st.w = err
+    requeue(st, id, next_due, next_slice)
   else
     st.a = tonumber(attempt)
     if hist[1] ~= '0' then
@@ -49,14 +65,8 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     if code ~= '' then st.code = tonumber(code) end
     if err ~= '' then st.err = err end
     if o == 'retry' then
-      st.s = 'scheduled'
       st.due = tonumber(next_due)
-      if next_slice == '' then
-        st.cur = nil
-        zadd[#zadd + 1] = next_due; zadd[#zadd + 1] = id
-      else
-        st.cur = next_slice
-      end
+      requeue(st, id, next_due, next_slice)
     else
       st.s = (o == 'ok') and 'succeeded' or 'failed'
       st.fin = now

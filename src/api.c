@@ -127,6 +127,12 @@ char *api_render_task(const char *id, const char *spec, const char *state)
     if (cJSON_IsString(s) && (!strcmp(s->valuestring, "scheduled") ||
                               !strcmp(s->valuestring, "running")) && cJSON_IsNumber(due))
         cJSON_AddNumberToObject(o, "next_attempt_at", due->valuedouble);
+    /* held back by a queue's or destination's limit (flow.h) */
+    cJSON *w = cJSON_GetObjectItemCaseSensitive(st, "w");
+    if (cJSON_IsString(s) && !strcmp(s->valuestring, "scheduled") && cJSON_IsString(w))
+        cJSON_AddStringToObject(o, "waiting", w->valuestring);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "queue"))
+        cJSON_AddStringToObject(o, "queue", TASK_QUEUE_DEFAULT);
     if (cJSON_IsNumber(code)) cJSON_AddNumberToObject(o, "last_status_code", code->valuedouble);
     if (cJSON_IsString(err)) cJSON_AddStringToObject(o, "last_error", err->valuestring);
     if (cJSON_IsNumber(fin)) cJSON_AddNumberToObject(o, "finished_at", fin->valuedouble);
@@ -1044,6 +1050,11 @@ static void api_route(http_req *req, void *arg)
         api_schedule_by_id(a, req, path + 14);
         return;
     }
+    if ((strncmp(path, "/v1/queues", 10) == 0 && (path[10] == '\0' || path[10] == '/')) ||
+        (strncmp(path, "/v1/destinations", 16) == 0 && (path[16] == '\0' || path[16] == '/'))) {
+        api_flow(a, req, path);
+        return;
+    }
     if (strcmp(path, "/healthz") == 0) {
         if (strcmp(m, "GET") != 0) {
             http_add_header(req, "Allow", "GET");
@@ -1131,6 +1142,12 @@ http_server *api_http(const api *a) { return a->http; }
 int api_busy(const api *a) { return a->busy; }
 
 void api_stop_accepting(api *a) { http_server_stop_accepting(a->http); }
+
+void api_on_flow(api *a, api_flow_fn *fn, void *priv)
+{
+    a->on_flow = fn;
+    a->on_flow_priv = priv;
+}
 
 void api_on_metrics(api *a, api_gauges_fn *fn, void *priv)
 {

@@ -38,6 +38,11 @@ struct metrics_now;
 typedef void api_gauges_fn(void *priv, struct metrics_now *now);
 void api_on_metrics(api *a, api_gauges_fn *fn, void *priv);
 
+/* Told of each write to flow control's settings (the scheduler reads them
+ * again and lets waiting tasks go at once). */
+typedef void api_flow_fn(void *priv);
+void api_on_flow(api *a, api_flow_fn *fn, void *priv);
+
 /* The port actually bound. */
 int api_port(const api *a);
 

@@ -21,6 +21,8 @@ struct api {
     void *on_schedule_priv;
     api_gauges_fn *gauges;
     void *gauges_priv;
+    api_flow_fn *on_flow;
+    void *on_flow_priv;
     /* the cached count of scheduled tasks (GET /metrics) */
     int64_t count, count_ms, count_took_ms, count_started_ms;
     int counting;
@@ -60,6 +62,9 @@ void api_state_status(const char *state, char *out, size_t outlen);
 cJSON *api_body(http_req *req);
 /* Query parameter `name`, percent-decoded, into out: 1 found, 0 absent. */
 int api_query(const char *target, const char *name, char *out, size_t outlen);
+
+/* api_flow.c: /v1/queues..., /v1/destinations... */
+void api_flow(api *a, http_req *req, const char *path);
 
 /* api_tasks.c */
 void api_list_tasks(api *a, http_req *req);

@@ -196,7 +196,7 @@ static void xfer_free(xfer *x)
 }
 
 static void worker_h1_done(void *priv, long status, const char *err, int flags, char *body,
-                           size_t body_len);
+                           size_t body_len, int64_t retry_after_ms);
 
 
 /* Start x (in curl or the built-in client), or queue it behind its host's
@@ -224,6 +224,7 @@ static void worker_start(worker *w, xfer *x)
     x->hq->active++;
     x->started_ms = util_mono_ms();
     x->j->sent_at_ms = util_realtime_ms();
+    x->j->retry_after_ms = -1;
     x->prev = NULL;
     x->next = w->active;
     if (w->active) w->active->prev = x;
@@ -340,6 +341,9 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     char err[sizeof(x->j->err)];
     int local = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    curl_off_t ra = -1;
+    if (curl_easy_getinfo(x->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
+        x->j->retry_after_ms = (int64_t)ra * 1000;
     if (rc == CURLE_WRITE_ERROR && x->got > H1_DRAIN_MAX && code) {
         rc = CURLE_OK; /* a body over the bound, not read on: the status stands */
     } else if (rc != CURLE_OK && x->ndenied && x->ndenied == x->nopen) {
@@ -371,10 +375,11 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
 }
 
 static void worker_h1_done(void *priv, long status, const char *err, int flags, char *body,
-                           size_t body_len)
+                           size_t body_len, int64_t retry_after_ms)
 {
     xfer *x = priv;
     x->call = NULL;
+    x->j->retry_after_ms = retry_after_ms;
     x->keep = body;
     x->kept = body_len;
     worker_end(x->w, x, status, err, flags);

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "flow.h"
 #include "task.h"
 #include "wheel.h"
 
@@ -58,6 +59,16 @@ struct job {
     int64_t timeout_ms;
     job *wnext, *wprev;         /* the scheduler's list of jobs it holds */
     int64_t retry_due_ms;       /* the scheduler's: the retry being recorded (0: none) */
+    int64_t retry_after_ms;     /* set by the pool: a 429 or 503 answer's Retry-After
+                                   (-1: none) */
+    /* the scheduler's, for a task a limit may hold back (flow.h) */
+    int flow;                   /* 0, or FLOW_ASKING / FLOW_LET_GO (sched.c) */
+    int64_t flow_at_ms;         /* let go: not sent before */
+    int64_t flow_from_ms;       /* let go after waiting since (0: it did not wait) */
+    char flow_reason[FLOW_REASON_MAX];
+    char queue[TASK_QUEUE_MAX];
+    char dest[FLOW_DEST_MAX];
+    char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */
     int ended_failed;           /* the scheduler's: the task's end as failed is being recorded */
 };
 

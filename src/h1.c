@@ -309,10 +309,11 @@ static void call_finish(h1_call *k, long status)
     int flags = k->flags, cut = k->cut;
     char err[sizeof(k->err)], *body = k->a.keep;
     size_t body_len = k->a.kept;
+    int64_t ra = k->a.retry_after_ms - 1; /* -1: none */
     memcpy(err, k->err, sizeof(err));
     k->a.keep = NULL;
     call_free(k);
-    done(priv, status, status && !cut ? NULL : err, flags, body, body_len);
+    done(priv, status, status && !cut ? NULL : err, flags, body, body_len, ra);
 }
 
 /* The call failed for the reason in k->err: its connection closes. */

@@ -36,7 +36,7 @@ typedef struct h1_call h1_call;
 #define H1_LOCAL 1
 #define H1_TIMEOUT 2 /* the call ran out of its timeout */
 typedef void h1_done_fn(void *priv, long status, const char *err, int flags, char *body,
-                        size_t body_len);
+                        size_t body_len, int64_t retry_after_ms);
 
 /* NULL when no resolver can be set up (the caller then uses libcurl). A kept
  * connection unused for keepalive_ms is closed. */

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 /* tok is one of the comma-separated tokens of v..end (case-insensitive) */
@@ -46,6 +47,25 @@ static size_t h1_head_len(const char *p, size_t n)
     return 0;
 }
 
+int64_t h1_retry_after(const char *v, size_t n, int64_t now_s)
+{
+    char buf[64];
+    int64_t x = 0;
+    size_t i = 0;
+    if (n == 0 || n >= sizeof(buf)) return -1;
+    while (i < n && v[i] >= '0' && v[i] <= '9' && x < 100000000000LL) x = x * 10 + (v[i++] - '0');
+    if (i == n) return x * 1000;
+    /* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" */
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *end = strptime(buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (!end || *end) return -1;
+    int64_t at = (int64_t)timegm(&tm);
+    return at > now_s ? (at - now_s) * 1000 : 0;
+}
+
 /* An answer head of n bytes: status and framing. */
 static int h1_head(h1_answer *a, const char *p, size_t n)
 {
@@ -82,6 +102,9 @@ static int h1_head(h1_answer *a, const char *p, size_t n)
             } else if (nl == 17 && strncasecmp(line, "transfer-encoding", 17) == 0) {
                 coded = 1;
                 chunked = h1_chunked_last(v, ve);
+            } else if (nl == 11 && strncasecmp(line, "retry-after", 11) == 0) {
+                int64_t ms = h1_retry_after(v, (size_t)(ve - v), (int64_t)time(NULL));
+                a->retry_after_ms = ms >= 0 ? ms + 1 : 0;
             } else if (nl == 10 && strncasecmp(line, "connection", 10) == 0) {
                 close_tok |= h1_token(v, ve, "close");
                 keep_tok |= h1_token(v, ve, "keep-alive");

@@ -33,8 +33,13 @@ typedef struct h1_answer {
     int keep_on;                /* set by the caller: keep a non-2xx body's start */
     char *keep;                 /* malloc'd at its first byte; the caller frees it */
     size_t kept;
+    int64_t retry_after_ms;     /* a Retry-After's delay, + 1 (0: none, or unreadable) */
     char err[200];              /* why it is malformed */
 } h1_answer;
+
+/* A Retry-After value, v[0..n): delay-seconds or an HTTP-date (IMF-fixdate),
+ * as ms from now_s (>= 0), or -1 when it is neither. */
+int64_t h1_retry_after(const char *v, size_t n, int64_t now_s);
 
 /* Read what has arrived, data[0..len): 1 when the answer is complete, 0 when
  * more must come, -1 when it is malformed (a->err). *used: the bytes

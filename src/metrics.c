@@ -12,7 +12,18 @@ static const double lateness_le[METRICS_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 
 static const double duration_le[METRICS_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                     1,     2.5,  5,     10,   15,  30,   60};
 
-struct tickd_metrics metrics = {.lateness = {.le = lateness_le}, .duration = {.le = duration_le}};
+static const double flow_le[METRICS_BUCKETS] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                                                30, 60, 300, 900, 3600};
+struct tickd_metrics metrics = {.lateness = {.le = lateness_le}, .duration = {.le = duration_le},
+                                .flow_wait = {{.le = flow_le}, {.le = flow_le}, {.le = flow_le}}};
+static const char *flow_reasons[3] = FLOW_REASONS;
+
+int metrics_flow_reason(const char *reason)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(reason, flow_reasons[i]) == 0) return i;
+    return 2;
+}
 
 void metrics_observe(metrics_hist *h, double seconds)
 {
@@ -65,16 +76,27 @@ static void gauge(out *o, const char *name, const char *help, double v)
     put(o, "%s %.15g\n", name, v);
 }
 
-static void hist(out *o, const char *name, const char *help, const metrics_hist *h)
+/* The series of one histogram; lab: "" or a label pair and a comma
+ * ("reason=\"rate\","). */
+static void hist_series(out *o, const char *name, const char *lab, const metrics_hist *h)
 {
     uint64_t cum = 0;
-    head(o, name, "histogram", help);
+    size_t n = strlen(lab);
     for (int i = 0; i < METRICS_BUCKETS; i++) {
         cum += h->count[i];
-        put(o, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)cum);
+        put(o, "%s_bucket{%sle=\"%g\"} %llu\n", name, lab, h->le[i], (unsigned long long)cum);
     }
-    put(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->total);
-    put(o, "%s_sum %.15g\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->total);
+    put(o, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, lab, (unsigned long long)h->total);
+    put(o, n ? "%s_sum{%.*s} %.15g\n" : "%s_sum%.*s %.15g\n", name, (int)(n ? n - 1 : 0), lab,
+        h->sum);
+    put(o, n ? "%s_count{%.*s} %llu\n" : "%s_count%.*s %llu\n", name, (int)(n ? n - 1 : 0), lab,
+        (unsigned long long)h->total);
+}
+
+static void hist(out *o, const char *name, const char *help, const metrics_hist *h)
+{
+    head(o, name, "histogram", help);
+    hist_series(o, name, "", h);
 }
 
 /* A label value as the format wants it: \, " and newline escaped. */
@@ -126,7 +148,8 @@ char *metrics_render(const metrics_now *now, size_t *len)
     counter(&o, "tickd_redis_reconnects_total", "Redis connections made again after one was "
             "lost", now->redis_reconnects);
     hist(&o, "tickd_callback_lateness_seconds",
-         "From a task's due time to its callback request being sent", &m->lateness);
+         "From a task's due time to its callback request being sent (for a task a limit held "
+         "back, from the time the limit let it go)", &m->lateness);
     hist(&o, "tickd_callback_duration_seconds",
          "From a callback request being sent to its answer's end (or failure)", &m->duration);
     gauge(&o, "tickd_callbacks_in_flight", "Callbacks being made now", now->inflight);
@@ -134,6 +157,22 @@ char *metrics_render(const metrics_now *now, size_t *len)
           now->held);
     gauge(&o, "tickd_api_connections", "Open connections to the HTTP API",
           now->api_connections);
+    head(&o, "tickd_flow_held_total", "counter",
+         "Callbacks a queue's or destination's limit held back, by reason");
+    for (int i = 0; i < 3; i++)
+        put(&o, "tickd_flow_held_total{reason=\"%s\"} %llu\n", flow_reasons[i],
+            (unsigned long long)m->flow_held[i]);
+    head(&o, "tickd_flow_wait_seconds", "histogram",
+         "From a held-back task's due time to the time its limit let it go, by reason (not "
+         "part of tickd_callback_lateness_seconds)");
+    for (int i = 0; i < 3; i++) {
+        char lab[40];
+        snprintf(lab, sizeof(lab), "reason=\"%s\",", flow_reasons[i]);
+        hist_series(&o, "tickd_flow_wait_seconds", lab, &m->flow_wait[i]);
+    }
+    if (now->flow_waiting >= 0)
+        gauge(&o, "tickd_flow_waiting_tasks",
+              "Due tasks held back by a limit, in the whole store", (double)now->flow_waiting);
     if (now->scheduled >= 0) {
         gauge(&o, "tickd_tasks_scheduled",
               "Tasks waiting to be due, in the whole store (every replica's, counted every few "

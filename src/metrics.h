@@ -22,6 +22,10 @@ typedef enum metrics_outcome {
     MO_COUNT
 } metrics_outcome;
 
+/* Why a limit held a callback back (flow.h), as the reason label. */
+#define FLOW_REASONS {"paused", "concurrency", "rate"}
+int metrics_flow_reason(const char *reason);
+
 /* Bucket upper bounds in seconds, +Inf implied. */
 #define METRICS_BUCKETS 14
 typedef struct metrics_hist {
@@ -38,7 +42,11 @@ struct tickd_metrics {
     uint64_t retries;                  /* attempts that failed and were scheduled again */
     uint64_t deferred;                 /* callbacks not made for tickd's own reason (no attempt) */
     uint64_t schedule_runs;            /* runs made by this replica's runner */
-    metrics_hist lateness;             /* due time to the request sent */
+    metrics_hist lateness;             /* due time (or the time a limit let the
+                                          callback go) to the request sent */
+    metrics_hist flow_wait[3];         /* due time to the time a limit let the
+                                          callback go, by reason (FLOW_REASONS) */
+    uint64_t flow_held[3];             /* callbacks held back, by reason */
     metrics_hist duration;             /* request sent to the answer's end */
 };
 extern struct tickd_metrics metrics;
@@ -48,6 +56,7 @@ extern struct tickd_metrics metrics;
 typedef struct metrics_now {
     int inflight, held, api_connections;
     long long scheduled;
+    long long flow_waiting;            /* tasks held back by a limit (< 0: no limits) */
     double scheduled_age_s;
     uint64_t redis_errors, redis_reconnects;
     int64_t start_ms;                  /* wall clock at start */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow.h"
 #include "log.h"
 #include "metrics.h"
 #include "util.h"
@@ -25,6 +26,25 @@ typedef struct bucket_scan {
     int limit;           /* the LIMIT of the claim in flight */
     int failures;        /* claims failed in a row in this pass */
 } bucket_scan;
+
+/* Flow control (flow.h): a task a limit may apply to asks the store before
+ * its callback goes (FLOW_ASKING); let go, it may wait on the wheel for its
+ * time (FLOW_LET_GO), and its end frees its slots. */
+enum { FLOW_ASKING = 1, FLOW_LET_GO = 2 };
+
+/* What flow calls carry past the job's life: a task to put in its queue's
+ * waiting list, or a callback that ended. */
+typedef struct flow_rec {
+    char id[TASK_ID_MAX], queue[TASK_QUEUE_MAX], dest[FLOW_DEST_MAX];
+    char slice[TASK_SLICE_MAX], reason[FLOW_REASON_MAX];
+    int64_t due_ms, timeout_ms, until_ms;
+    int failed, back;
+} flow_rec;
+
+typedef struct flow_batch {
+    flow_rec *r;
+    int n, cap;
+} flow_batch;
 
 /* Slices failing in a row before a pass gives up until the next tick: the
  * store as a whole is failing, not one slice. */
@@ -55,7 +75,17 @@ struct sched {
     int nsettle, settle_cap;
     struct event *flush_ev;   /* hands them over */
     log_limit warn;
+    /* flow control (NULL fc: the store has none) */
+    flow_cache *fc;
+    struct event *snap_ev;    /* reads the settings again */
+    struct event *flow_ev;    /* sends what this loop turn gathered */
+    int snap_busy, pump_wanted;
+    job *asking, **asking_tail; /* jobs to ask about, linked by next */
+    int nasking;
+    flow_batch enq, ends;
 };
+
+static void sched_flow_end(sched *sc, job *j, int64_t until_ms, int failed);
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -115,15 +145,47 @@ static void sched_wheel_arm(sched *sc)
     event_add(sc->wheel_ev, &tv);
 }
 
+static void sched_flow_arm(sched *sc)
+{
+    if (!event_pending(sc->flow_ev, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {0, 0};
+        event_add(sc->flow_ev, &tv);
+    }
+}
+
+/* 1 when a limit may hold j back: it asks first. A task of an unlimited
+ * queue to an unlimited destination costs nothing here while no limit
+ * exists at all, and a parse of its spec while some do. */
+static int sched_flow_asks(sched *sc, job *j)
+{
+    if (!sc->fc || flow_cache_empty(sc->fc) || j->flow) return 0;
+    if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), j->queue, j->dest,
+                         &j->timeout_ms) != 1)
+        return 0;
+    j->flow = FLOW_ASKING;
+    j->next = NULL;
+    *sc->asking_tail = j;     /* in firing order: oldest first */
+    sc->asking_tail = &j->next;
+    sc->nasking++;
+    sched_flow_arm(sc);
+    return 1;
+}
+
+static void sched_submit(sched *sc, job *j)
+{
+    sc->calling++;
+    sc->fired++;
+    sc->submit(j, sc->submit_priv);
+}
+
 static void sched_fire(wheel *w, wheel_timer *t, void *arg)
 {
     sched *sc = arg;
     job *j = container_of(t, job, timer);
     (void)w;
     sched_unhold(sc, j);
-    sc->calling++;
-    sc->fired++;
-    sc->submit(j, sc->submit_priv);
+    if (sched_flow_asks(sc, j)) return;
+    sched_submit(sc, j);
 }
 
 static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
@@ -156,6 +218,22 @@ static void sched_wait(sched *sc, job *j)
  * later; the lease (lease_margin_ms past the attempt's timeout) covers it. */
 #define SETTLE_GATHER_MS 5
 
+static flow_rec *sched_flow_rec(flow_batch *b, const job *j)
+{
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 32;
+        b->r = xrealloc(b->r, sizeof(*b->r) * (size_t)b->cap);
+    }
+    flow_rec *r = &b->r[b->n++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->id, sizeof(r->id), "%s", j->id);
+    snprintf(r->queue, sizeof(r->queue), "%s", j->queue);
+    snprintf(r->dest, sizeof(r->dest), "%s", j->dest);
+    r->due_ms = j->due_ms;
+    r->timeout_ms = j->timeout_ms;
+    return r;
+}
+
 static void sched_settled_cb(void *owner, const char *err, void *priv)
 {
     sched *sc = priv;
@@ -169,6 +247,13 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
         sched_kick(sc, task_slice_bucket(j->id));
     sc->settled++;
+    if (!err && j->park_slice[0] && sc->fc) {
+        /* parked: now it waits in its queue's list for a pump */
+        flow_rec *r = sched_flow_rec(&sc->enq, j);
+        snprintf(r->slice, sizeof(r->slice), "%s", j->park_slice);
+        snprintf(r->reason, sizeof(r->reason), "%s", j->flow_reason);
+        sched_flow_arm(sc);
+    }
     sched_job_gone(sc, j);
 }
 
@@ -194,7 +279,8 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
         .timeout_ms = j->timeout_ms, .owner = j, .sent_at_ms = j->sent_at_ms,
-        .took_ms = j->took_ms, .answer = j->answer, .answer_len = j->answer_len};
+        .took_ms = j->took_ms, .answer = j->answer, .answer_len = j->answer_len,
+        .park_slice = j->park_slice};
     if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
         event_add(sc->flush_ev, &tv);
@@ -216,7 +302,17 @@ static void sched_count(const job *j)
                       : j->timed_out ? MO_TIMEOUT : MO_CONNECT_ERROR;
     metrics.attempts[o]++;
     if (j->sent_at_ms > 0) {
-        metrics_observe(&metrics.lateness, (double)(j->sent_at_ms - j->due_ms) / 1000.0);
+        /* a limit's delay is its own: tickd's lateness runs from when the
+         * limit let the callback go */
+        int64_t from = j->due_ms;
+        if (j->flow == FLOW_LET_GO) {
+            int64_t waited = j->flow_from_ms ? j->flow_from_ms : j->due_ms;
+            if (j->flow_at_ms > waited)
+                metrics_observe(&metrics.flow_wait[metrics_flow_reason(j->flow_reason)],
+                                (double)(j->flow_at_ms - waited) / 1000.0);
+            if (j->flow_at_ms > from) from = j->flow_at_ms;
+        }
+        metrics_observe(&metrics.lateness, (double)(j->sent_at_ms - from) / 1000.0);
         metrics_observe(&metrics.duration, (double)j->took_ms / 1000.0);
     }
 }
@@ -237,6 +333,7 @@ void sched_on_done(sched *sc, job *j)
          * in a second or two */
         int64_t delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
         j->attempt--;
+        sched_flow_end(sc, j, 0, 0);
         metrics.deferred++;
         log_warn_limited(&sc->warn, store_now_ms(sc->s),
                          "task %s: callback not made (%s); trying again in %lld ms without "
@@ -245,7 +342,23 @@ void sched_on_done(sched *sc, job *j)
         return;
     }
     sched_count(j);
-    if (j->ok || j->permanent || j->attempt >= j->max_attempts) {
+    /* a 429 or 503 with Retry-After holds the destination back (flow.h) */
+    int64_t until = 0;
+    if ((j->status_code == 429 || j->status_code == 503) && j->retry_after_ms >= 0 && sc->fc) {
+        int64_t ra = j->retry_after_ms;
+        if (ra > FLOW_RETRY_AFTER_MAX_MS) ra = FLOW_RETRY_AFTER_MAX_MS;
+        until = store_now_ms(sc->s) + ra;
+        if (!j->flow) {
+            char q[TASK_QUEUE_MAX];
+            int64_t to;
+            if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), q, j->dest, &to) < 0)
+                until = 0;
+        }
+        if (until) flow_cache_hold(sc->fc, j->dest, until);
+    }
+    int ends = j->ok || j->permanent || j->attempt >= j->max_attempts;
+    sched_flow_end(sc, j, until, ends && !j->ok);
+    if (ends) {
         log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
         if (!j->ok)
             log_warn("task %s failed after %d attempt%s: %s", j->id, j->attempt,
@@ -256,6 +369,7 @@ void sched_on_done(sched *sc, job *j)
     } else {
         double jitter = (double)(random() % 1000) / 1000.0;
         int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
+        if (next < until) next = until;
         log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
                   (long long)next);
         metrics.retries++;
@@ -266,7 +380,216 @@ void sched_on_done(sched *sc, job *j)
 /* Give an unfired claim back: due again where it was. */
 static void sched_release(sched *sc, job *j)
 {
+    sched_flow_end(sc, j, 0, 0);
+    j->flow = 0;
     sched_record(sc, j, OUT_RELEASE, j->due_ms);
+}
+
+/* ---- flow control -------------------------------------------------------- */
+
+/* j's callback was let go and has ended (or a Retry-After came, until_ms):
+ * its slots are freed, and waiting tasks may go. */
+static void sched_flow_end(sched *sc, job *j, int64_t until_ms, int failed)
+{
+    if (!sc->fc || (j->flow != FLOW_LET_GO && !until_ms)) return;
+    flow_rec *r = sched_flow_rec(&sc->ends, j);
+    r->until_ms = until_ms;
+    r->failed = failed;
+    sched_flow_arm(sc);
+}
+
+typedef struct admit_ctx {
+    sched *sc;
+    int n;
+    job *jobs[];
+} admit_ctx;
+
+static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, void *priv)
+{
+    admit_ctx *c = priv;
+    sched *sc = c->sc;
+    int64_t now = store_now_ms(sc->s);
+    sc->pending--;
+    if (err)
+        log_warn_limited(&sc->warn, now, "flow control: %s (the tasks asking go again)", err);
+    for (int i = 0; i < c->n; i++) {
+        job *j = c->jobs[i];
+        if (err || i >= n || sc->stopping || v[i].kind == FLOW_HELD) {
+            j->flow = 0;
+            sched_release(sc, j);
+        } else if (v[i].kind == FLOW_GO) {
+            j->flow = FLOW_LET_GO;
+            j->flow_at_ms = v[i].at_ms;
+            j->flow_from_ms = v[i].waited_from_ms;
+            snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
+            if (v[i].at_ms > now) {
+                /* its turn in the rate: on the wheel until then */
+                sched_hold(sc, j);
+                wheel_add(sc->w, &j->timer, NULL, (uint64_t)v[i].at_ms, 0, 1);
+                sched_wheel_arm(sc);
+            } else {
+                sched_submit(sc, j);
+            }
+        } else {
+            /* held back: no attempt; its entry waits in this minute's slice */
+            j->flow = 0;
+            metrics.flow_held[metrics_flow_reason(v[i].reason)]++;
+            snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
+            snprintf(j->err, sizeof(j->err), "%s", v[i].reason);
+            task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
+            sched_record(sc, j, OUT_PARK, now + FLOW_PARK_MS);
+        }
+    }
+    free(c);
+}
+
+static void sched_flow_done_cb(int n, const char *err, void *priv)
+{
+    sched *sc = priv;
+    (void)n;
+    sc->pending--;
+    if (err) log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control: %s", err);
+}
+
+typedef struct take_ctx {
+    sched *sc;
+    job j;                    /* id, queue, dest of the task let go */
+    char slice[TASK_SLICE_MAX];
+} take_ctx;
+
+static void sched_take_cb(int n, const char *err, void *priv)
+{
+    take_ctx *c = priv;
+    sched *sc = c->sc;
+    sc->pending--;
+    if (n == 1 && !err) {
+        sched_kick(sc, task_slice_bucket(c->slice));
+    } else {
+        /* unreachable: its slots go back, and its parked entry comes round
+         * again by itself; not there: a claim holds it for a moment (to park
+         * it again), or it is gone: it waits again, first in line */
+        if (err) log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control: %s", err);
+        c->j.flow = FLOW_LET_GO;
+        sched_flow_end(sc, &c->j, 0, 0);
+        if (!err) sc->ends.r[sc->ends.n - 1].back = 1;
+    }
+    free(c);
+}
+
+static void sched_pump_cb(const store_flow_go *g, int n, const char *err, void *priv)
+{
+    sched *sc = priv;
+    sc->pending--;
+    if (err) log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control: %s", err);
+    for (int i = 0; i < n; i++) {
+        take_ctx *c = xcalloc(1, sizeof(*c));
+        c->sc = sc;
+        snprintf(c->j.id, sizeof(c->j.id), "%s", g[i].id);
+        snprintf(c->j.queue, sizeof(c->j.queue), "%s", g[i].queue);
+        snprintf(c->j.dest, sizeof(c->j.dest), "%s", g[i].dest);
+        snprintf(c->slice, sizeof(c->slice), "%s", g[i].slice);
+        sc->pending++;
+        store_flow_take(sc->s, c->j.id, c->slice, g[i].at_ms, sched_take_cb, c);
+    }
+}
+
+static store_flow_task *sched_flow_tasks(const flow_batch *b)
+{
+    store_flow_task *t = xcalloc((size_t)b->n + 1, sizeof(*t));
+    for (int i = 0; i < b->n; i++)
+        t[i] = (store_flow_task){b->r[i].id, b->r[i].queue, b->r[i].dest, b->r[i].slice,
+                                 b->r[i].reason, b->r[i].due_ms, b->r[i].timeout_ms};
+    return t;
+}
+
+static int64_t sched_horizon(const sched *sc)
+{
+    return sc->cfg->tick_ms * 3 / 2;
+}
+
+/* Send what this loop turn gathered: questions, waiting tasks, ends (with a
+ * pump when they free slots or a tick asks for one). */
+static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
+{
+    sched *sc = arg;
+    (void)fd, (void)what;
+    if (sc->nasking) {
+        admit_ctx *c = xmalloc(sizeof(*c) + sizeof(job *) * (size_t)sc->nasking);
+        store_flow_task *t = xcalloc((size_t)sc->nasking, sizeof(*t));
+        c->sc = sc;
+        c->n = 0;
+        for (job *j = sc->asking; j; j = j->next) {
+            t[c->n] = (store_flow_task){.id = j->id, .queue = j->queue, .dest = j->dest,
+                                        .due_ms = j->due_ms, .timeout_ms = j->timeout_ms};
+            c->jobs[c->n++] = j;
+        }
+        sc->asking = NULL;
+        sc->asking_tail = &sc->asking;
+        sc->nasking = 0;
+        sc->pending++;
+        store_flow_admit(sc->s, t, c->n, sched_horizon(sc), sched_admit_cb, c);
+        free(t);
+    }
+    if (sc->enq.n) {
+        store_flow_task *t = sched_flow_tasks(&sc->enq);
+        sc->pending++;
+        store_flow_enqueue(sc->s, t, sc->enq.n, sched_flow_done_cb, sc);
+        free(t);
+        sc->enq.n = 0;
+        sc->pump_wanted = 1;  /* a slot may have freed meanwhile */
+    }
+    if (sc->ends.n || sc->pump_wanted) {
+        store_flow_end *e = xcalloc((size_t)sc->ends.n + 1, sizeof(*e));
+        for (int i = 0; i < sc->ends.n; i++)
+            e[i] = (store_flow_end){sc->ends.r[i].id, sc->ends.r[i].queue, sc->ends.r[i].dest,
+                                    sc->ends.r[i].until_ms, sc->ends.r[i].failed,
+                                    sc->ends.r[i].back};
+        sc->pending++;
+        store_flow_pump(sc->s, e, sc->ends.n, sc->stopping ? 0 : sched_room(sc),
+                        sched_horizon(sc), sched_pump_cb, sc);
+        free(e);
+        sc->ends.n = 0;
+        sc->pump_wanted = 0;
+    }
+}
+
+static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, const char *err,
+                          void *priv)
+{
+    sched *sc = priv;
+    sc->pending--;
+    sc->snap_busy = 0;
+    if (err) {
+        log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control settings: %s", err);
+        return;
+    }
+    flow_cache_load(sc->fc, items, n, waiting, store_now_ms(sc->s));
+}
+
+void sched_flow_refresh(sched *sc)
+{
+    if (!sc->fc || sc->snap_busy || sc->stopping) return;
+    sc->snap_busy = 1;
+    sc->pending++;
+    store_flow_snapshot(sc->s, sched_snap_cb, sc);
+}
+
+static void sched_snap_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    sched_flow_refresh(arg);
+}
+
+void sched_flow_pump(sched *sc)
+{
+    if (!sc->fc || sc->stopping) return;
+    sc->pump_wanted = 1;
+    sched_flow_arm(sc);
+}
+
+long long sched_flow_waiting(const sched *sc)
+{
+    return sc->fc && !flow_cache_empty(sc->fc) ? flow_cache_waiting(sc->fc) : -1;
 }
 
 /* ---- claiming ---------------------------------------------------------- */
@@ -435,6 +758,9 @@ static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
     if (!sc->stopping) sched_tick_arm(sc);
     store_sync_clock(sc->s);
     for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
+    /* waiting tasks whose limit allows them now go (ends pump too) */
+    if (sc->fc && (!flow_cache_empty(sc->fc) || flow_cache_waiting(sc->fc) > 0))
+        sched_flow_pump(sc);
 }
 
 /* ---- life -------------------------------------------------------------- */
@@ -454,8 +780,15 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
      * two priorities; where the base has one, this fails harmlessly) */
     if (sc->wheel_ev) event_priority_set(sc->wheel_ev, 0);
     sc->flush_ev = evtimer_new(base, sched_flush_cb, sc);
+    sc->flow_ev = evtimer_new(base, sched_flow_cb, sc);
+    sc->asking_tail = &sc->asking;
+    if (store_has_flow(s)) {
+        sc->fc = flow_cache_new();
+        sc->snap_ev = event_new(base, -1, EV_PERSIST, sched_snap_tick, sc);
+    }
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));
-    if (!sc->w || !sc->tick_ev || !sc->wheel_ev || !sc->flush_ev) {
+    if (!sc->w || !sc->tick_ev || !sc->wheel_ev || !sc->flush_ev || !sc->flow_ev ||
+        (sc->fc && !sc->snap_ev)) {
         snprintf(err, errlen, "scheduler: out of memory");
         sched_free(sc);
         return NULL;
@@ -487,6 +820,11 @@ void sched_poll(sched *sc)
 
 void sched_start(sched *sc)
 {
+    if (sc->snap_ev) {
+        struct timeval tv = {0, FLOW_SNAPSHOT_MS * 1000};
+        event_add(sc->snap_ev, &tv);
+        sched_flow_refresh(sc);
+    }
     sched_tick_cb(-1, 0, sc);
 }
 
@@ -495,6 +833,7 @@ void sched_stop(sched *sc)
     sc->stopping = 1;
     event_del(sc->tick_ev);
     event_del(sc->wheel_ev);
+    if (sc->snap_ev) event_del(sc->snap_ev);
     /* hand back every claim still waiting for its ms */
     for (job *j = sc->waiting, *n; j; j = n) {
         n = j->wnext;
@@ -532,6 +871,11 @@ void sched_free(sched *sc)
     if (sc->tick_ev) event_free(sc->tick_ev);
     if (sc->wheel_ev) event_free(sc->wheel_ev);
     if (sc->flush_ev) event_free(sc->flush_ev);
+    if (sc->flow_ev) event_free(sc->flow_ev);
+    if (sc->snap_ev) event_free(sc->snap_ev);
+    flow_cache_free(sc->fc);
+    free(sc->enq.r);
+    free(sc->ends.r);
     free(sc->settle);
     free(sc->bk);
     free(sc);

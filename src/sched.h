@@ -64,6 +64,14 @@ void sched_stats(const sched *sc, cJSON *obj);
 
 void sched_free(sched *sc);
 
+/* Flow control (flow.h; nothing when the store has none): read the
+ * settings again now (after a write); let waiting tasks go now (after a
+ * resume or a limit raised); the tasks held back in the whole store as last
+ * read (-1: no limits). */
+void sched_flow_refresh(sched *sc);
+void sched_flow_pump(sched *sc);
+long long sched_flow_waiting(const sched *sc);
+
 /* For tests on a fake clock: fire what is due by the store's clock now. */
 void sched_poll(sched *sc);
 

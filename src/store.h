@@ -65,7 +65,9 @@ typedef struct store_claim {
 typedef void store_claim_fn(const store_claim *res, void *priv);
 
 /* An attempt's outcome, to record. */
-typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE } store_outcome;
+/* PARK: held back by a limit (flow.h): no attempt made, due again at due_ms
+ * (err: why it waits) in park_slice, a slice of the present minute. */
+typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE, OUT_PARK } store_outcome;
 
 typedef struct store_attempt {
     const char *id;
@@ -74,7 +76,8 @@ typedef struct store_attempt {
     int attempt;
     long status_code;       /* 0: no HTTP answer */
     const char *err;        /* "" when none */
-    int64_t due_ms;         /* retry: the next attempt; release: due again */
+    int64_t due_ms;         /* retry: the next attempt; release, park: due again */
+    const char *park_slice; /* park: the slice its entry waits in */
     int64_t timeout_ms;
     void *owner;            /* handed back to the callback */
     /* the attempt's history entry (the task keeps its last STORE_HISTORY):
@@ -168,6 +171,55 @@ typedef void store_list_fn(const char *const *ids, int n, const char *next_curso
  * ST_UNAVAILABLE (detail = reason). */
 typedef enum { MOVE_RETRY, MOVE_RUN } store_move_kind;
 
+/* ---- flow control (flow.h) ----
+ * Queues and destinations with limits, enforced cluster-wide by the store;
+ * keys: "q:<queue>", "d:<destination>". A task of a queue or to a
+ * destination with settings asks before its callback goes (admit); one held
+ * back is parked in its slice (OUT_PARK) and waits in its queue's list
+ * (enqueue) until a pump lets it go: then take makes its parked entry due at
+ * once, and the admit of the claim that follows says go. The end of every
+ * callback let go frees its slots (pump). */
+typedef struct store_flow_task {
+    const char *id, *queue, *dest;
+    const char *slice;          /* enqueue: the slice holding its parked entry */
+    const char *reason;         /* enqueue: paused | concurrency | rate */
+    int64_t due_ms, timeout_ms;
+} store_flow_task;
+typedef enum { FLOW_GO, FLOW_WAIT, FLOW_HELD } store_flow_kind;
+typedef struct store_flow_verdict {
+    store_flow_kind kind;       /* HELD: let go already, by a claim elsewhere */
+    int64_t at_ms;              /* GO: when the callback may go */
+    int64_t waited_from_ms;     /* GO: the due it waited from (0: it did not) */
+    const char *reason;         /* why it waits, or waited */
+} store_flow_verdict;
+typedef void store_flow_admit_fn(const store_flow_verdict *v, int n, const char *err, void *priv);
+/* A callback let go has ended: its slots free; until_ms: no callback to its
+ * destination before then (a Retry-After; 0: none). */
+typedef struct store_flow_end {
+    const char *id, *queue, *dest;
+    int64_t until_ms;
+    int failed;                 /* the task ended failed */
+    int back;                   /* not ended: let go, its parked entry was not
+                                 * there to take; it waits again */
+} store_flow_end;
+typedef struct store_flow_go {
+    const char *id, *slice;
+    int64_t at_ms;
+    const char *queue, *dest;
+} store_flow_go;
+typedef void store_flow_pump_fn(const store_flow_go *g, int n, const char *err, void *priv);
+typedef void store_flow_done_fn(int n, const char *err, void *priv);
+/* A queue's or destination's settings (JSON, NULL: none) and live counts. */
+typedef struct store_flow_info {
+    const char *key, *settings;
+    int64_t waiting, in_flight, failed_hour, until_ms;
+} store_flow_info;
+typedef void store_flow_info_fn(const store_flow_info *items, int n, const char *err, void *priv);
+/* The settings of every key, and each destination's until_ms (settings
+ * NULL), with the number of tasks waiting. */
+typedef void store_flow_snap_fn(const store_flow_info *items, int n, int64_t waiting,
+                                const char *err, void *priv);
+
 typedef struct store_type {
     const char *name;
     void (*add)(store *s, const task_input *t, store_add_fn *cb, void *priv);
@@ -216,6 +268,24 @@ typedef struct store_type {
      * entries), so callers cache it */
     void (*count)(store *s, store_count_fn *cb, void *priv);
     void (*counters)(const store *s, store_counters *out);
+    /* flow control; NULL in a store without it */
+    void (*flow_admit)(store *s, const store_flow_task *t, int n, int64_t horizon_ms,
+                       store_flow_admit_fn *cb, void *priv);
+    void (*flow_enqueue)(store *s, const store_flow_task *t, int n, store_flow_done_fn *cb,
+                         void *priv);
+    /* end callbacks, then let up to max waiting tasks go */
+    void (*flow_pump)(store *s, const store_flow_end *e, int n, int max, int64_t horizon_ms,
+                      store_flow_pump_fn *cb, void *priv);
+    /* n = 1: the parked entry is due at at_ms; 0: it is gone */
+    void (*flow_take)(store *s, const char *id, const char *slice, int64_t at_ms,
+                      store_flow_done_fn *cb, void *priv);
+    void (*flow_snapshot)(store *s, store_flow_snap_fn *cb, void *priv);
+    /* settings JSON, or NULL to delete (n = 0: there were none), or
+     * "+paused" / "-paused" to set only that */
+    void (*flow_put)(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
+                     void *priv);
+    /* one key, or "" for every one with settings or waiting tasks */
+    void (*flow_info)(store *s, const char *key, store_flow_info_fn *cb, void *priv);
     int64_t (*now_ms)(const store *s);
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
@@ -318,6 +388,40 @@ static inline void store_count(store *s, store_count_fn *cb, void *priv)
 static inline void store_get_counters(const store *s, store_counters *out)
 {
     s->type->counters(s, out);
+}
+static inline int store_has_flow(const store *s) { return s->type->flow_admit != NULL; }
+static inline void store_flow_admit(store *s, const store_flow_task *t, int n, int64_t horizon_ms,
+                                    store_flow_admit_fn *cb, void *priv)
+{
+    s->type->flow_admit(s, t, n, horizon_ms, cb, priv);
+}
+static inline void store_flow_enqueue(store *s, const store_flow_task *t, int n,
+                                      store_flow_done_fn *cb, void *priv)
+{
+    s->type->flow_enqueue(s, t, n, cb, priv);
+}
+static inline void store_flow_pump(store *s, const store_flow_end *e, int n, int max,
+                                   int64_t horizon_ms, store_flow_pump_fn *cb, void *priv)
+{
+    s->type->flow_pump(s, e, n, max, horizon_ms, cb, priv);
+}
+static inline void store_flow_take(store *s, const char *id, const char *slice, int64_t at_ms,
+                                   store_flow_done_fn *cb, void *priv)
+{
+    s->type->flow_take(s, id, slice, at_ms, cb, priv);
+}
+static inline void store_flow_snapshot(store *s, store_flow_snap_fn *cb, void *priv)
+{
+    s->type->flow_snapshot(s, cb, priv);
+}
+static inline void store_flow_put(store *s, const char *key, const char *settings,
+                                  store_flow_done_fn *cb, void *priv)
+{
+    s->type->flow_put(s, key, settings, cb, priv);
+}
+static inline void store_flow_get(store *s, const char *key, store_flow_info_fn *cb, void *priv)
+{
+    s->type->flow_info(s, key, cb, priv);
 }
 static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }

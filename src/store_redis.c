@@ -20,11 +20,11 @@
 
 typedef enum {
     SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
-    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_MOVE, SCRIPT_LIST, SCRIPT_COUNT
+    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_MOVE, SCRIPT_LIST, SCRIPT_FLOW, SCRIPT_COUNT
 } rs_script;
 
 static const char *script_names[SCRIPT_COUNT] = {
-    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched", "move", "list"};
+    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched", "move", "list", "flow"};
 
 /* The five keys of a slice, in the order the scripts take them. */
 enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_COUNT };
@@ -433,7 +433,7 @@ static step *chain_settle_step(chain *c, const char *home)
 /* The settle step's record of attempt a (settle.lua takes groups of 8). */
 static void step_settle(step *st, const store_attempt *a, int local, const char *next_slice)
 {
-    static const char *names[] = {"ok", "fail", "retry", "release"};
+    static const char *names[] = {"ok", "fail", "retry", "release", "park"};
     step_str(st, a->id);
     step_str(st, names[a->outcome]);
     step_int(st, a->attempt);
@@ -442,11 +442,11 @@ static void step_settle(step *st, const store_attempt *a, int local, const char 
     if (a->status_code && (a->outcome != OUT_OK || a->err[0])) step_int(st, a->status_code);
     else step_str(st, "");
     step_str(st, a->err);
-    step_int(st, a->outcome == OUT_RETRY ? a->due_ms : 0);
+    step_int(st, a->outcome == OUT_RETRY || a->outcome == OUT_PARK ? a->due_ms : 0);
     step_int(st, local);
     step_str(st, next_slice);
     /* the history entry */
-    step_int(st, a->outcome == OUT_RELEASE ? 0 : a->sent_at_ms);
+    step_int(st, a->outcome == OUT_RELEASE || a->outcome == OUT_PARK ? 0 : a->sent_at_ms);
     step_int(st, a->took_ms);
     step_int(st, a->status_code);
     step_arg(st, a->answer ? a->answer : "", a->answer ? a->answer_len : 0);
@@ -482,8 +482,12 @@ static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn
             continue;
         }
         int local = strcmp(a->src, home) == 0;
+        int moves = a->outcome == OUT_RETRY || a->outcome == OUT_PARK;
+        /* a retry waits in the slice of its due; a parked task in the
+         * present one, where the scan finds it when it may go (flow.h) */
         if (a->outcome == OUT_RETRY) task_slice_name(a->due_ms, task_slice_bucket(home), next);
-        int one_step = local && (a->outcome != OUT_RETRY || strcmp(next, home) == 0);
+        else if (moves) snprintf(next, sizeof(next), "%s", a->park_slice);
+        int one_step = local && (!moves || strcmp(next, home) == 0);
         if (one_step) {
             chain *c;
             for (c = open; c; c = c->next)
@@ -503,6 +507,7 @@ static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn
         chain *c = chain_new(rs, a, cb, priv);
         switch (a->outcome) {
         case OUT_RETRY:
+        case OUT_PARK:
             if (local && strcmp(next, home) == 0) {
                 step_settle(chain_settle_step(c, home), a, 1, "");
             } else {
@@ -1671,6 +1676,282 @@ static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_
     move_step(c);
 }
 
+/* ---- flow control (lua/flow.lua: every key in the slot {flow}) ---------- */
+
+typedef struct flow_op {
+    rstore *rs;
+    void *cb;
+    void *priv;
+    int n;                     /* admit: the tasks asked for */
+} flow_op;
+
+/* Run flow.lua with the arguments gathered in st (a chain step's block). */
+static void flow_eval(rstore *rs, step *st, rc_reply_fn *cb, flow_op *op)
+{
+    char key[KEY_MAX];
+    const char *stack[64], **args = st->nargs <= 64 ? stack : xmalloc(sizeof(*args) * (size_t)st->nargs);
+    const char *keys[] = {key};
+    snprintf(key, sizeof(key), "%s:{flow}:cfg", rs->prefix);
+    for (int i = 0, at = 0; i < st->nargs; i++) {
+        args[i] = st->args + at;
+        at += (int)strlen(args[i]) + 1;
+    }
+    rs_eval(rs, 0, SCRIPT_FLOW, 1, keys, st->nargs, args, cb, op);
+    if (args != stack) free(args);
+    free(st->args);
+}
+
+static flow_op *flow_op_new(rstore *rs, void *cb, void *priv)
+{
+    flow_op *op = xcalloc(1, sizeof(*op));
+    op->rs = rs;
+    op->cb = cb;
+    op->priv = priv;
+    return op;
+}
+
+static int64_t rs_reply_int(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER) return (int64_t)r->integer;
+    if (r->type == REDIS_REPLY_STRING) return (int64_t)strtod(r->str, NULL);
+    return 0;
+}
+
+static const char *rs_reply_str(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_STRING ? r->str : "";
+}
+
+static int64_t rs_margin(const rstore *rs)
+{
+    return rs->base.cfg->lease_margin_ms;
+}
+
+static void rs_flow_admit_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_admit_fn *cb = (store_flow_admit_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, rs_err(r, err), op->priv);
+        free(op);
+        return;
+    }
+    store_flow_verdict *v = xcalloc((size_t)op->n + 1, sizeof(*v));
+    size_t i = 0;
+    int n = 0;
+    while (i < r->elements && n < op->n) {
+        const char *k = rs_reply_str(r->element[i]);
+        store_flow_verdict *x = &v[n++];
+        x->reason = "";
+        if (strcmp(k, "go") == 0 && i + 3 < r->elements) {
+            x->kind = FLOW_GO;
+            x->at_ms = rs_reply_int(r->element[i + 1]);
+            x->waited_from_ms = rs_reply_int(r->element[i + 2]);
+            x->reason = rs_reply_str(r->element[i + 3]);
+            i += 4;
+        } else if (strcmp(k, "wait") == 0 && i + 1 < r->elements) {
+            x->kind = FLOW_WAIT;
+            x->reason = rs_reply_str(r->element[i + 1]);
+            i += 2;
+        } else {
+            x->kind = FLOW_HELD;
+            i += 1;
+        }
+    }
+    if (n < op->n) cb(NULL, 0, "flow: short reply", op->priv);
+    else cb(v, n, NULL, op->priv);
+    free(v);
+    free(op);
+}
+
+static void rs_flow_admit(store *s, const store_flow_task *t, int n, int64_t horizon_ms,
+                          store_flow_admit_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    flow_op *op = flow_op_new(rs, (void *)cb, priv);
+    op->n = n;
+    step_str(&st, "admit");
+    step_int(&st, horizon_ms);
+    step_int(&st, rs_margin(rs));
+    for (int i = 0; i < n; i++) {
+        step_str(&st, t[i].id);
+        step_str(&st, t[i].queue);
+        step_str(&st, t[i].dest);
+        step_int(&st, t[i].timeout_ms);
+    }
+    flow_eval(rs, &st, rs_flow_admit_cb, op);
+}
+
+static void rs_flow_done_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_done_fn *cb = (store_flow_done_fn *)op->cb;
+    if (!r || r->type == REDIS_REPLY_ERROR) cb(0, rs_err(r, err), op->priv);
+    else cb((int)rs_reply_int(r), NULL, op->priv);
+    free(op);
+}
+
+static void rs_flow_enqueue(store *s, const store_flow_task *t, int n, store_flow_done_fn *cb,
+                            void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "enqueue");
+    for (int i = 0; i < n; i++) {
+        step_str(&st, t[i].id);
+        step_str(&st, t[i].queue);
+        step_str(&st, t[i].dest);
+        step_int(&st, t[i].due_ms);
+        step_int(&st, t[i].timeout_ms);
+        step_str(&st, t[i].slice);
+        step_str(&st, t[i].reason);
+    }
+    flow_eval(rs, &st, rs_flow_done_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_pump_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_pump_fn *cb = (store_flow_pump_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, rs_err(r, err), op->priv);
+        free(op);
+        return;
+    }
+    int n = (int)(r->elements / 5);
+    store_flow_go *g = xcalloc((size_t)n + 1, sizeof(*g));
+    for (int i = 0; i < n; i++) {
+        const redisReply *const *e = (const redisReply *const *)r->element + 5 * i;
+        g[i] = (store_flow_go){rs_reply_str(e[0]), rs_reply_str(e[1]), rs_reply_int(e[2]),
+                               rs_reply_str(e[3]), rs_reply_str(e[4])};
+    }
+    cb(g, n, NULL, op->priv);
+    free(g);
+    free(op);
+}
+
+static void rs_flow_pump(store *s, const store_flow_end *e, int n, int max, int64_t horizon_ms,
+                         store_flow_pump_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "pump");
+    step_int(&st, horizon_ms);
+    step_int(&st, rs_margin(rs));
+    step_int(&st, max);
+    for (int i = 0; i < n; i++) {
+        step_str(&st, e[i].id);
+        step_str(&st, e[i].queue);
+        step_str(&st, e[i].dest);
+        step_int(&st, e[i].until_ms);
+        step_int(&st, e[i].back ? 2 : e[i].failed);
+    }
+    flow_eval(rs, &st, rs_flow_pump_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_take(store *s, const char *id, const char *slice, int64_t at_ms,
+                         store_flow_done_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    rs_keys k;
+    char at[UTIL_INT_MAX];
+    if (task_slice_minute(slice) < 0) slice = "000000000000.0";
+    rs_keys_of(rs, slice, KEYS_PTR, 3, &k);
+    util_fmt_int(at, at_ms);
+    const char *args[] = {id, "take", at, "0"};
+    rs_eval(rs, 0, SCRIPT_PTR, 3, k.p, 4, args, rs_flow_done_cb,
+            flow_op_new(rs, (void *)cb, priv));
+}
+
+/* items from a flat (key, settings | nil, waiting, in flight, failed, until)
+ * reply, every 6 elements */
+static store_flow_info *flow_infos(const redisReply *r, size_t from, size_t to, int *n)
+{
+    store_flow_info *it = xcalloc((to - from) / 6 + 1, sizeof(*it));
+    *n = 0;
+    for (size_t i = from; i + 6 <= to; i += 6) {
+        store_flow_info *x = &it[(*n)++];
+        x->key = rs_reply_str(r->element[i]);
+        x->settings = r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1]->str : NULL;
+        x->waiting = rs_reply_int(r->element[i + 2]);
+        x->in_flight = rs_reply_int(r->element[i + 3]);
+        x->failed_hour = rs_reply_int(r->element[i + 4]);
+        x->until_ms = rs_reply_int(r->element[i + 5]);
+    }
+    return it;
+}
+
+static void rs_flow_info_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_info_fn *cb = (store_flow_info_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, rs_err(r, err), op->priv);
+    } else {
+        int n;
+        store_flow_info *it = flow_infos(r, 0, r->elements, &n);
+        cb(it, n, NULL, op->priv);
+        free(it);
+    }
+    free(op);
+}
+
+static void rs_flow_info(store *s, const char *key, store_flow_info_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "get");
+    step_str(&st, key);
+    flow_eval(rs, &st, rs_flow_info_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_snapshot_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_snap_fn *cb = (store_flow_snap_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, 0, rs_err(r, err), op->priv);
+        free(op);
+        return;
+    }
+    const redisReply *c = r->element[0], *u = r->element[1];
+    int n = 0;
+    store_flow_info *it = xcalloc(c->elements / 2 + u->elements / 2 + 1, sizeof(*it));
+    for (size_t i = 0; i + 1 < c->elements; i += 2)
+        it[n++] = (store_flow_info){.key = rs_reply_str(c->element[i]),
+                                    .settings = rs_reply_str(c->element[i + 1])};
+    for (size_t i = 0; i + 1 < u->elements; i += 2)
+        it[n++] = (store_flow_info){.key = rs_reply_str(u->element[i]),
+                                    .until_ms = rs_reply_int(u->element[i + 1])};
+    cb(it, n, rs_reply_int(r->element[2]), NULL, op->priv);
+    free(it);
+    free(op);
+}
+
+static void rs_flow_snapshot(store *s, store_flow_snap_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "snapshot");
+    flow_eval(rs, &st, rs_flow_snapshot_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_put(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
+                        void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "put");
+    step_str(&st, key);
+    /* settings "+paused" / "-paused": set only that */
+    int flag = settings && (!strcmp(settings, "+paused") || !strcmp(settings, "-paused"));
+    step_str(&st, settings && !flag ? settings : "");
+    step_str(&st, !flag ? "" : settings[0] == '+' ? "pause" : "resume");
+    flow_eval(rs, &st, rs_flow_done_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
 /* ---- life -------------------------------------------------------------- */
 
 static char *rs_read_file(const char *path, char *err, size_t errlen)
@@ -1839,6 +2120,13 @@ static const store_type redis_type = {
     .sync_clock = rs_sync_clock,
     .count = rs_count,
     .counters = rs_counters,
+    .flow_admit = rs_flow_admit,
+    .flow_enqueue = rs_flow_enqueue,
+    .flow_pump = rs_flow_pump,
+    .flow_take = rs_flow_take,
+    .flow_snapshot = rs_flow_snapshot,
+    .flow_put = rs_flow_put,
+    .flow_info = rs_flow_info,
     .stats = rs_stats,
     .close = rs_close,
     .free = rs_free,

@@ -22,6 +22,15 @@ static int task_keychar(int c)
     return isalnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
 }
 
+int task_queue_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (n >= TASK_QUEUE_MAX - 1 || s[n] == ':' || !task_keychar((unsigned char)s[n]))
+            return 0;
+    return n > 0;
+}
+
 int task_key_valid(const char *s)
 {
     size_t n = 0;
@@ -431,9 +440,9 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
-                                   "on_failure"};
+                                   "on_failure", "queue"};
     const cJSON *v;
-    const char *method = "POST";
+    const char *method = "POST", *queue = NULL;
     int64_t max_attempts = 5, backoff_ms = 1000, timeout_ms = 10000, at;
 
     memset(out, 0, sizeof(*out));
@@ -504,6 +513,12 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
         task_json_int(v, 1, 300000, &timeout_ms) != 0)
         FAIL("timeout_ms: must be an integer from 1 to 300000");
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "queue"))) {
+        if (!cJSON_IsString(v) || !task_queue_valid(v->valuestring))
+            FAIL("queue: must be 1-%d characters of A-Z a-z 0-9 . _ -", TASK_QUEUE_MAX - 1);
+        /* the default queue is not written: a task without one is in it */
+        if (strcmp(v->valuestring, TASK_QUEUE_DEFAULT) != 0) queue = v->valuestring;
+    }
     const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
@@ -532,6 +547,10 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      (long long)at, (long long)max_attempts, (long long)backoff_ms,
                      (long long)timeout_ms);
     task_buf_add(&b, nums, (size_t)n - 1);
+    if (queue) {
+        task_buf_add(&b, ",\"queue\":", 9);
+        task_buf_str(&b, queue);
+    }
     if (onf) {
         /* as sent, its method made explicit */
         task_buf_add(&b, ",\"on_failure\":{", 15);

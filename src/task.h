@@ -101,6 +101,12 @@ void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
                   char *out, size_t outlen);
 int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key);
 
+/* Queues (flow.h): a task names one, or is in the default queue. */
+#define TASK_QUEUE_MAX 65
+#define TASK_QUEUE_DEFAULT "default"
+/* 1 if s is a valid queue name: 1..64 of [A-Za-z0-9._-]. */
+int task_queue_valid(const char *s);
+
 /* 1 if s is a valid task key: 1..200 of [A-Za-z0-9._:-]. */
 int task_key_valid(const char *s);
 

@@ -35,7 +35,7 @@
 enum {
     O_HELP, O_URL, O_TOKEN, O_JSON, O_IN, O_AT, O_METHOD, O_HEADER, O_BODY, O_KEY,
     O_MAX_ATTEMPTS, O_BACKOFF, O_TIMEOUT, O_STATUS, O_LIMIT, O_CURSOR, O_ALL, O_KEY_PREFIX,
-    O_PORT, O_BIND, O_SECRET, O_COUNT, O_VERSION, NOPTS
+    O_PORT, O_BIND, O_SECRET, O_COUNT, O_VERSION, O_QUEUE, NOPTS
 };
 
 static const struct {
@@ -49,7 +49,7 @@ static const struct {
     [O_TIMEOUT] = {"timeout", 1}, [O_STATUS] = {"status", 1}, [O_LIMIT] = {"limit", 1},
     [O_CURSOR] = {"cursor", 1}, [O_ALL] = {"all", 0}, [O_KEY_PREFIX] = {"key-prefix", 1},
     [O_PORT] = {"port", 1}, [O_BIND] = {"bind", 1}, [O_SECRET] = {"secret", 1},
-    [O_COUNT] = {"count", 1}, [O_VERSION] = {"version", 0},
+    [O_COUNT] = {"count", 1}, [O_VERSION] = {"version", 0}, [O_QUEUE] = {"queue", 1},
 };
 
 #define BIT(o) (1u << (o))
@@ -339,6 +339,7 @@ static int cmd_add(ctl *c)
     long long n;
     cJSON_AddStringToObject(t, "callback_url", c->args[0]);
     if (c->given[O_KEY]) cJSON_AddStringToObject(t, "key", c->val[O_KEY]);
+    if (c->given[O_QUEUE]) cJSON_AddStringToObject(t, "queue", c->val[O_QUEUE]);
     if (c->given[O_METHOD]) cJSON_AddStringToObject(t, "method", c->val[O_METHOD]);
     if ((rc = add_when(c, t, "delay_ms")) != 0) goto done;
     for (int i = 0; i < c->nheaders; i++) {
@@ -619,6 +620,67 @@ static int cmd_stats(ctl *c)
     return call(c, "GET", "/v1/stats", NULL, print_stats);
 }
 
+/* ---- queues ---- */
+
+static void print_queue_row(const cJSON *q)
+{
+    const char *names[] = {"rate", "max_concurrency", "waiting", "in_flight", "failed_last_hour"};
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(q, "name");
+    printf("%-24s", cJSON_IsString(name) ? name->valuestring : "?");
+    for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(q, names[i]);
+        if (cJSON_IsNumber(v)) printf(" %10.15g", v->valuedouble);
+        else printf(" %10s", "-");
+    }
+    printf(" %s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "paused")) ? "paused" : "");
+}
+
+static void print_queue_head(void)
+{
+    printf("%-24s %10s %10s %10s %10s %10s %s\n", "QUEUE", "RATE/S", "MAX_CONC", "WAITING",
+           "IN_FLIGHT", "FAILED_1H", "STATE");
+}
+
+static int print_queues(const ctl *c, const ctl_answer *a)
+{
+    const cJSON *qs = cJSON_GetObjectItemCaseSensitive(a->json, "queues"), *q;
+    if (c->given[O_JSON]) {
+        print_raw(a);
+        return CTL_OK;
+    }
+    if (!cJSON_IsArray(qs)) return not_json(a, "queues");
+    print_queue_head();
+    cJSON_ArrayForEach(q, qs) print_queue_row(q);
+    return CTL_OK;
+}
+
+static int print_queue(const ctl *c, const ctl_answer *a)
+{
+    if (c->given[O_JSON]) {
+        print_raw(a);
+        return CTL_OK;
+    }
+    if (!cJSON_IsObject(a->json)) return not_json(a, c->cmd->name);
+    print_queue_head();
+    print_queue_row(a->json);
+    return CTL_OK;
+}
+
+static int cmd_queues(ctl *c)
+{
+    return call(c, "GET", "/v1/queues", NULL, print_queues);
+}
+
+/* pause / resume QUEUE */
+static int cmd_queue_flag(ctl *c)
+{
+    if (!task_queue_valid(c->args[0]))
+        return usage_error(c, "%.60s: a queue name is 1-64 of A-Z a-z 0-9 . _ -", c->args[0]);
+    char p[TASK_QUEUE_MAX + 32];
+    snprintf(p, sizeof(p), "/v1/queues/%s/%s", c->args[0], c->cmd->name);
+    return call(c, "POST", p, NULL, print_queue);
+}
+
 static int cmd_listen(ctl *c)
 {
     long long port = 9000, status = 200, count = 0;
@@ -680,6 +742,8 @@ static const char help_main[] =
     "  retry ID | retry --status failed   run failed (or cancelled) tasks again\n"
     "  run ID                        make a scheduled task due now\n"
     "  stats                         this tickd's counters\n"
+    "  queues                        queues: limits, waiting, in flight, failed\n"
+    "  pause QUEUE, resume QUEUE     stop a queue's callbacks, let them go again\n"
     "  listen [--port P] [--secret whsec_...]   print callbacks as they arrive\n"
     "  help [COMMAND]                a command's options\n"
     "\n"
@@ -701,7 +765,7 @@ static const char help_main[] =
 static const cmd cmds[] = {
     {"add", cmd_add,
      BIT(O_IN) | BIT(O_AT) | BIT(O_METHOD) | BIT(O_HEADER) | BIT(O_BODY) | BIT(O_KEY) |
-         BIT(O_MAX_ATTEMPTS) | BIT(O_BACKOFF) | BIT(O_TIMEOUT), 1, 1,
+         BIT(O_MAX_ATTEMPTS) | BIT(O_BACKOFF) | BIT(O_TIMEOUT) | BIT(O_QUEUE), 1, 1,
      "usage: tickctl add URL [--in DURATION | --at TIME] [options]\n"
      "\n"
      "Schedule a callback to URL (POST /v1/tasks) and print its id. With neither\n"
@@ -720,6 +784,7 @@ static const cmd cmds[] = {
      "  --max-attempts N     attempts before the task fails (1-100, default 5)\n"
      "  --backoff DURATION   wait before the second attempt, doubling (default 1s)\n"
      "  --timeout DURATION   each attempt's timeout (default 10s)\n"
+     "  --queue Q            the task's queue (default: default)\n"
      HELP_COMMON},
     {"get", cmd_get, 0, 1, 1,
      "usage: tickctl get ID\n"
@@ -771,6 +836,25 @@ static const cmd cmds[] = {
      "usage: tickctl stats\n"
      "\n"
      "This tickd replica's counters (GET /v1/stats), a name and value a line.\n"
+     "\n" HELP_COMMON},
+    {"queues", cmd_queues, 0, 0, 0,
+     "usage: tickctl queues\n"
+     "\n"
+     "The queues with settings or waiting tasks, and the default one (GET\n"
+     "/v1/queues): rate, max concurrency, tasks due and held back by a limit,\n"
+     "callbacks in flight, tasks failed in the last hour, paused or not.\n"
+     "\n" HELP_COMMON},
+    {"pause", cmd_queue_flag, 0, 1, 1,
+     "usage: tickctl pause QUEUE\n"
+     "\n"
+     "Pause a queue (POST /v1/queues/QUEUE/pause): its due tasks wait, charged no\n"
+     "attempt, until it is resumed.\n"
+     "\n" HELP_COMMON},
+    {"resume", cmd_queue_flag, 0, 1, 1,
+     "usage: tickctl resume QUEUE\n"
+     "\n"
+     "Resume a queue (POST /v1/queues/QUEUE/resume): the tasks that waited go,\n"
+     "oldest first, within its limits.\n"
      "\n" HELP_COMMON},
     {"listen", cmd_listen, BIT(O_PORT) | BIT(O_BIND) | BIT(O_STATUS) | BIT(O_SECRET) | BIT(O_COUNT),
      0, 0,
@@ -846,8 +930,9 @@ int main(int argc, char **argv)
         return CTL_OK;
     }
     if (c.nargs < c.cmd->min_args)
-        return usage_error(&c, "%s needs %s", c.cmd->name, c.cmd->min_args == 1 &&
-                           strcmp(c.cmd->name, "add") == 0 ? "a URL" : "a task id");
+        return usage_error(&c, "%s needs %s", c.cmd->name,
+                           strcmp(c.cmd->name, "add") == 0 ? "a URL"
+                           : c.cmd->run == cmd_queue_flag ? "a queue" : "a task id");
     if (c.nargs > c.cmd->max_args)
         return usage_error(&c, "unexpected operand %.60s", c.args[c.cmd->max_args]);
     if (c.cmd->run == cmd_help || c.cmd->run == cmd_listen) return c.cmd->run(&c);

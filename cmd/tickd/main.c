@@ -93,6 +93,14 @@ static void tickd_failed(const job *j, void *priv)
     onfail_task_failed(((tickd *)priv)->of, j, util_realtime_ms());
 }
 
+/* a queue's or destination's settings were written through this replica */
+static void tickd_flow_written(void *priv)
+{
+    tickd *t = priv;
+    sched_flow_refresh(t->sc);
+    sched_flow_pump(t->sc);
+}
+
 static void tickd_submit(job *j, void *priv)
 {
     dispatch_submit(((tickd *)priv)->d, j);
@@ -129,6 +137,7 @@ static void tickd_gauges(void *priv, metrics_now *now)
     tickd *t = priv;
     now->inflight = sched_calling(t->sc);
     now->held = sched_held(t->sc);
+    now->flow_waiting = sched_flow_waiting(t->sc);
     now->start_ms = t->start_ms;
     now->version = TICKD_VERSION;
     now->store = t->cfg.store;
@@ -358,6 +367,7 @@ int main(int argc, char **argv)
     }
     api_on_schedule(t.a, tickd_schedule_changed, &t);
     api_on_metrics(t.a, tickd_gauges, &t);
+    api_on_flow(t.a, tickd_flow_written, &t);
     http_server_set_access_log(api_http(t.a), (int)t.cfg.access_log);
     {
         char lhost[256];

@@ -114,10 +114,13 @@ class Receiver:
 
     Behaviour by path: /ok -> 200; /status/<code> -> that code;
     /fail/<n> -> 500 for the first n attempts of each task, then 200;
-    /slow/<ms> -> 200 after sleeping ms."""
+    /slow/<ms> -> 200 after sleeping ms; /busy/<s>/<n> -> the first n calls
+    to any /busy/ path get 429 with Retry-After: s, then 200.
+    max_inflight: the most callbacks it was answering at once."""
 
     def __init__(self):
         self.calls = []
+        self.inflight = self.max_inflight = self.busy_sent = 0
         self.lock = threading.Lock()
         self.counts = {}
         rec = self
@@ -138,18 +141,32 @@ class Receiver:
                 parts = path.strip("/").split("/")
                 code = 200
                 tid = call["headers"].get("tickd-task-id", "")
+                extra = {}
                 with rec.lock:
                     rec.counts[tid] = rec.counts.get(tid, 0) + 1
                     seen = rec.counts[tid]
                     rec.calls.append(call)
-                if parts[0] == "status":
+                    rec.inflight += 1
+                    rec.max_inflight = max(rec.max_inflight, rec.inflight)
+                    if parts[0] == "busy" and rec.busy_sent < int(parts[2]):
+                        rec.busy_sent += 1
+                        code = 429
+                        extra["Retry-After"] = parts[1]
+                        call["busy"] = True
+                if code != 200:
+                    pass
+                elif parts[0] == "status":
                     code = int(parts[1])
                 elif parts[0] == "fail" and seen <= int(parts[1]):
                     code = 500
                 elif parts[0] == "slow":
                     time.sleep(int(parts[1]) / 1000)
+                with rec.lock:
+                    rec.inflight -= 1
                 try:
                     self.send_response(code)
+                    for k, v in extra.items():
+                        self.send_header(k, v)
                     self.send_header("Content-Length", "2")
                     self.end_headers()
                     self.wfile.write(b"ok")

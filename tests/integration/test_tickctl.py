@@ -530,3 +530,23 @@ def test_man_page_renders_and_covers_every_command():
     exits = text[text.index(".SH EXIT STATUS"):text.index(".SH EXAMPLES")]
     assert [ln for ln in exits.split("\n") if re.fullmatch(r"\.B [0-9]", ln)] == \
         [".B 0", ".B 1", ".B 2", ".B 3", ".B 4"]
+
+
+def test_queues_pause_resume(tickd, receiver):
+    out = ok(tickd, "queues")
+    rows = out.splitlines()
+    assert rows[0].split()[:3] == ["QUEUE", "RATE/S", "MAX_CONC"]
+    assert [r.split()[0] for r in rows[1:]] == ["default"]
+    out = ok(tickd, "pause", "mail")
+    assert out.splitlines()[1].split()[0] == "mail" and out.rstrip().endswith("paused")
+    tid = ok(tickd, "add", receiver.url(), "--queue", "mail").strip()
+    wait_for(lambda: js(tickd, "get", tid).get("waiting") == "paused", 5, what="held back")
+    row = [r for r in ok(tickd, "queues").splitlines() if r.startswith("mail")][0].split()
+    assert row[3] == "1" and row[-1] == "paused", row   # one waiting
+    assert receiver.count() == 0
+    assert not ok(tickd, "resume", "mail").rstrip().endswith("paused")
+    wait_for(lambda: receiver.count() == 1, 5, what="the callback after resume")
+    r = ctl(tickd, "pause", "no such/queue")
+    assert r.returncode == 2 and "queue name" in r.stderr
+    r = ctl(tickd, "pause")
+    assert r.returncode == 2 and "needs a queue" in r.stderr

@@ -1,0 +1,53 @@
+/* fuzz_flow.c -- flow control's parsers of outside bytes: a PUT body of
+ * /v1/queues or /v1/destinations (flow_settings_parse), with the stored JSON
+ * read back; a destination named in a path (flow_dest_valid); a callback
+ * URL's destination (flow_dest_of_url); a receiver's Retry-After value
+ * (h1_retry_after).
+ *
+ * Input: "<body JSON>\n<destination>\n<Retry-After>" (parts may be missing). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "flow.h"
+#include "h1_answer.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    memcpy(s, data, size);
+    s[size] = '\0';
+    char *dest = strchr(s, '\n');
+    if (dest) *dest++ = '\0';
+    else dest = s + strlen(s);
+    char *ra = strchr(dest, '\n');
+    if (ra) *ra++ = '\0';
+    else ra = dest + strlen(dest);
+
+    char err[256], out[FLOW_DEST_MAX];
+    cJSON *body = cJSON_Parse(s);
+    for (int queue = 0; queue < 2; queue++) {
+        flow_settings fs, back;
+        if (flow_settings_parse(body, queue, &fs, err, sizeof(err)) != 0) continue;
+        /* what is stored reads back the same */
+        char *json = flow_settings_json(&fs, queue);
+        cJSON *again = cJSON_Parse(json);
+        if (flow_settings_parse(again, queue, &back, err, sizeof(err)) != 0 ||
+            back.rate != fs.rate || back.max_concurrency != fs.max_concurrency ||
+            back.paused != fs.paused)
+            abort();
+        cJSON *o = cJSON_CreateObject();
+        flow_settings_render(json, queue, o);
+        cJSON_Delete(o);
+        cJSON_Delete(again);
+        free(json);
+    }
+    cJSON_Delete(body);
+    if (flow_dest_valid(dest) && strlen(dest) >= FLOW_DEST_MAX) abort();
+    if (flow_dest_of_url(dest, out) == 0 && strlen(out) >= FLOW_DEST_MAX) abort();
+    if (h1_retry_after(ra, strlen(ra), 1700000000) < -1) abort();
+    free(s);
+    return 0;
+}
