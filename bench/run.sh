@@ -344,17 +344,25 @@ burst_median() { # burst_median NAME: the median round's figures become burst_*_
   put "burst_rounds_$1" "$(for r in $(seq "$BURST_ROUNDS"); do printf '%s ' "$(get "burst_rate_$1_$r")"; done)"
 }
 
-burst_tickd() { # burst_tickd ROUND
-  local t r
-  log "burst round $1: tickd, $BURST_N tasks due at one instant T"
+burst_tickd() { # burst_tickd ROUND [flow]
+  local t r name=tickd
+  log "burst round $1: tickd${2:+ (another queue limited)}, $BURST_N tasks due at one instant T"
   tickd_start
+  if [ -n "${2:-}" ]; then
+    # flow control on, the burst's own queue unlimited: the cost every task
+    # of an unlimited queue pays once some queue has a limit
+    name=tickdflow
+    curl -sf -X PUT "$TURL/v1/queues/bench-other" -H 'Content-Type: application/json' \
+      -d '{"rate": 1, "max_concurrency": 1}' >/dev/null || log "this build has no flow control"
+    sleep 0.3
+  fi
   rreset
   t=$(($(now_ms) + 8000))
   r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BURST_N" \
     --batch 1000 --conc 4 --at "$t")
   log "inserted: $r (T - end = $((t - $(jq -r .end <<<"$r"))) ms)"
   burst_wait "$t"
-  burst_record tickd "$t" "$1"
+  burst_record "$name" "$t" "$1"
   tickd_stop
   flush
 }
@@ -384,9 +392,11 @@ wl_burst() {
   rreset
   for r in $(seq "$BURST_ROUNDS"); do
     burst_tickd "$r"
+    burst_tickd "$r" flow
     burst_bullmq "$r"
   done
   burst_median tickd
+  burst_median tickdflow
   burst_median bullmq
 }
 
@@ -575,7 +585,7 @@ judge() { # judge AWK-CONDITION a b: met / missed / n/a
 
 ist=$(num ingest_single_tickd); isb=$(num ingest_single_bullmq); ihc=$(num ingest_http_ceiling)
 ibt=$(num ingest_batch_tickd); ibr=$(num ingest_redis_evalsha); ibb=$(num ingest_batch_bullmq)
-brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq)
+brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq); brf=$(num burst_rate_tickdflow)
 bpt=$(num burst_p99_tickd); bpb=$(num burst_p99_bullmq)
 b5t=$(num burst_p50_tickd); b5b=$(num burst_p50_bullmq)
 spt=$(num steady_p99_tickd); spb=$(num steady_p99_bullmq)
@@ -587,7 +597,7 @@ sct=$(num sched_count_tickd); s9t=$(num sched_p99_tickd); s0t=$(num sched_p50_ti
 smmt=$(num sched_mem_tickd); smmb=$(num sched_mem_bullmq)
 mib() { [ -n "$1" ] && awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}' || echo ""; }
 # burst complete? (every task delivered once)
-for s in tickd bullmq; do
+for s in tickd tickdflow bullmq; do
   c=$(num "burst_count_$s")
   [ -z "$c" ] || ((c >= BURST_N)) || log "burst $s delivered $c of $BURST_N"
 done
@@ -600,6 +610,7 @@ table=$(
   echo "| ingest, batch of 1000 vs redis-benchmark EVALSHA add.lua -P 64 (tasks/s) | $(fmt "$ibt") | $(fmt "$ibr") (Redis) | $(ratio "$ibt" "$ibr") | ≥ 60 % of Redis | $(judge 'a >= 0.6 * b' "$ibt" "$ibr") |"
   echo "| ingest, batch of 1000 vs Queue.addBulk of 1000 (tasks/s) | $(fmt "$ibt") | $(fmt "$ibb") (BullMQ) | $(ratio "$ibt" "$ibb") | — | info |"
   echo "| burst, $(fmt $BURST_N) due at one instant (tasks/s) | $(fmt "$brt") | $(fmt "$brb") | $(ratio "$brt" "$brb") | ≥ 3× BullMQ | $(judge 'a >= 3 * b && a > 0' "$brt" "$brb") |"
+  echo "| burst with flow control on (another queue limited; the burst's queue unlimited) vs without (tasks/s) | $(fmt "$brf") | $(fmt "$brt") (tickd) | $(ratio "$brf" "$brt") | ≥ 90 % of tickd without | $(judge 'a >= 0.9 * b && a > 0' "$brf" "$brt") |"
   echo "| burst lateness p99 (ms) | $(fmt "$bpt" 1) | $(fmt "$bpb" 1) | $(ratio "$bpt" "$bpb") | lower than BullMQ | $(judge 'a < b' "$bpt" "$bpb") |"
   echo "| burst lateness p50 (ms) | $(fmt "$b5t" 1) | $(fmt "$b5b" 1) | $(ratio "$b5t" "$b5b") | — | info |"
   echo "| steady 2,000/s due +2 s, lateness p50 (ms) | $(fmt "$s5t" 1) | $(fmt "$s5b" 1) | $(ratio "$s5t" "$s5b") | — | info |"
@@ -612,10 +623,10 @@ table=$(
   echo "| process RSS, $(fmt $INFLIGHT_N) callbacks in flight (MiB; tickd vs BullMQ worker) | $(fmt "$(mib "$rt")" 1) | $(fmt "$(mib "$rb")" 1) | $(ratio "$rt" "$rb") | — | info |"
 )
 notes=$(
-  for s in tickd bullmq; do
+  for s in tickd tickdflow bullmq; do
     c=$(num "burst_count_$s"); d=$(num "burst_dups_$s")
     echo "- burst $s: tasks/s of each of $BURST_ROUNDS rounds: $(get "burst_rounds_$s")(median in the table); fewest callbacks arrived in a round: $(fmt "$c") of $(fmt $BURST_N), duplicates in all rounds: $(fmt "$d"); new TCP connections to the receiver in the median round: $(fmt "$(num "burst_conns_$s")")"
-    echo "- steady $s: $(fmt "$(num "steady_count_$s")") of $(fmt "$(num "steady_sent_$s")") callbacks arrived"
+    [ "$s" = tickdflow ] || echo "- steady $s: $(fmt "$(num "steady_count_$s")") of $(fmt "$(num "steady_sent_$s")") callbacks arrived"
   done
   echo "- idle RSS: tickd $(fmt "$(mib "$(num rss_idle_tickd)")" 1) MiB, BullMQ worker $(fmt "$(mib "$(num rss_idle_bullmq)")" 1) MiB; in flight at the RSS reading: tickd $(fmt "$(num rss_calling_tickd)"), BullMQ $(fmt "$(num rss_calling_bullmq)")"
   echo "- schedules tickd: $(fmt "$sct") runs arrived in the minute ($(fmt $SCHED_N) expected), duplicates $(fmt "$(num sched_dups_tickd)")"

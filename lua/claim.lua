@@ -59,13 +59,16 @@ for i = 1, taken do
     if not st or st.cur or not (st.s == 'scheduled' or (reclaim[i] and st.s == 'running')) then
       zrem[#zrem + 1] = id
     else
+      -- a task a limit held back (st.w) is due when its entry says: when
+      -- it comes round, or when a pump let it go; its due is long past
+      local due = st.w and dues[i] or st.due
       st.s = 'running'
       st.w = nil
       hset[#hset + 1] = sfields[i]
       hset[#hset + 1] = cjson.encode(st)
-      zadd[#zadd + 1] = math.max(st.due, now) + st.to + margin
+      zadd[#zadd + 1] = math.max(due, now) + st.to + margin
       zadd[#zadd + 1] = id
-      out[#out + 1] = id; out[#out + 1] = st.due; out[#out + 1] = st.a + 1
+      out[#out + 1] = id; out[#out + 1] = due; out[#out + 1] = st.a + 1
       out[#out + 1] = specs[i]
     end
   end

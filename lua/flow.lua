@@ -9,12 +9,16 @@
 --   w:<q>   ZSET  waiting task id -> its due time (oldest first)
 --   wi      HASH  id -> {q, d, s = slice of its parked entry, to = timeout,
 --                 r = why it waits, od = due, a = send time once a pump let
---                 it go}
+--                 it go, g = 1 once a claim of it was told to go}
 --   wq      SET   queues with waiting tasks
+--   wa      ZSET  id let go by a pump -> its lease end: wi entries whose task
+--                 never came to claim it (cancelled meanwhile) are swept
 --   h:q:<queue>, h:d:<destination>
 --           ZSET  id of a callback let go -> its lease end: the counted
 --                 semaphore; a slot whose lease ended is free again
 --   f:<queue>:<minute>  STRING  tasks of the queue that failed that minute
+--   n       HASH  queue -> its tasks not yet ended (the store adds and takes
+--                 away as tasks are stored and end: store_redis.c)
 -- ARGV[1] = op (admit | enqueue | pump | snapshot | put | get | list), the
 -- rest per op, below. Times are Redis's clock.
 local base = string.sub(KEYS[1], 1, -4)
@@ -55,6 +59,14 @@ local function rate_take(k, c, at)
   if not c or not c.rate then return end
   local tat = tonumber(redis.call('HGET', TAT, k) or '0')
   redis.call('HSET', TAT, k, tostring(math.max(tat, at) + 1000 / c.rate))
+end
+
+-- a callback let go that did not go: its place in the rate is given back
+local function rate_refund(k)
+  local c = conf(k)
+  if not c or not c.rate then return end
+  local tat = tonumber(redis.call('HGET', TAT, k) or '0')
+  if tat > now then redis.call('HSET', TAT, k, tostring(math.max(now, tat - 1000 / c.rate))) end
 end
 
 -- Why a task of queue q to destination d cannot go within `horizon` ms:
@@ -111,7 +123,7 @@ end
 if op == 'admit' then
   -- ARGV: horizon, margin, then per task: id, queue, destination, timeout
   -- Returns per task: 'go', send time, due it waited from (0: none), reason
-  -- | 'wait', reason | 'held' (another replica has it going: drop it)
+  -- | 'wait', reason
   local horizon, margin = tonumber(ARGV[2]), tonumber(ARGV[3])
   local out = {}
   for i = 4, #ARGV, 4 do
@@ -122,6 +134,12 @@ if op == 'admit' then
     if wi and wi.a then
       if holds(id, wi.q, wi.d) then
         res = {'go', math.max(now, wi.a), wi.od, wi.r}
+        -- its callback goes: a take that missed its entry (claimed by this
+        -- very claim) must not free the slot nor queue it again
+        if not wi.g then
+          wi.g = 1
+          redis.call('HSET', WI, id, cjson.encode(wi))
+        end
       else
         redis.call('HDEL', WI, id)   -- its slot's lease ended: it goes as new
       end
@@ -147,7 +165,12 @@ elseif op == 'enqueue' then
     local id, q = ARGV[i], ARGV[i + 1]
     local raw = redis.call('HGET', WI, id)
     local old = raw and cjson.decode(raw)
-    if not (old and old.a and holds(id, old.q, old.d)) then
+    if old and old.a and holds(id, old.q, old.d) then
+      -- a pump let it go meanwhile: its take must find the entry where it
+      -- now waits
+      old.s = ARGV[i + 5]
+      redis.call('HSET', WI, id, cjson.encode(old))
+    else
       local od = old and old.od or tonumber(ARGV[i + 3])
       redis.call('ZADD', base .. 'w:' .. q, 'NX', od, id)
       redis.call('HSET', WI, id, cjson.encode({q = q, d = ARGV[i + 2], od = od,
@@ -168,18 +191,27 @@ elseif op == 'pump' then
   local horizon, margin, max = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   for i = 5, #ARGV, 5 do
     local id, q, d, u = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
-    redis.call('ZREM', holders('q:' .. q), id)
-    redis.call('ZREM', holders('d:' .. d), id)
-    local raw = ARGV[i + 4] == '2' and redis.call('HGET', WI, id)
+    local back = ARGV[i + 4] == '2'
+    local raw = back and redis.call('HGET', WI, id)
     local wi = raw and cjson.decode(raw)
-    if wi and wi.a and (wi.x or 0) < 3 then
-      -- the claim that parked it again had not written it back yet
+    if wi and wi.g then
+      -- a claim of it was told to go: its own end frees the slot
+    elseif wi and wi.a and (wi.x or 0) < 3 then
+      -- the claim that parks it again had not written its entry back yet
+      rate_refund('q:' .. q)
+      rate_refund('d:' .. d)
+      redis.call('ZREM', holders('q:' .. q), id)
+      redis.call('ZREM', holders('d:' .. d), id)
+      redis.call('ZREM', base .. 'wa', id)
       wi.a = nil
       wi.x = (wi.x or 0) + 1
       redis.call('HSET', WI, id, cjson.encode(wi))
       redis.call('ZADD', base .. 'w:' .. q, wi.od, id)
       redis.call('SADD', WQ, q)
     else
+      redis.call('ZREM', holders('q:' .. q), id)
+      redis.call('ZREM', holders('d:' .. d), id)
+      redis.call('ZREM', base .. 'wa', id)
       redis.call('HDEL', WI, id)
     end
     if u > now and u > tonumber(redis.call('HGET', UNTIL, d) or '0') then
@@ -191,29 +223,49 @@ elseif op == 'pump' then
       redis.call('PEXPIRE', k, (HOUR + 1) * 60000)
     end
   end
+  -- the info of tasks let go that no claim came for (cancelled while they
+  -- waited) goes once their lease is over
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', base .. 'wa', '-inf', now, 'LIMIT', 0, 100)) do
+    redis.call('ZREM', base .. 'wa', id)
+    local raw = redis.call('HGET', WI, id)
+    local wi = raw and cjson.decode(raw)
+    if wi and wi.a and not holds(id, wi.q, wi.d) then redis.call('HDEL', WI, id) end
+  end
   local out = {}
   for _, q in ipairs(redis.call('SMEMBERS', WQ)) do
     if #out >= max * 5 then break end
     local qc = conf('q:' .. q)
     local wkey = base .. 'w:' .. q
-    if not (qc and qc.paused) then
-      local ids = redis.call('ZRANGE', wkey, 0, SCAN - 1)
+    -- oldest first; a task whose destination is held back lets the ones
+    -- behind it go (a destination found held is not asked again)
+    local dheld, from, done = {}, 0, qc and qc.paused
+    while not done and from < SCAN * 4 do
+      local ids = redis.call('ZRANGE', wkey, from, from + SCAN - 1)
+      if #ids < SCAN then done = true end
+      from = from + SCAN
       for _, id in ipairs(ids) do
-        if #out >= max * 5 then break end
+        if #out >= max * 5 then done = true; break end
         local raw = redis.call('HGET', WI, id)
         if not raw then
           redis.call('ZREM', wkey, id)
+          from = from - 1
         else
           local wi = cjson.decode(raw)
-          local why, at = blocked(q, wi.d, horizon)
-          if why and at == 'q' then break end
-          if not why then
-            let_go(id, q, wi.d, at, wi.to, margin)
-            wi.a = at
-            redis.call('HSET', WI, id, cjson.encode(wi))
-            redis.call('ZREM', wkey, id)
-            out[#out + 1] = id; out[#out + 1] = wi.s; out[#out + 1] = at
-            out[#out + 1] = q; out[#out + 1] = wi.d
+          if not dheld[wi.d] then
+            local why, at = blocked(q, wi.d, horizon)
+            if why and at == 'q' then done = true; break end
+            if why then
+              dheld[wi.d] = true
+            else
+              let_go(id, q, wi.d, at, wi.to, margin)
+              wi.a = at
+              redis.call('HSET', WI, id, cjson.encode(wi))
+              redis.call('ZADD', base .. 'wa', at + wi.to + margin, id)
+              redis.call('ZREM', wkey, id)
+              from = from - 1
+              out[#out + 1] = id; out[#out + 1] = wi.s; out[#out + 1] = at
+              out[#out + 1] = q; out[#out + 1] = wi.d
+            end
           end
         end
       end
@@ -249,20 +301,25 @@ elseif op == 'put' then
     redis.call('HDEL', TAT, ARGV[2])
     return gone
   end
+  local raw = redis.call('HGET', CFG, ARGV[2])
+  local was, now_c = raw and cjson.decode(raw) or {}, cjson.decode(ARGV[3])
   redis.call('HSET', CFG, ARGV[2], ARGV[3])
-  -- a rate changed: the next callback goes on the new one
-  redis.call('HDEL', TAT, ARGV[2])
+  -- a rate changed: the next callback goes on the new one (the same rate
+  -- set again keeps its place: no fresh burst)
+  if was.rate ~= now_c.rate or was.burst ~= now_c.burst then redis.call('HDEL', TAT, ARGV[2]) end
   return 1
 end
 
 -- get / list: ARGV[2] = key, or '' for every queue and destination.
 -- Returns per key: key, settings JSON (false: none), waiting, in flight,
--- failed in the last hour (queues), no callback before (destinations, ms)
+-- failed in the last hour (queues), no callback before (destinations, ms),
+-- tasks not yet ended (queues)
 local function info(k)
   local kind, name = string.sub(k, 1, 1), string.sub(k, 3)
-  local waiting, failed, u = 0, 0, 0
+  local waiting, failed, u, open = 0, 0, 0, 0
   if kind == 'q' then
     waiting = redis.call('ZCARD', base .. 'w:' .. name)
+    open = math.max(0, tonumber(redis.call('HGET', base .. 'n', name) or '0'))
     local keys, m = {}, math.floor(now / 60000)
     for i = 0, HOUR - 1 do keys[#keys + 1] = base .. 'f:' .. name .. ':' .. (m - i) end
     for _, v in ipairs(redis.call('MGET', unpack(keys))) do failed = failed + (tonumber(v) or 0) end
@@ -271,7 +328,7 @@ local function info(k)
     if u <= now then u = 0 end
   end
   return {k, redis.call('HGET', CFG, k) or false, waiting,
-          redis.call('ZCOUNT', holders(k), '(' .. now, '+inf'), failed, u}
+          redis.call('ZCOUNT', holders(k), '(' .. now, '+inf'), failed, u, open}
 end
 
 local out = {}
@@ -282,6 +339,10 @@ end
 local seen = {}
 local keys = redis.call('HKEYS', CFG)
 for _, q in ipairs(redis.call('SMEMBERS', WQ)) do keys[#keys + 1] = 'q:' .. q end
+local n = redis.call('HGETALL', base .. 'n')
+for i = 1, #n, 2 do
+  if tonumber(n[i + 1]) > 0 then keys[#keys + 1] = 'q:' .. n[i] end
+end
 table.sort(keys)
 for _, k in ipairs(keys) do
   if not seen[k] then

@@ -32,6 +32,13 @@
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
 -- is: drain (stop adding, let every slice empty), then start the new version.
 
+-- The queue a stored spec names ('default' when none): task.c writes it
+-- right after the top-level timeout_ms.
+local function spec_queue(task, id)
+  local spec = redis.call('HGET', task, id)
+  return spec and string.match(spec, '"timeout_ms":%d+,"queue":"([%w._-]+)"') or 'default'
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -6,7 +6,7 @@
 -- or doubles the run.
 -- KEYS: due, task, del, ok, failed, cancelled (home). ARGV: op (prepare |
 -- commit), id, kind (retry | run), slice, due_ms
--- Returns {'ok', state} | {'notfound'} | {'conflict', status}.
+-- Returns {'ok', state, queue} | {'notfound'} | {'conflict', status}.
 local op, id, kind, slice, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local st = state_get(KEYS[2], id)
 if not st then return {'notfound'} end
@@ -18,7 +18,7 @@ if op == 'prepare' then
   state_put(KEYS[2], id, st)
   -- in the home slice itself: nothing to wait for
   if slice == '' then st = move_commit(KEYS, id, st) end
-  return {'ok', cjson.encode(st)}
+  return {'ok', cjson.encode(st), spec_queue(KEYS[2], id)}
 end
 if not st.mv or st.mv.slice ~= slice then
   -- committed already (by fetch), or another move since

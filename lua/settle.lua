@@ -7,7 +7,8 @@
 --       attempt's history entry: sent_at_ms (0: none), took_ms, the answer's
 --       status (0: none) and the start of a failed answer's body
 -- The task keeps its last HISTORY attempts in st.h: {t, ms, c, e, b}.
--- Returns each task's status after the call, in order.
+-- Returns per task, in order, 1 when this call ended it (succeeded or
+-- failed), else 0.
 -- States are read with one HMGET and written with one HSET; an id given
 -- twice sees its first outcome, as if the groups had come one call each.
 local HISTORY = 10
@@ -84,9 +85,11 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
 end
 
 for i = 3, #ARGV, 12 do
-  out[#out + 1] = settle((i - 3) / 12 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+  local was = finals
+  settle((i - 3) / 12 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
                          ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
                          {ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]})
+  out[#out + 1] = finals - was
 end
 -- The id goes back to :due and the state is written before the lease ends:
 -- a write refused midway leaves the lease, never the task without one.

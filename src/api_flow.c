@@ -47,6 +47,7 @@ static void api_flow_item(const store_flow_info *it, cJSON *o)
     int queue = it->key[0] == 'q';
     cJSON_AddStringToObject(o, queue ? "name" : "destination", it->key + 2);
     flow_settings_render(it->settings, queue, o);
+    if (queue) cJSON_AddNumberToObject(o, "scheduled", (double)it->open);
     if (queue) cJSON_AddNumberToObject(o, "waiting", (double)it->waiting);
     cJSON_AddNumberToObject(o, "in_flight", (double)it->in_flight);
     if (queue) cJSON_AddNumberToObject(o, "failed_last_hour", (double)it->failed_hour);

@@ -28,8 +28,9 @@
 #define FLOW_KEY_MAX (FLOW_DEST_MAX + 2)
 #define FLOW_REASON_MAX 16
 #define FLOW_SNAPSHOT_MS 100
-/* a task held back comes round again after this long if no pump let it go
- * sooner (the pump lets it go as soon as the limit allows) */
+/* a task held back comes round again after this long and up to as long
+ * again (spread), if no pump let it go sooner (the pump lets it go as soon
+ * as the limit allows) */
 #define FLOW_PARK_MS 30000
 /* the longest Retry-After obeyed */
 #define FLOW_RETRY_AFTER_MAX_MS 3600000

@@ -31,6 +31,7 @@ typedef struct bucket_scan {
  * its callback goes (FLOW_ASKING); let go, it may wait on the wheel for its
  * time (FLOW_LET_GO), and its end frees its slots. */
 enum { FLOW_ASKING = 1, FLOW_LET_GO = 2 };
+#define FLOW_PUMP_MIN 64          /* tasks a pump may let go, whatever the room */
 
 /* What flow calls carry past the job's life: a task to put in its queue's
  * waiting list, or a callback that ended. */
@@ -274,13 +275,14 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
+    if (!j->queue[0] && (o == OUT_OK || o == OUT_FAIL)) task_spec_queue(j->spec, j->queue);
     j->ended_failed = o == OUT_FAIL;
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
         .timeout_ms = j->timeout_ms, .owner = j, .sent_at_ms = j->sent_at_ms,
         .took_ms = j->took_ms, .answer = j->answer, .answer_len = j->answer_len,
-        .park_slice = j->park_slice};
+        .park_slice = j->park_slice, .queue = j->queue};
     if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
         event_add(sc->flush_ev, &tv);
@@ -349,9 +351,8 @@ void sched_on_done(sched *sc, job *j)
         if (ra > FLOW_RETRY_AFTER_MAX_MS) ra = FLOW_RETRY_AFTER_MAX_MS;
         until = store_now_ms(sc->s) + ra;
         if (!j->flow) {
-            char q[TASK_QUEUE_MAX];
             int64_t to;
-            if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), q, j->dest, &to) < 0)
+            if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), j->queue, j->dest, &to) < 0)
                 until = 0;
         }
         if (until) flow_cache_hold(sc->fc, j->dest, until);
@@ -415,7 +416,8 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
     for (int i = 0; i < c->n; i++) {
         job *j = c->jobs[i];
         if (err || i >= n || sc->stopping || v[i].kind == FLOW_HELD) {
-            j->flow = 0;
+            /* a go not taken ends at once, its slots freed */
+            j->flow = !err && i < n && v[i].kind == FLOW_GO ? FLOW_LET_GO : 0;
             sched_release(sc, j);
         } else if (v[i].kind == FLOW_GO) {
             j->flow = FLOW_LET_GO;
@@ -437,7 +439,8 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
             snprintf(j->err, sizeof(j->err), "%s", v[i].reason);
             task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
-            sched_record(sc, j, OUT_PARK, now + FLOW_PARK_MS);
+            /* spread: a burst held back does not come round all at once */
+            sched_record(sc, j, OUT_PARK, now + FLOW_PARK_MS + random() % FLOW_PARK_MS);
         }
     }
     free(c);
@@ -502,9 +505,15 @@ static store_flow_task *sched_flow_tasks(const flow_batch *b)
     return t;
 }
 
-static int64_t sched_horizon(const sched *sc)
+/* How far ahead a limit lets a callback go. A pump: a tick and a half, so
+ * that the pumps of the replicas' ticks keep a rate's callbacks evenly
+ * spaced (a task a pump lets go is claimed afresh, its lease running from
+ * its send time). A claim asking: within its lease (lease_margin_ms past
+ * the due), so a callback let go late never outlives it. */
+static int64_t sched_horizon(const sched *sc, int pump)
 {
-    return sc->cfg->tick_ms * 3 / 2;
+    int64_t h = sc->cfg->tick_ms * 3 / 2, lease = sc->cfg->lease_margin_ms / 2;
+    return pump || h < lease ? h : lease;
 }
 
 /* Send what this loop turn gathered: questions, waiting tasks, ends (with a
@@ -513,6 +522,17 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
     (void)fd, (void)what;
+    if (sc->nasking && sc->stopping) {
+        /* stopping: they go back unasked */
+        for (job *j = sc->asking, *n; j; j = n) {
+            n = j->next;
+            j->flow = 0;
+            sched_release(sc, j);
+        }
+        sc->asking = NULL;
+        sc->asking_tail = &sc->asking;
+        sc->nasking = 0;
+    }
     if (sc->nasking) {
         admit_ctx *c = xmalloc(sizeof(*c) + sizeof(job *) * (size_t)sc->nasking);
         store_flow_task *t = xcalloc((size_t)sc->nasking, sizeof(*t));
@@ -527,7 +547,7 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
         sc->asking_tail = &sc->asking;
         sc->nasking = 0;
         sc->pending++;
-        store_flow_admit(sc->s, t, c->n, sched_horizon(sc), sched_admit_cb, c);
+        store_flow_admit(sc->s, t, c->n, sched_horizon(sc, 0), sched_admit_cb, c);
         free(t);
     }
     if (sc->enq.n) {
@@ -545,8 +565,11 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
                                     sc->ends.r[i].until_ms, sc->ends.r[i].failed,
                                     sc->ends.r[i].back};
         sc->pending++;
-        store_flow_pump(sc->s, e, sc->ends.n, sc->stopping ? 0 : sched_room(sc),
-                        sched_horizon(sc), sched_pump_cb, sc);
+        /* what it lets go is claimed by whichever replica has room: a
+         * replica busy with other work still lets a few go */
+        int max = sched_room(sc) < FLOW_PUMP_MIN ? FLOW_PUMP_MIN : sched_room(sc);
+        store_flow_pump(sc->s, e, sc->ends.n, sc->stopping ? 0 : max, sched_horizon(sc, 1),
+                        sched_pump_cb, sc);
         free(e);
         sc->ends.n = 0;
         sc->pump_wanted = 0;

@@ -86,6 +86,7 @@ typedef struct store_attempt {
     int64_t sent_at_ms, took_ms;
     const char *answer;
     size_t answer_len;
+    const char *queue;      /* the task's (counted when it ends; NULL: default) */
 } store_attempt;
 #define STORE_HISTORY 10
 /* Runs once per attempt: err NULL when recorded, else why the store gave up
@@ -213,6 +214,7 @@ typedef void store_flow_done_fn(int n, const char *err, void *priv);
 typedef struct store_flow_info {
     const char *key, *settings;
     int64_t waiting, in_flight, failed_hour, until_ms;
+    int64_t open;               /* queues: tasks stored and not yet ended */
 } store_flow_info;
 typedef void store_flow_info_fn(const store_flow_info *items, int n, const char *err, void *priv);
 /* The settings of every key, and each destination's until_ms (settings

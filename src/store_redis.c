@@ -203,6 +203,50 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     rc_command_lane(rs->rc, c->route, lane, rs_eval_cb, c, c->argc, c->argv, c->argvlen);
 }
 
+/* ---- tasks not yet ended, per queue (flow.lua's n) ---------------------- */
+
+/* Counted apart from the tasks, in the flow slot: a task stored adds one to
+ * its queue, one that ends (succeeded, failed, cancelled) takes one away, a
+ * retry of an ended one adds it again. Sent without waiting; a crash between
+ * a task's write and its count's leaves the count off by that task. */
+typedef struct qcount {
+    rstore *rs;
+    const char *q[8];
+    long long n[8];
+    int k;
+} qcount;
+
+static void qcount_ignore_cb(redisReply *r, const char *err, void *priv)
+{
+    (void)r, (void)err, (void)priv;
+}
+
+static void qcount_flush(qcount *c)
+{
+    char key[KEY_MAX], v[UTIL_INT_MAX];
+    snprintf(key, sizeof(key), "%s:{flow}:n", c->rs->prefix);
+    for (int i = 0; i < c->k; i++) {
+        if (!c->n[i]) continue;
+        util_fmt_int(v, c->n[i]);
+        const char *argv[] = {"HINCRBY", key, c->q[i], v};
+        rc_command(c->rs->rc, key, qcount_ignore_cb, NULL, 4, argv, NULL);
+    }
+    c->k = 0;
+}
+
+static void qcount_add(qcount *c, const char *q, long long d)
+{
+    if (!q || !*q) q = TASK_QUEUE_DEFAULT;
+    for (int i = 0; i < c->k; i++)
+        if (strcmp(c->q[i], q) == 0) {
+            c->n[i] += d;
+            return;
+        }
+    if (c->k == 8) qcount_flush(c);
+    c->q[c->k] = q;
+    c->n[c->k++] = d;
+}
+
 /* ---- write chains with retry ------------------------------------------- */
 
 /* ---- the slice registry (P:slices, for the listing) ------------------------ */
@@ -343,6 +387,14 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
         return;
     }
     c->tries = 0;
+    if (c->steps[c->at].sc == SCRIPT_SETTLE && r->type == REDIS_REPLY_ARRAY) {
+        /* the tasks this step ended leave their queue's count */
+        qcount q = {.rs = rs};
+        for (size_t i = 0; i < r->elements && i < (size_t)c->n; i++)
+            if (r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1)
+                qcount_add(&q, c->a[i].queue, -1);
+        qcount_flush(&q);
+    }
     if (++c->at < c->nsteps) chain_run(c);
     else chain_done(c, NULL);
 }
@@ -1092,10 +1144,13 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
     }
     int fresh = 0;
     size_t i = 0;
+    qcount q = {.rs = rs};
     for (store_op *op = ops; op; op = op->next, i += 2) {
         op->exists = r->element[i]->integer == 0;
         fresh += !op->exists;
+        if (!op->exists) qcount_add(&q, op->t.queue, 1);
     }
+    qcount_flush(&q);
     if (rs->base.cfg->wait_replicas > 0 && fresh) {
         char route[KEY_MAX], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
         i = 0;
@@ -1267,8 +1322,14 @@ static void rs_cancel_cb(redisReply *r, const char *err, void *priv)
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_STRING)
         cb(ST_UNAVAILABLE, rs_err(r, err), op->priv);
-    else if (strcmp(r->element[0]->str, "ok") == 0)
+    else if (strcmp(r->element[0]->str, "ok") == 0) {
+        if (r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len) {
+            qcount q = {.rs = op->rs};
+            qcount_add(&q, r->element[1]->str, -1);
+            qcount_flush(&q);
+        }
         cb(ST_OK, NULL, op->priv);
+    }
     else if (strcmp(r->element[0]->str, "notfound") == 0)
         cb(ST_NOTFOUND, NULL, op->priv);
     else
@@ -1592,6 +1653,7 @@ typedef struct move_ctx {
     store_cancel_fn *cb;
     void *priv;
     int step;                  /* 0 prepare, 1 pointer, 2 commit */
+    char queue[TASK_QUEUE_MAX]; /* a retry's: counted again once it is done */
 } move_ctx;
 
 static void move_step(move_ctx *c);
@@ -1620,6 +1682,7 @@ static void move_cb(redisReply *r, const char *err, void *priv)
     } else if (strcmp(status, "conflict") == 0) {
         move_done(c, ST_CONFLICT, rs_str(r, 1) ? rs_str(r, 1) : "");
     } else if (c->step == 0 && c->target[0]) {
+        if (rs_str(r, 2)) snprintf(c->queue, sizeof(c->queue), "%s", rs_str(r, 2));
         cJSON *st = cJSON_Parse(rs_str(r, 1) ? rs_str(r, 1) : "");
         const cJSON *to = cJSON_GetObjectItemCaseSensitive(st, "to");
         c->timeout = cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000;
@@ -1627,6 +1690,12 @@ static void move_cb(redisReply *r, const char *err, void *priv)
         c->step = 1;
         rs_register(c->rs, c->target, (rs_then_fn *)move_step, c);
     } else {
+        if (c->step == 0 && rs_str(r, 2)) snprintf(c->queue, sizeof(c->queue), "%s", rs_str(r, 2));
+        if (c->kind == MOVE_RETRY && c->queue[0]) {
+            qcount q = {.rs = c->rs};
+            qcount_add(&q, c->queue, 1);
+            qcount_flush(&q);
+        }
         if (c->rs->base.added)
             c->rs->base.added(task_slice_bucket(c->target[0] ? c->target : c->home), c->due,
                               c->rs->base.added_priv);
@@ -1864,13 +1933,13 @@ static void rs_flow_take(store *s, const char *id, const char *slice, int64_t at
             flow_op_new(rs, (void *)cb, priv));
 }
 
-/* items from a flat (key, settings | nil, waiting, in flight, failed, until)
- * reply, every 6 elements */
+/* items from a flat (key, settings | nil, waiting, in flight, failed, until,
+ * open) reply, every 7 elements */
 static store_flow_info *flow_infos(const redisReply *r, size_t from, size_t to, int *n)
 {
-    store_flow_info *it = xcalloc((to - from) / 6 + 1, sizeof(*it));
+    store_flow_info *it = xcalloc((to - from) / 7 + 1, sizeof(*it));
     *n = 0;
-    for (size_t i = from; i + 6 <= to; i += 6) {
+    for (size_t i = from; i + 7 <= to; i += 7) {
         store_flow_info *x = &it[(*n)++];
         x->key = rs_reply_str(r->element[i]);
         x->settings = r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1]->str : NULL;
@@ -1878,6 +1947,7 @@ static store_flow_info *flow_infos(const redisReply *r, size_t from, size_t to, 
         x->in_flight = rs_reply_int(r->element[i + 3]);
         x->failed_hour = rs_reply_int(r->element[i + 4]);
         x->until_ms = rs_reply_int(r->element[i + 5]);
+        x->open = rs_reply_int(r->element[i + 6]);
     }
     return it;
 }

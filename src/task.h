@@ -27,6 +27,10 @@
 #define TASK_BACKOFF_CAP_MS (3600LL * 1000)
 
 /* A validated task, ready to store. */
+/* Queues (flow.h): a task names one, or is in the default queue. */
+#define TASK_QUEUE_MAX 65
+#define TASK_QUEUE_DEFAULT "default"
+
 typedef struct task_input {
     char key[TASK_KEY_MAX + 1];
     int key_generated;      /* no key was given: key is random */
@@ -35,6 +39,7 @@ typedef struct task_input {
     int64_t timeout_ms;
     int max_attempts;
     char *spec;             /* normalized task JSON, malloc'd; task_input_free */
+    char queue[TASK_QUEUE_MAX]; /* the queue it names ("" = the default) */
     int64_t home_now_ms;    /* 0: the store's clock picks the home slice
                              * (task_home_ms); else this clock does (a
                              * schedule's run: its claim's, so that the run
@@ -101,11 +106,10 @@ void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
                   char *out, size_t outlen);
 int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key);
 
-/* Queues (flow.h): a task names one, or is in the default queue. */
-#define TASK_QUEUE_MAX 65
-#define TASK_QUEUE_DEFAULT "default"
 /* 1 if s is a valid queue name: 1..64 of [A-Za-z0-9._-]. */
 int task_queue_valid(const char *s);
+/* The queue a normalized spec names into out (the default when none). */
+void task_spec_queue(const char *spec, char out[TASK_QUEUE_MAX]);
 
 /* 1 if s is a valid task key: 1..200 of [A-Za-z0-9._:-]. */
 int task_key_valid(const char *s);

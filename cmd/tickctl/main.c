@@ -624,7 +624,8 @@ static int cmd_stats(ctl *c)
 
 static void print_queue_row(const cJSON *q)
 {
-    const char *names[] = {"rate", "max_concurrency", "waiting", "in_flight", "failed_last_hour"};
+    const char *names[] = {"rate", "max_concurrency", "scheduled", "waiting", "in_flight",
+                           "failed_last_hour"};
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(q, "name");
     printf("%-24s", cJSON_IsString(name) ? name->valuestring : "?");
     for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
@@ -637,8 +638,8 @@ static void print_queue_row(const cJSON *q)
 
 static void print_queue_head(void)
 {
-    printf("%-24s %10s %10s %10s %10s %10s %s\n", "QUEUE", "RATE/S", "MAX_CONC", "WAITING",
-           "IN_FLIGHT", "FAILED_1H", "STATE");
+    printf("%-24s %10s %10s %10s %10s %10s %10s %s\n", "QUEUE", "RATE/S", "MAX_CONC",
+           "SCHEDULED", "WAITING", "IN_FLIGHT", "FAILED_1H", "STATE");
 }
 
 static int print_queues(const ctl *c, const ctl_answer *a)
@@ -840,9 +841,10 @@ static const cmd cmds[] = {
     {"queues", cmd_queues, 0, 0, 0,
      "usage: tickctl queues\n"
      "\n"
-     "The queues with settings or waiting tasks, and the default one (GET\n"
-     "/v1/queues): rate, max concurrency, tasks due and held back by a limit,\n"
-     "callbacks in flight, tasks failed in the last hour, paused or not.\n"
+     "The queues with settings, tasks or waiting tasks, and the default one (GET\n"
+     "/v1/queues): rate, max concurrency, tasks not yet ended, tasks due and held\n"
+     "back by a limit, callbacks in flight, tasks failed in the last hour, paused\n"
+     "or not.\n"
      "\n" HELP_COMMON},
     {"pause", cmd_queue_flag, 0, 1, 1,
      "usage: tickctl pause QUEUE\n"

@@ -28,7 +28,8 @@ def windows(times, size_ms, start, end):
 def test_queue_settings_round_trip(tickd):
     res = put(tickd, "/v1/queues/mail", {"rate": 2.5, "burst": 3, "max_concurrency": 4})
     assert res == {"name": "mail", "rate": 2.5, "burst": 3, "max_concurrency": 4,
-                   "paused": False, "waiting": 0, "in_flight": 0, "failed_last_hour": 0}
+                   "paused": False, "scheduled": 0, "waiting": 0, "in_flight": 0,
+                   "failed_last_hour": 0}
     code, got = tickd.request("GET", "/v1/queues/mail")
     assert code == 200 and got == res
     code, res = tickd.request("POST", "/v1/queues/mail/pause")
@@ -270,3 +271,70 @@ def test_cluster_pause_1000(cluster, tickd_factory, receiver):
     order = [c["headers"]["tickd-task-id"] for c in sorted(receiver.calls, key=lambda c: c["t"])]
     pos = {tid: i for i, tid in enumerate(order)}
     assert sum(pos[i] for i in ids[:200]) < sum(pos[i] for i in ids[-200:])
+
+
+def test_schedule_runs_use_their_templates_queue(tickd, receiver):
+    tickd.request("POST", "/v1/queues/sq/pause")
+    time.sleep(0.3)
+    code, s = tickd.request("POST", "/v1/schedules", {
+        "key": "sq", "every_ms": 1000, "times": 3,
+        "task": {"callback_url": receiver.url("/sq"), "queue": "sq"}})
+    assert code == 201, s
+    wait_for(lambda: tickd.request("GET", "/v1/queues/sq")[1]["waiting"] == 3, 10,
+             what="3 runs held by the paused queue")
+    assert receiver.count() == 0
+    code, g = tickd.request("GET", "/v1/schedules/sch.sq")
+    code, task = tickd.get(g["last_run"]["task_id"])
+    assert task["queue"] == "sq" and task["waiting"] == "paused"
+    tickd.request("POST", "/v1/queues/sq/resume")
+    wait_for(lambda: receiver.count() == 3, 5, what="the 3 runs after resume")
+
+
+def test_queue_counts_follow_the_tasks(tickd, receiver):
+    def q(name):
+        return tickd.request("GET", f"/v1/queues/{name}")[1]
+    later = now_ms() + 60000
+    ids = [tickd.post({"callback_url": receiver.url(), "queue": "cnt", "key": f"c{i}",
+                       "execute_at": later})["id"] for i in range(5)]
+    tickd.post({"callback_url": receiver.url(), "queue": "cnt", "key": "c0",
+                "execute_at": later})  # the same task again: not counted twice
+    wait_for(lambda: q("cnt")["scheduled"] == 5, 5, what="5 counted")
+    assert tickd.delete(ids[0])[0] in (200, 204)
+    wait_for(lambda: q("cnt")["scheduled"] == 4, 5, what="a cancel uncounted")
+    # two succeed, one fails for good (counted in failed_last_hour once the
+    # queue has settings), then is retried: counted again
+    put(tickd, "/v1/queues/cnt", {"max_concurrency": 10})
+    time.sleep(0.3)
+    for tid in ids[1:3]:
+        tickd.request("POST", f"/v1/tasks/{tid}/run")
+    failing = tickd.post({"callback_url": receiver.url("/status/500"), "queue": "cnt",
+                          "retry": {"max_attempts": 1}})["id"]
+    wait_for(lambda: tickd.get(failing)[1]["status"] == "failed", 10, what="a failure")
+    wait_for(lambda: q("cnt")["scheduled"] == 2, 5, what="3 ended")
+    assert q("cnt")["failed_last_hour"] == 1
+    code, _ = tickd.request("POST", f"/v1/tasks/{failing}/retry",
+                            {"execute_at": now_ms() + 60000})
+    assert code == 200
+    wait_for(lambda: q("cnt")["scheduled"] == 3, 5, what="the retry counted")
+    names = [x["name"] for x in tickd.request("GET", "/v1/queues")[1]["queues"]]
+    assert "cnt" in names
+
+
+def test_cluster_retry_after_holds_destination_everywhere(cluster, tickd_factory, receiver):
+    # three replicas, tasks every 20 ms to one receiver; its first answer is
+    # 429 Retry-After: 2. The replica that got it holds at once, the others
+    # within their 100 ms read of the settings: nothing arrives from 200 ms
+    # after the 429 until 2 s after it.
+    ts = replicas(tickd_factory, cluster)
+    start = now_ms() + 1500
+    for r in range(3):
+        ts[r].batch([{"callback_url": receiver.url("/busy/2/1"), "key": f"b{r}.{i}",
+                      "execute_at": start + (3 * i + r) * 20} for i in range(60)])
+    wait_for(lambda: receiver.count() >= 181, 20, what="every callback")
+    calls = sorted(receiver.calls, key=lambda c: c["t"])
+    busy = [c for c in calls if c.get("busy")]
+    assert len(busy) == 1
+    t0 = busy[0]["t"]
+    inside = [round(c["t"] - t0) for c in calls if t0 + 200 <= c["t"] < t0 + 1950]
+    assert not inside, inside
+    assert any(c["t"] >= t0 + 1950 for c in calls)

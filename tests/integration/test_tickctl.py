@@ -542,7 +542,7 @@ def test_queues_pause_resume(tickd, receiver):
     tid = ok(tickd, "add", receiver.url(), "--queue", "mail").strip()
     wait_for(lambda: js(tickd, "get", tid).get("waiting") == "paused", 5, what="held back")
     row = [r for r in ok(tickd, "queues").splitlines() if r.startswith("mail")][0].split()
-    assert row[3] == "1" and row[-1] == "paused", row   # one waiting
+    assert row[3] == "1" and row[4] == "1" and row[-1] == "paused", row  # 1 open, 1 waiting
     assert receiver.count() == 0
     assert not ok(tickd, "resume", "mail").rstrip().endswith("paused")
     wait_for(lambda: receiver.count() == 1, 5, what="the callback after resume")

@@ -19,6 +19,7 @@ typedef struct result {
     int64_t body;
     size_t used;      /* bytes consumed in all */
     size_t kept;      /* a failed answer's body kept */
+    int64_t retry_after_ms; /* + 1, 0: none */
     char keep[H1_KEEP_MAX];
 } result;
 
@@ -53,6 +54,7 @@ static result feed_split(const char *msg, size_t len, const size_t *cuts, int nc
     r.body = a.body;
     r.used = consumed;
     r.kept = a.kept;
+    r.retry_after_ms = a.retry_after_ms;
     if (a.kept) memcpy(r.keep, a.keep, a.kept);
     free(a.keep);
     return r;
@@ -260,6 +262,30 @@ static void test_wants_more(void **state)
     assert_int_equal(feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r", 0).rc, 0);
 }
 
+static void test_retry_after(void **state)
+{
+    (void)state;
+    result r = feed("HTTP/1.1 429 Too Many\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.retry_after_ms, 2001);
+    r = feed("HTTP/1.1 503 x\r\nretry-after:  0 \r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(r.retry_after_ms, 1);
+    r = feed("HTTP/1.1 503 x\r\nRetry-After: soon\r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.retry_after_ms, 0);
+    r = feed("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(r.retry_after_ms, 0);
+    /* delay-seconds and IMF-fixdate; anything else is none */
+    int64_t now = 784111777; /* Sun, 06 Nov 1994 08:49:37 GMT */
+    assert_int_equal(h1_retry_after("120", 3, now), 120000);
+    assert_int_equal(h1_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 29, now), 10000);
+    assert_int_equal(h1_retry_after("Sun, 06 Nov 1994 08:49:27 GMT", 29, now), 0);
+    assert_int_equal(h1_retry_after("Sun, 06 Nov 1994 08:49:47 GMTx", 30, now), -1);
+    assert_int_equal(h1_retry_after("-5", 2, now), -1);
+    assert_int_equal(h1_retry_after("", 0, now), -1);
+    assert_int_equal(h1_retry_after("99999999999999999999", 20, now), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,7 +293,7 @@ int main(void)
         cmocka_unit_test(test_chunked),         cmocka_unit_test(test_interim_and_head),
         cmocka_unit_test(test_no_length_closes), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bounds),          cmocka_unit_test(test_wants_more),
-        cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_keep),            cmocka_unit_test(test_retry_after),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,178 @@
+/* test_flow.c -- unit tests for flow.c (settings, destinations, the
+ * replica's copy of the settings) and the queue a spec names (task.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "flow.h"
+#include "store.h"
+#include "task.h"
+
+static int parse(const char *json, int queue, flow_settings *fs, char *err)
+{
+    cJSON *o = cJSON_Parse(json);
+    int rc = flow_settings_parse(o, queue, fs, err, 256);
+    cJSON_Delete(o);
+    return rc;
+}
+
+static void test_settings(void **state)
+{
+    (void)state;
+    flow_settings fs;
+    char err[256];
+    assert_int_equal(parse("{\"rate\":0.5,\"burst\":3,\"max_concurrency\":7,\"paused\":true}", 1,
+                           &fs, err), 0);
+    assert_true(fs.rate == 0.5 && fs.burst == 3 && fs.max_concurrency == 7 && fs.paused);
+    char *json = flow_settings_json(&fs, 1);
+    assert_string_equal(json, "{\"rate\":0.5,\"burst\":3,\"max_concurrency\":7,\"paused\":true}");
+    free(json);
+    assert_int_equal(parse("{\"rate\":null,\"max_concurrency\":null}", 1, &fs, err), 0);
+    assert_true(fs.rate == 0 && fs.max_concurrency == 0);
+    json = flow_settings_json(&fs, 1);
+    assert_string_equal(json, "{}");
+    free(json);
+    /* a rate's burst is written out: 1 when none was given */
+    assert_int_equal(parse("{\"rate\":50}", 0, &fs, err), 0);
+    json = flow_settings_json(&fs, 0);
+    assert_string_equal(json, "{\"rate\":50,\"burst\":1}");
+    free(json);
+
+    static const struct { const char *json; int queue; const char *prefix; } bad[] = {
+        {"{\"rate\":-1}", 1, "rate:"},
+        {"{\"rate\":0}", 1, "rate:"},
+        {"{\"rate\":1e300}", 1, "rate:"},
+        {"{\"rate\":\"5\"}", 1, "rate:"},
+        {"{\"burst\":2}", 1, "burst:"},
+        {"{\"rate\":1,\"burst\":0}", 1, "burst:"},
+        {"{\"rate\":1,\"burst\":2.5}", 1, "burst:"},
+        {"{\"max_concurrency\":0}", 1, "max_concurrency:"},
+        {"{\"max_concurrency\":-3}", 1, "max_concurrency:"},
+        {"{\"max_concurrency\":true}", 1, "max_concurrency:"},
+        {"{\"max_concurrency\":1000001}", 1, "max_concurrency:"},
+        {"{\"paused\":1}", 1, "paused:"},
+        {"{\"paused\":true}", 0, "paused:"},
+        {"{\"rate\":1,\"rate\":2}", 1, "rate: given more than once"},
+        {"{\"Rate\":1}", 1, "Rate: unknown field"},
+        {"[]", 1, "body:"},
+        {"7", 0, "body:"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        err[0] = '\0';
+        if (parse(bad[i].json, bad[i].queue, &fs, err) == 0) fail_msg("%s accepted", bad[i].json);
+        if (strncmp(err, bad[i].prefix, strlen(bad[i].prefix)) != 0)
+            fail_msg("%s: \"%s\" does not begin with \"%s\"", bad[i].json, err, bad[i].prefix);
+    }
+}
+
+static void test_destinations(void **state)
+{
+    (void)state;
+    static const char *good[] = {"example.com", "api.example.com:8443", "127.0.0.1:9000",
+                                 "[::1]", "[::1]:80", "a-b.c", "localhost:1", "x:65535"};
+    static const char *bad[] = {"", "Example.com", "example.com/x", "http://example.com",
+                                "user@example.com", "example.com:", "example.com:0",
+                                "example.com:65536", "example.com:08", "[::1", "[]",
+                                "[::1]x", "ex ample.com", ":80", "example.com:123456"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+        if (!flow_dest_valid(good[i])) fail_msg("%s refused", good[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        if (flow_dest_valid(bad[i])) fail_msg("%s accepted", bad[i]);
+    char d[FLOW_DEST_MAX];
+    assert_int_equal(flow_dest_of_url("http://API.Example.com/x?y=1", d), 0);
+    assert_string_equal(d, "api.example.com");
+    assert_int_equal(flow_dest_of_url("https://example.com:8443/", d), 0);
+    assert_string_equal(d, "example.com:8443");
+    assert_int_equal(flow_dest_of_url("http://[::1]:9000/", d), 0);
+    assert_string_equal(d, "[::1]:9000");
+    assert_int_equal(flow_dest_of_url("not a url", d), -1);
+}
+
+static void test_cache_route(void **state)
+{
+    (void)state;
+    flow_cache *fc = flow_cache_new();
+    char q[TASK_QUEUE_MAX], d[FLOW_DEST_MAX];
+    int64_t to = 0;
+    const char *spec = "{\"key\":\"k\",\"callback_url\":\"http://h.example:81/x\",\"method\":\"POST\","
+                       "\"execute_at\":1,\"retry\":{\"max_attempts\":5,\"backoff_ms\":1000},"
+                       "\"timeout_ms\":2500,\"queue\":\"mail\"}";
+    assert_true(flow_cache_empty(fc));
+    assert_int_equal(flow_cache_route(fc, spec, 1000, q, d, &to), 0);
+    assert_string_equal(q, "mail");
+    assert_string_equal(d, "h.example:81");
+    assert_int_equal(to, 2500);
+    /* a host-wide destination applies to a URL with a port */
+    store_flow_info items[] = {{.key = "d:h.example", .settings = "{\"rate\":1}"}};
+    flow_cache_load(fc, items, 1, 3, 1000);
+    assert_int_equal(flow_cache_waiting(fc), 3);
+    assert_int_equal(flow_cache_route(fc, spec, 1000, q, d, &to), 1);
+    assert_string_equal(d, "h.example");
+    /* a hold seen here outlives a snapshot that does not have it yet */
+    flow_cache_load(fc, NULL, 0, 0, 1000);
+    assert_int_equal(flow_cache_route(fc, spec, 1000, q, d, &to), 0);
+    flow_cache_hold(fc, "h.example:81", 5000);
+    flow_cache_load(fc, NULL, 0, 0, 2000);
+    assert_int_equal(flow_cache_route(fc, spec, 2000, q, d, &to), 1);
+    assert_int_equal(flow_cache_route(fc, spec, 6000, q, d, &to), 0);
+    assert_int_equal(flow_cache_route(fc, "not json", 6000, q, d, &to), -1);
+    flow_cache_free(fc);
+}
+
+static void test_spec_queue(void **state)
+{
+    (void)state;
+    char q[TASK_QUEUE_MAX];
+    cJSON *o = cJSON_Parse("{\"callback_url\":\"http://x/\",\"queue\":\"q.1-a_b\","
+                           "\"req\":{\"timeout_ms\":5,\"queue\":\"fake\"},"
+                           "\"on_failure\":{\"callback_url\":\"http://y/\","
+                           "\"header\":{\"X\":\",\\\"queue\\\":\\\"no\"}}}");
+    task_input t;
+    char err[256];
+    assert_int_equal(task_input_parse(o, 1000, &t, err, sizeof(err)), 0);
+    assert_string_equal(t.queue, "q.1-a_b");
+    task_spec_queue(t.spec, q);
+    assert_string_equal(q, "q.1-a_b");
+    task_input_free(&t);
+    cJSON_Delete(o);
+    /* the default queue is not written */
+    o = cJSON_Parse("{\"callback_url\":\"http://x/\",\"queue\":\"default\"}");
+    assert_int_equal(task_input_parse(o, 1000, &t, err, sizeof(err)), 0);
+    assert_string_equal(t.queue, "");
+    assert_null(strstr(t.spec, "queue"));
+    task_spec_queue(t.spec, q);
+    assert_string_equal(q, "default");
+    task_input_free(&t);
+    cJSON_Delete(o);
+    task_spec_queue("garbage", q);
+    assert_string_equal(q, "default");
+    assert_true(task_queue_valid("a"));
+    assert_false(task_queue_valid(""));
+    assert_false(task_queue_valid("a:b"));
+    assert_false(task_queue_valid("a b"));
+    char long_name[80];
+    memset(long_name, 'x', 65);
+    long_name[65] = '\0';
+    assert_false(task_queue_valid(long_name));
+    long_name[64] = '\0';
+    assert_true(task_queue_valid(long_name));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_destinations),
+        cmocka_unit_test(test_cache_route),
+        cmocka_unit_test(test_spec_queue),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
