@@ -1,6 +1,8 @@
 -- add: store tasks in their home slice (this call's slice). Idempotent on the id.
 -- KEYS: due, task, del. ARGV: slice_end_ms, grace_ms, then per task a group
--- of 4: id, spec, due_ms, timeout_ms (due_ms and timeout_ms as integers).
+-- of 5: id, spec, due_ms, timeout_ms (due_ms and timeout_ms as integers),
+-- queue ('' = the default). The state names the queue (q: its name, 1 for
+-- the default; lib.lua state_queue) so that its end is counted off it.
 -- Returns two elements per task, in order: 1 and its state when stored, or 0
 -- and the state already stored under that id (also for an id repeated within
 -- the call: the first one is stored).
@@ -11,17 +13,20 @@ if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
   return redis.error_reply('STALE slice already passed by the scan')
 end
 local sfields = {}
-for i = 3, #ARGV, 4 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+for i = 3, #ARGV, 5 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
 local old = redis.call('HMGET', KEYS[2], unpack(sfields))
 local out, seen, hset, zadd, ids = {}, {}, {}, {}, {}
-for i = 3, #ARGV, 4 do
-  local id, n = ARGV[i], (i - 3) / 4 + 1
+for i = 3, #ARGV, 5 do
+  local id, n = ARGV[i], (i - 3) / 5 + 1
   local prev = old[n] or seen[id]
   if prev then
     out[#out + 1] = 0
     out[#out + 1] = prev
   else
-    local st = '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] .. '}'
+    -- queue names are [A-Za-z0-9._-]: nothing to escape
+    local q = ARGV[i + 4] == '' and '1' or ('"' .. ARGV[i + 4] .. '"')
+    local st = '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] ..
+               ',"q":' .. q .. '}'
     seen[id] = st
     hset[#hset + 1] = id
     hset[#hset + 1] = ARGV[i + 1]

@@ -2,8 +2,8 @@
 -- the lazy-delete SET; the claim drops it. A retry waiting in a later slice is
 -- dropped when it is claimed, because its home state says cancelled.
 -- KEYS: task, del, ok, failed, cancelled. ARGV: id, retention_ms, failed_retention_ms
--- Returns {'ok', queue} (queue '' when it was cancelled before), {'notfound'}
--- or {'conflict', status}.
+-- Returns {'ok', queue} (the count it leaves; '' when it was cancelled
+-- before, or is counted in none), {'notfound'} or {'conflict', status}.
 local st = state_get(KEYS[1], ARGV[1])
 if not st then return {'notfound'} end
 if st.s == 'cancelled' then return {'ok', ''} end
@@ -16,4 +16,4 @@ state_put(KEYS[1], ARGV[1], st)
 if not st.cur then redis.call('SADD', KEYS[2], ARGV[1]) end
 redis.call('ZADD', KEYS[5], now, ARGV[1])
 close_slice(KEYS, 1, now, tonumber(ARGV[2]), tonumber(ARGV[3]))
-return {'ok', spec_queue(KEYS[1], ARGV[1])}
+return {'ok', state_queue(st) or ''}

@@ -132,7 +132,11 @@ if op == 'admit' then
     local wi = raw and cjson.decode(raw)
     local res
     if wi and wi.a then
-      if holds(id, wi.q, wi.d) then
+      if holds(id, wi.q, wi.d) and wi.a > now + horizon then
+        -- let go for later than this claim's lease covers: the claim of
+        -- its taken entry sends it
+        res = {'wait', wi.r}
+      elseif holds(id, wi.q, wi.d) then
         res = {'go', math.max(now, wi.a), wi.od, wi.r}
         -- its callback goes: a take that missed its entry (claimed by this
         -- very claim) must not free the slot nor queue it again

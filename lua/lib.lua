@@ -23,7 +23,9 @@
 --   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
 --   P:{sc.b}:snext ZSET  active schedule id -> next run (ms), or its lease's end
 --   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)
--- State JSON: s = scheduled|running|succeeded|failed|cancelled, a = attempts
+-- State JSON: s = scheduled|running|succeeded|failed|cancelled, q = queue
+-- (1: the default), w = why a limit holds it back, ft = the settle that
+-- ended it, a = attempts
 -- made, due = ms of the next attempt, to = timeout ms, cur = slice of the due
 -- entry when it is not the home slice, code / err = last failure, fin = ms,
 -- mv = {slice, due, kind}: a move (retry, run now) under way (move.lua).
@@ -32,11 +34,11 @@
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
 -- is: drain (stop adding, let every slice empty), then start the new version.
 
--- The queue a stored spec names ('default' when none): task.c writes it
--- right after the top-level timeout_ms.
-local function spec_queue(task, id)
-  local spec = redis.call('HGET', task, id)
-  return spec and string.match(spec, '"timeout_ms":%d+,"queue":"([%w._-]+)"') or 'default'
+-- The queue a task's state counts it in (add.lua): nil for a task stored
+-- before states named it (never counted, so never counted off).
+local function state_queue(st)
+  if st.q == 1 then return 'default' end
+  return st.q
 end
 
 local function now_ms()
@@ -95,12 +97,15 @@ local function open_slice(fin)
 end
 
 -- Commit the move st.mv of task id (move.lua): KEYS are the home slice's
--- due, task, del, ok, failed, cancelled. Returns the new state.
+-- due, task, del, ok, failed, cancelled. Returns the new state, and the
+-- queue whose count it joins again when it ended before (a retry), else ''.
 local function move_commit(K, id, st)
   local mv = st.mv
   st.mv = nil
+  local reopened = ''
   if mv.kind == 'retry' then
-    if st.s ~= 'failed' and st.s ~= 'cancelled' then state_put(K[2], id, st); return st end
+    if st.s ~= 'failed' and st.s ~= 'cancelled' then state_put(K[2], id, st); return st, '' end
+    reopened = state_queue(st) or ''
     redis.call('ZREM', K[5], id)
     redis.call('ZREM', K[6], id)
     redis.call('SREM', K[3], id)
@@ -112,7 +117,7 @@ local function move_commit(K, id, st)
     st.fin = nil
   elseif st.s ~= 'scheduled' then
     state_put(K[2], id, st)
-    return st
+    return st, ''
   else
     -- run now: the entry where it was goes (a pointer elsewhere is dropped
     -- when claimed: it is no longer st.cur)
@@ -126,5 +131,5 @@ local function move_commit(K, id, st)
     st.cur = mv.slice
   end
   state_put(K[2], id, st)
-  return st
+  return st, reopened
 end

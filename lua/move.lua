@@ -6,7 +6,9 @@
 -- or doubles the run.
 -- KEYS: due, task, del, ok, failed, cancelled (home). ARGV: op (prepare |
 -- commit), id, kind (retry | run), slice, due_ms
--- Returns {'ok', state, queue} | {'notfound'} | {'conflict', status}.
+-- Returns {'ok', state, queue} | {'notfound'} | {'conflict', status}: queue
+-- names the count the task joins again when this call reopened it (a
+-- retry committed), else ''.
 local op, id, kind, slice, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local st = state_get(KEYS[2], id)
 if not st then return {'notfound'} end
@@ -17,13 +19,15 @@ if op == 'prepare' then
   st.mv = {slice = slice, due = due, kind = kind}
   state_put(KEYS[2], id, st)
   -- in the home slice itself: nothing to wait for
-  if slice == '' then st = move_commit(KEYS, id, st) end
-  return {'ok', cjson.encode(st), spec_queue(KEYS[2], id)}
+  local reopened = ''
+  if slice == '' then st, reopened = move_commit(KEYS, id, st) end
+  return {'ok', cjson.encode(st), reopened}
 end
 if not st.mv or st.mv.slice ~= slice then
   -- committed already (by fetch), or another move since
-  if st.s == 'scheduled' or st.s == 'running' then return {'ok', cjson.encode(st)} end
+  if st.s == 'scheduled' or st.s == 'running' then return {'ok', cjson.encode(st), ''} end
   return {'conflict', st.s}
 end
-st = move_commit(KEYS, id, st)
-return {'ok', cjson.encode(st)}
+local reopened
+st, reopened = move_commit(KEYS, id, st)
+return {'ok', cjson.encode(st), reopened}

@@ -1,26 +1,29 @@
 -- settle: record the outcomes of attempts of tasks homed in this slice.
 -- KEYS: due, task, del, run, ok, failed, cancelled (home slice)
--- ARGV: retention_ms, failed_retention_ms, then per task a group of 12: id,
+-- ARGV: retention_ms, failed_retention_ms, token (this settle's, the same
+--       when it is sent again), then per task a group of 12: id,
 --       outcome (ok|fail|retry|release|park), attempt, status_code, error,
 --       next_due_ms, local (1 when the lease is in this slice), next_slice
 --       (retry: the slice holding the retry pointer, '' = here), and the
 --       attempt's history entry: sent_at_ms (0: none), took_ms, the answer's
 --       status (0: none) and the start of a failed answer's body
 -- The task keeps its last HISTORY attempts in st.h: {t, ms, c, e, b}.
--- Returns per task, in order, 1 when this call ended it (succeeded or
--- failed), else 0.
+-- Returns per task, in order, the queue whose count it leaves when this
+-- settle ended it (succeeded or failed; also when this settle is sent again
+-- after its answer was lost: st.ft), else ''.
 -- States are read with one HMGET and written with one HSET; an id given
 -- twice sees its first outcome, as if the groups had come one call each.
 local HISTORY = 10
-local retention, failed_retention = tonumber(ARGV[1]), tonumber(ARGV[2])
+local retention, failed_retention, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 local out = {}
 
 local sfields = {}
-for i = 3, #ARGV, 12 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+for i = 4, #ARGV, 12 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
 local raw = bulk_read('HMGET', KEYS[2], sfields)
 local states, changed, order = {}, {}, {}
 local zrem, zadd, finals = {}, {}, 0
+local counted, ended = {}, ''
 local fin_ok, fin_failed = {}, {}
 
 -- due again at next_due: here, or in next_slice (its pointer written there)
@@ -41,9 +44,13 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     states[id] = st
   end
   if loc == '1' then zrem[#zrem + 1] = id end
-  if not st then return 'missing' end
-  -- not running: a duplicate delivery after a crash settled it already
-  if st.s ~= 'running' then return st.s end
+  if not st then return '' end
+  -- not running: a duplicate delivery after a crash settled it already (or
+  -- this very settle, whose answer was lost: st.ft)
+  if st.s ~= 'running' then
+    if st.ft == token and not counted[id] then counted[id] = true; return state_queue(st) or '' end
+    return ''
+  end
   if o == 'release' then
     st.s = 'scheduled'
     if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
@@ -71,6 +78,9 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     else
       st.s = (o == 'ok') and 'succeeded' or 'failed'
       st.fin = now
+      st.ft = token
+      counted[id] = true
+      ended = state_queue(st) or ''
       st.cur = nil
       finals = finals + 1
       local ix = (o == 'ok') and fin_ok or fin_failed
@@ -81,15 +91,14 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     changed[id] = true
     order[#order + 1] = id
   end
-  return st.s
+  return ended
 end
 
-for i = 3, #ARGV, 12 do
-  local was = finals
-  settle((i - 3) / 12 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+for i = 4, #ARGV, 12 do
+  ended = ''
+  out[#out + 1] = settle((i - 4) / 12 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
                          ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
                          {ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]})
-  out[#out + 1] = finals - was
 end
 -- The id goes back to :due and the state is written before the lease ends:
 -- a write refused midway leaves the lease, never the task without one.

@@ -275,14 +275,13 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
-    if (!j->queue[0] && (o == OUT_OK || o == OUT_FAIL)) task_spec_queue(j->spec, j->queue);
     j->ended_failed = o == OUT_FAIL;
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
         .timeout_ms = j->timeout_ms, .owner = j, .sent_at_ms = j->sent_at_ms,
         .took_ms = j->took_ms, .answer = j->answer, .answer_len = j->answer_len,
-        .park_slice = j->park_slice, .queue = j->queue};
+        .park_slice = j->park_slice};
     if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
         event_add(sc->flush_ev, &tv);

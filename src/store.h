@@ -86,7 +86,6 @@ typedef struct store_attempt {
     int64_t sent_at_ms, took_ms;
     const char *answer;
     size_t answer_len;
-    const char *queue;      /* the task's (counted when it ends; NULL: default) */
 } store_attempt;
 #define STORE_HISTORY 10
 /* Runs once per attempt: err NULL when recorded, else why the store gave up

@@ -390,9 +390,9 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
     if (c->steps[c->at].sc == SCRIPT_SETTLE && r->type == REDIS_REPLY_ARRAY) {
         /* the tasks this step ended leave their queue's count */
         qcount q = {.rs = rs};
-        for (size_t i = 0; i < r->elements && i < (size_t)c->n; i++)
-            if (r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1)
-                qcount_add(&q, c->a[i].queue, -1);
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len)
+                qcount_add(&q, r->element[i]->str, -1);
         qcount_flush(&q);
     }
     if (++c->at < c->nsteps) chain_run(c);
@@ -477,8 +477,13 @@ static chain *chain_new(rstore *rs, const store_attempt *a, store_settled_fn *cb
 static step *chain_settle_step(chain *c, const char *home)
 {
     step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 7);
+    char token[40];
     step_int(st, c->rs->base.cfg->retention_ms);
     step_int(st, c->rs->base.cfg->failed_retention_ms);
+    /* sent again unchanged when the answer is lost: settle.lua knows the
+     * tasks it ended itself, to count them off once */
+    snprintf(token, sizeof(token), "%lx%lx", (unsigned long)random(), (unsigned long)random());
+    step_str(st, token);
     return st;
 }
 
@@ -642,7 +647,7 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
         log_warn_limited(&cl->rs->warn, rs_now_ms(&cl->rs->base), "task %s: fetch failed: %s",
                          l->id, rs_err(r, err));
         l->id = NULL;
-    } else if (strcmp(r->element[0]->str, "ok") != 0 || r->elements != 3 ||
+    } else if (strcmp(r->element[0]->str, "ok") != 0 || r->elements != 4 ||
                r->element[2]->type != REDIS_REPLY_STRING) {
         /* cancelled, or settled by a duplicate: the pointer is spent */
         rs_drop_ptr(cl->rs, l->id, cl->slice);
@@ -650,6 +655,12 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
     } else {
         l->attempt = (int)r->element[1]->integer;
         l->spec = xstrndup(r->element[2]->str, r->element[2]->len);
+        if (r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len) {
+            /* this fetch committed a retry: the task counts again */
+            qcount q = {.rs = cl->rs};
+            qcount_add(&q, r->element[3]->str, 1);
+            qcount_flush(&q);
+        }
     }
     if (--cl->fetching == 0) claim_answer(cl);
 }
@@ -1191,7 +1202,7 @@ static void rs_add_batch_send_now(void *priv)
     /* half the scan's grace: the add refuses a slice well before the scan
      * may pass it, so no clock difference between replicas loses a task */
     util_fmt_int(grace, rs->base.cfg->slice_grace_ms / 2);
-    const char *args[2 + 4 * STORE_ADD_MAX];
+    const char *args[2 + 5 * STORE_ADD_MAX];
     int n = 0;
     args[n++] = end;
     args[n++] = grace;
@@ -1200,6 +1211,7 @@ static void rs_add_batch_send_now(void *priv)
         args[n++] = op->t.spec;
         args[n++] = op->due;
         args[n++] = op->to;
+        args[n++] = op->t.queue;
     }
     /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
      * of its own connection, and blocks none but that one */
@@ -1653,7 +1665,6 @@ typedef struct move_ctx {
     store_cancel_fn *cb;
     void *priv;
     int step;                  /* 0 prepare, 1 pointer, 2 commit */
-    char queue[TASK_QUEUE_MAX]; /* a retry's: counted again once it is done */
 } move_ctx;
 
 static void move_step(move_ctx *c);
@@ -1682,7 +1693,6 @@ static void move_cb(redisReply *r, const char *err, void *priv)
     } else if (strcmp(status, "conflict") == 0) {
         move_done(c, ST_CONFLICT, rs_str(r, 1) ? rs_str(r, 1) : "");
     } else if (c->step == 0 && c->target[0]) {
-        if (rs_str(r, 2)) snprintf(c->queue, sizeof(c->queue), "%s", rs_str(r, 2));
         cJSON *st = cJSON_Parse(rs_str(r, 1) ? rs_str(r, 1) : "");
         const cJSON *to = cJSON_GetObjectItemCaseSensitive(st, "to");
         c->timeout = cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000;
@@ -1690,10 +1700,10 @@ static void move_cb(redisReply *r, const char *err, void *priv)
         c->step = 1;
         rs_register(c->rs, c->target, (rs_then_fn *)move_step, c);
     } else {
-        if (c->step == 0 && rs_str(r, 2)) snprintf(c->queue, sizeof(c->queue), "%s", rs_str(r, 2));
-        if (c->kind == MOVE_RETRY && c->queue[0]) {
+        if (rs_str(r, 2) && rs_str(r, 2)[0]) {
+            /* this call reopened an ended task: it counts again */
             qcount q = {.rs = c->rs};
-            qcount_add(&q, c->queue, 1);
+            qcount_add(&q, rs_str(r, 2), 1);
             qcount_flush(&q);
         }
         if (c->rs->base.added)

@@ -31,25 +31,6 @@ int task_queue_valid(const char *s)
     return n > 0;
 }
 
-void task_spec_queue(const char *spec, char out[TASK_QUEUE_MAX])
-{
-    /* task_input_parse writes the queue right after the top-level
-     * timeout_ms, the last "timeout_ms" key of the spec (on_failure has none,
-     * and req comes before it) */
-    static const char tk[] = "\"timeout_ms\":", qk[] = ",\"queue\":\"";
-    const char *p = NULL;
-    for (const char *q = spec; (q = strstr(q, tk)); q++) p = q;
-    snprintf(out, TASK_QUEUE_MAX, "%s", TASK_QUEUE_DEFAULT);
-    if (!p) return;
-    for (p += sizeof(tk) - 1; *p >= '0' && *p <= '9'; p++) {}
-    if (strncmp(p, qk, sizeof(qk) - 1) != 0) return;
-    p += sizeof(qk) - 1;
-    size_t n = strcspn(p, "\"");
-    if (n == 0 || n >= TASK_QUEUE_MAX || p[n] != '"') return;
-    memcpy(out, p, n);
-    out[n] = '\0';
-}
-
 int task_key_valid(const char *s)
 {
     size_t n = 0;

@@ -108,8 +108,6 @@ int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key
 
 /* 1 if s is a valid queue name: 1..64 of [A-Za-z0-9._-]. */
 int task_queue_valid(const char *s);
-/* The queue a normalized spec names into out (the default when none). */
-void task_spec_queue(const char *spec, char out[TASK_QUEUE_MAX]);
 
 /* 1 if s is a valid task key: 1..200 of [A-Za-z0-9._:-]. */
 int task_key_valid(const char *s);

@@ -338,3 +338,29 @@ def test_cluster_retry_after_holds_destination_everywhere(cluster, tickd_factory
     inside = [round(c["t"] - t0) for c in calls if t0 + 200 <= c["t"] < t0 + 1950]
     assert not inside, inside
     assert any(c["t"] >= t0 + 1950 for c in calls)
+
+
+def test_settle_counts_an_end_once_even_when_sent_again(redis):
+    """settle.lua, run as tickd runs it (lib.lua first), on a real Redis: a
+    settle sent again because its answer was lost counts its ends once more
+    (the first answer never arrived); a duplicate from elsewhere does not."""
+    import os
+    from harness import ROOT
+    src = "".join(open(os.path.join(ROOT, "lua", f)).read() for f in ("lib.lua", "settle.lua"))
+    keys = [f"t:{{s}}:{k}" for k in ("due", "task", "del", "run", "ok", "failed", "cancelled")]
+    redis.cli("HSET", keys[1], "s:a", '{"s":"running","a":0,"due":1,"to":10,"q":"mail"}',
+              "s:b", '{"s":"running","a":0,"due":1,"to":10,"q":1}', "#open", "2")
+
+    def settle(token, *ids):
+        args = ["86400000", "86400000", token]
+        for i in ids:
+            args += [i, "ok", "1", "", "", "0", "1", "", "1", "5", "200", ""]
+        # (redis-cli prints an empty answer as an empty line; strip drops the
+        # trailing ones: the queues named, in order)
+        out = redis.cli("EVAL", src, "7", *keys, *args)
+        return [x for x in out.splitlines() if x]
+
+    assert settle("tok1", "a", "b") == ["mail", "default"]
+    assert settle("tok1", "a", "b") == ["mail", "default"]   # the answer was lost
+    assert settle("tok2", "a", "b") == []                    # someone else's
+    assert settle("tok1", "a", "a") == ["mail"]              # once per call

@@ -1,5 +1,5 @@
 /* test_flow.c -- unit tests for flow.c (settings, destinations, the
- * replica's copy of the settings) and the queue a spec names (task.c). */
+ * replica's copy of the settings) and a task's queue (task.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -127,10 +127,9 @@ static void test_cache_route(void **state)
     flow_cache_free(fc);
 }
 
-static void test_spec_queue(void **state)
+static void test_task_queue(void **state)
 {
     (void)state;
-    char q[TASK_QUEUE_MAX];
     cJSON *o = cJSON_Parse("{\"callback_url\":\"http://x/\",\"queue\":\"q.1-a_b\","
                            "\"req\":{\"timeout_ms\":5,\"queue\":\"fake\"},"
                            "\"on_failure\":{\"callback_url\":\"http://y/\","
@@ -139,8 +138,6 @@ static void test_spec_queue(void **state)
     char err[256];
     assert_int_equal(task_input_parse(o, 1000, &t, err, sizeof(err)), 0);
     assert_string_equal(t.queue, "q.1-a_b");
-    task_spec_queue(t.spec, q);
-    assert_string_equal(q, "q.1-a_b");
     task_input_free(&t);
     cJSON_Delete(o);
     /* the default queue is not written */
@@ -148,12 +145,8 @@ static void test_spec_queue(void **state)
     assert_int_equal(task_input_parse(o, 1000, &t, err, sizeof(err)), 0);
     assert_string_equal(t.queue, "");
     assert_null(strstr(t.spec, "queue"));
-    task_spec_queue(t.spec, q);
-    assert_string_equal(q, "default");
     task_input_free(&t);
     cJSON_Delete(o);
-    task_spec_queue("garbage", q);
-    assert_string_equal(q, "default");
     assert_true(task_queue_valid("a"));
     assert_false(task_queue_valid(""));
     assert_false(task_queue_valid("a:b"));
@@ -172,7 +165,7 @@ int main(void)
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_destinations),
         cmocka_unit_test(test_cache_route),
-        cmocka_unit_test(test_spec_queue),
+        cmocka_unit_test(test_task_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
