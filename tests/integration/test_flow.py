@@ -364,3 +364,30 @@ def test_settle_counts_an_end_once_even_when_sent_again(redis):
     assert settle("tok1", "a", "b") == ["mail", "default"]   # the answer was lost
     assert settle("tok2", "a", "b") == []                    # someone else's
     assert settle("tok1", "a", "a") == ["mail"]              # once per call
+
+
+def test_destination_limits_apply_across_queues_and_the_stricter_wins(tickd, receiver):
+    dest = f"127.0.0.1:{receiver.port}"
+    put(tickd, f"/v1/destinations/{dest}", {"max_concurrency": 2})
+    put(tickd, "/v1/queues/fast", {"rate": 1000})     # the destination is stricter
+    time.sleep(0.3)
+    at = now_ms() + 500
+    tickd.batch([{"callback_url": receiver.url("/slow/100"), "key": f"d{i}",
+                  "queue": "fast" if i % 2 else "default", "execute_at": at}
+                 for i in range(40)])
+    wait_for(lambda: receiver.count() >= 40, 20, what="40 callbacks")
+    assert receiver.max_inflight <= 2, receiver.max_inflight
+    times = sorted(c["t"] for c in receiver.calls)
+    assert (times[-1] - times[0]) / 1000 >= 1.7      # 40 x 100 ms, 2 at a time
+    code, d = tickd.request("GET", f"/v1/destinations/{dest}")
+    assert d["max_concurrency"] == 2
+    # a rate on the destination holds the queue's faster one back
+    put(tickd, f"/v1/destinations/{dest}", {"rate": 10})
+    time.sleep(0.3)
+    n0 = receiver.count()
+    at = now_ms() + 500
+    tickd.batch([{"callback_url": receiver.url(), "key": f"e{i}", "queue": "fast",
+                  "execute_at": at} for i in range(20)])
+    wait_for(lambda: receiver.count() >= n0 + 20, 20, what="20 more")
+    times = sorted(c["t"] for c in receiver.calls[n0:])
+    assert (times[-1] - times[0]) / 1000 >= 1.7      # 19 intervals of 100 ms
