@@ -287,9 +287,13 @@ wl_ingest() {
   end=$(((sec / 60 + 1) * 60000))
   local spec="{\"key\":\"k__rand_int__\",\"callback_url\":\"$CB/cb\",\"method\":\"POST\",\"execute_at\":$due,\"retry\":{\"max_attempts\":5,\"backoff_ms\":1000},\"timeout_ms\":10000}"
   f=$TMP/redis-benchmark.txt
+  # a task's group: id, spec, due, timeout, and (add.lua since queues) its
+  # queue, "" for the default one
+  local group=(1)
+  grep -q 'of 5: id, spec' "$LUA/add.lua" && group=(1 "")
   timeout 120 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c 32 -P 64 -n "$total" -r 1000000000 -q \
     EVALSHA "$sha" 3 "tickd:{$slice}:due" "tickd:{$slice}:task" "tickd:{$slice}:del" \
-    "$end" 30000 "$slice.$due.k__rand_int__" "$spec" "$due" 10000 >"$f" 2>&1
+    "$end" 30000 "$slice.$due.k__rand_int__" "$spec" "$due" 10000 "${group[@]:1}" >"$f" 2>&1
   rate=$(tr '\r' '\n' <"$f" | grep -oE '[0-9]+(\.[0-9]+)? requests per second' | tail -1 | awk '{print $1}')
   stored=$(rcli ZCARD "tickd:{$slice}:due")
   log "redis-benchmark: $rate ops/s; $stored of $total stored"

@@ -45,6 +45,7 @@ typedef struct rstore {
     store_add_batch *adds;     /* adds gathered in this loop turn */
     int add_bucket;            /* this turn's bucket for tasks without a key */
     struct event *flush_ev;    /* sends them at the end of the turn */
+    struct qcount *counts;     /* queue counts changed, not yet sent */
     log_limit warn;
     /* slices this process put in the registry P:slices (a cache: a slot
      * overwritten only costs one more ZADD) */
@@ -207,13 +208,17 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
 
 /* Counted apart from the tasks, in the flow slot: a task stored adds one to
  * its queue, one that ends (succeeded, failed, cancelled) takes one away, a
- * retry of an ended one adds it again. Sent without waiting; a crash between
- * a task's write and its count's leaves the count off by that task. */
+ * retry of an ended one adds it again. The changes of QCOUNT_MS go as one
+ * HINCRBY a queue, not waited for; a crash between a task's write and its
+ * count's leaves the count off by that task. */
+#define QCOUNT_MS 20
+#define QCOUNT_QUEUES 16
+
 typedef struct qcount {
-    rstore *rs;
-    const char *q[8];
-    long long n[8];
+    char q[QCOUNT_QUEUES][TASK_QUEUE_MAX];
+    long long n[QCOUNT_QUEUES];
     int k;
+    struct event *ev;
 } qcount;
 
 static void qcount_ignore_cb(redisReply *r, const char *err, void *priv)
@@ -221,30 +226,46 @@ static void qcount_ignore_cb(redisReply *r, const char *err, void *priv)
     (void)r, (void)err, (void)priv;
 }
 
-static void qcount_flush(qcount *c)
+static void qcount_flush(rstore *rs)
 {
+    qcount *c = rs->counts;
+    if (!rs->rc) {
+        c->k = 0;
+        return;
+    }
     char key[KEY_MAX], v[UTIL_INT_MAX];
-    snprintf(key, sizeof(key), "%s:{flow}:n", c->rs->prefix);
+    snprintf(key, sizeof(key), "%s:{flow}:n", rs->prefix);
     for (int i = 0; i < c->k; i++) {
         if (!c->n[i]) continue;
         util_fmt_int(v, c->n[i]);
         const char *argv[] = {"HINCRBY", key, c->q[i], v};
-        rc_command(c->rs->rc, key, qcount_ignore_cb, NULL, 4, argv, NULL);
+        rc_command(rs->rc, key, qcount_ignore_cb, NULL, 4, argv, NULL);
     }
     c->k = 0;
 }
 
-static void qcount_add(qcount *c, const char *q, long long d)
+static void qcount_cb(evutil_socket_t fd, short what, void *arg)
 {
+    (void)fd, (void)what;
+    qcount_flush(arg);
+}
+
+static void qcount_add(rstore *rs, const char *q, long long d)
+{
+    qcount *c = rs->counts;
     if (!q || !*q) q = TASK_QUEUE_DEFAULT;
     for (int i = 0; i < c->k; i++)
         if (strcmp(c->q[i], q) == 0) {
             c->n[i] += d;
             return;
         }
-    if (c->k == 8) qcount_flush(c);
-    c->q[c->k] = q;
+    if (c->k == QCOUNT_QUEUES) qcount_flush(rs);
+    snprintf(c->q[c->k], TASK_QUEUE_MAX, "%s", q);
     c->n[c->k++] = d;
+    if (!event_pending(c->ev, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {0, QCOUNT_MS * 1000};
+        event_add(c->ev, &tv);
+    }
 }
 
 /* ---- write chains with retry ------------------------------------------- */
@@ -389,11 +410,9 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
     c->tries = 0;
     if (c->steps[c->at].sc == SCRIPT_SETTLE && r->type == REDIS_REPLY_ARRAY) {
         /* the tasks this step ended leave their queue's count */
-        qcount q = {.rs = rs};
         for (size_t i = 0; i < r->elements; i++)
             if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len)
-                qcount_add(&q, r->element[i]->str, -1);
-        qcount_flush(&q);
+                qcount_add(rs, r->element[i]->str, -1);
     }
     if (++c->at < c->nsteps) chain_run(c);
     else chain_done(c, NULL);
@@ -657,9 +676,7 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
         l->spec = xstrndup(r->element[2]->str, r->element[2]->len);
         if (r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len) {
             /* this fetch committed a retry: the task counts again */
-            qcount q = {.rs = cl->rs};
-            qcount_add(&q, r->element[3]->str, 1);
-            qcount_flush(&q);
+            qcount_add(cl->rs, r->element[3]->str, 1);
         }
     }
     if (--cl->fetching == 0) claim_answer(cl);
@@ -1155,13 +1172,11 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
     }
     int fresh = 0;
     size_t i = 0;
-    qcount q = {.rs = rs};
     for (store_op *op = ops; op; op = op->next, i += 2) {
         op->exists = r->element[i]->integer == 0;
         fresh += !op->exists;
-        if (!op->exists) qcount_add(&q, op->t.queue, 1);
+        if (!op->exists) qcount_add(rs, op->t.queue, 1);
     }
-    qcount_flush(&q);
     if (rs->base.cfg->wait_replicas > 0 && fresh) {
         char route[KEY_MAX], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
         i = 0;
@@ -1336,9 +1351,7 @@ static void rs_cancel_cb(redisReply *r, const char *err, void *priv)
         cb(ST_UNAVAILABLE, rs_err(r, err), op->priv);
     else if (strcmp(r->element[0]->str, "ok") == 0) {
         if (r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len) {
-            qcount q = {.rs = op->rs};
-            qcount_add(&q, r->element[1]->str, -1);
-            qcount_flush(&q);
+            qcount_add(op->rs, r->element[1]->str, -1);
         }
         cb(ST_OK, NULL, op->priv);
     }
@@ -1702,9 +1715,7 @@ static void move_cb(redisReply *r, const char *err, void *priv)
     } else {
         if (rs_str(r, 2) && rs_str(r, 2)[0]) {
             /* this call reopened an ended task: it counts again */
-            qcount q = {.rs = c->rs};
-            qcount_add(&q, rs_str(r, 2), 1);
-            qcount_flush(&q);
+            qcount_add(c->rs, rs_str(r, 2), 1);
         }
         if (c->rs->base.added)
             c->rs->base.added(task_slice_bucket(c->target[0] ? c->target : c->home), c->due,
@@ -2163,8 +2174,10 @@ static void rs_close(store *s)
 {
     rstore *rs = RS(s);
     rcluster *rc = rs->rc;
-    /* calls in flight fail now, into their callbacks; any they start fail
-     * too (rcluster refuses commands while it is freed) */
+    /* the counts gathered go first; calls in flight fail now, into their
+     * callbacks; any they start fail too (rcluster refuses commands while
+     * it is freed) */
+    if (rc) qcount_flush(rs);
     if (rc) rc_free(rc);
     rs->rc = NULL;
 }
@@ -2174,6 +2187,8 @@ static void rs_free(store *s)
     rstore *rs = RS(s);
     if (rs->rc) rc_free(rs->rc);
     if (rs->flush_ev) event_free(rs->flush_ev);
+    if (rs->counts && rs->counts->ev) event_free(rs->counts->ev);
+    free(rs->counts);
     for (int i = 0; i < SCRIPT_COUNT; i++) free(rs->src[i]);
     free(rs);
 }
@@ -2225,7 +2240,9 @@ store *store_redis_create(struct event_base *base, const config *cfg, const char
     rs->buckets = (int)cfg->buckets;
     rs->add_bucket = (int)(random() % (rs->buckets > 0 ? rs->buckets : 1));
     rs->flush_ev = event_new(base, -1, EV_READ, rs_add_flush_cb, rs);
-    log_assert(rs->flush_ev);
+    rs->counts = xcalloc(1, sizeof(*rs->counts));
+    rs->counts->ev = evtimer_new(base, qcount_cb, rs);
+    log_assert(rs->flush_ev && rs->counts->ev);
     if (!(rs->rc = rc_create(base, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms,
                              STARTUP_WAIT_MS, err, errlen)) ||
         rs_init(rs, scripts_dir, err, errlen) != 0) {
