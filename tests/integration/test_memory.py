@@ -253,6 +253,19 @@ def test_repost_in_the_next_minute_is_idempotent(minute_pair):
     mp = minute_pair
     stores, receiver, body, first = mp["stores"], mp["receiver"], mp["body"], mp["first"]
     assert [c for c, _ in first.values()] == [201, 201], first
+    if now_ms() > mp["boundary"] + 20000:
+        # the module ran long (a loaded machine, or its tests spread over
+        # workers): the re-POST would come after the grace; the pair again,
+        # on the next minute boundary
+        left = 60000 - now_ms() % 60000
+        if left < 1500:
+            time.sleep(left / 1000 + 0.05)
+        boundary = (now_ms() // 60000 + 1) * 60000
+        body = dict(body, key="retry-me-2", execute_at=boundary - 1)
+        first = {s: t.request("POST", "/v1/tasks", body) for s, t in stores.items()}
+        assert [c for c, _ in first.values()] == [201, 201], first
+        mp = dict(mp, boundary=boundary)
+        receiver.calls.clear()
     left = mp["boundary"] - now_ms()
     if left > 0:
         time.sleep(left / 1000)
