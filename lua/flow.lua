@@ -190,7 +190,8 @@ elseif op == 'pump' then
   -- not there to take: it waits again, first in line, at most 3 times).
   -- Frees their slots, then lets waiting tasks go, oldest first per queue,
   -- at most max.
-  -- Returns per task let go: id, slice of its parked entry, send time,
+  -- Returns per task let go: id, slice of its parked entry, the time its
+  -- entry is due (its send time, or its due time when it may go at once),
   -- queue, destination.
   local horizon, margin, max = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   for i = 5, #ARGV, 5 do
@@ -267,7 +268,11 @@ elseif op == 'pump' then
               redis.call('ZADD', base .. 'wa', at + wi.to + margin, id)
               redis.call('ZREM', wkey, id)
               from = from - 1
-              out[#out + 1] = id; out[#out + 1] = wi.s; out[#out + 1] = at
+              -- its entry is made due at its send time; one that may go
+              -- at once is due at its own due time, so that the claims of
+              -- many let go at once fire them oldest first
+              out[#out + 1] = id; out[#out + 1] = wi.s
+              out[#out + 1] = (at <= now) and wi.od or at
               out[#out + 1] = q; out[#out + 1] = wi.d
             end
           end
