@@ -834,7 +834,7 @@ static void api_sch_list_cb(const store_schedule *items, int n, const char *err,
     cJSON_Delete(body);
 }
 
-static int api_hex(int c)
+int api_hex(int c)
 {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;

@@ -14,14 +14,6 @@ typedef struct flow_req {
     int status;               /* the status to answer with the info */
 } flow_req;
 
-static int api_hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* A path segment, percent-decoded into out: 0, or -1 when malformed, too
  * long, or holding a NUL or a '/'. */
 static int api_segment(const char *s, char *out, size_t outlen)
@@ -30,7 +22,7 @@ static int api_segment(const char *s, char *out, size_t outlen)
     for (; *s; s++) {
         int c = (unsigned char)*s;
         if (c == '%') {
-            int hi = api_hexval(s[1]), lo = hi < 0 ? -1 : api_hexval(s[2]);
+            int hi = api_hex(s[1]), lo = hi < 0 ? -1 : api_hex(s[2]);
             if (lo < 0) return -1;
             c = hi * 16 + lo;
             s += 2;

@@ -60,6 +60,8 @@ char *api_render_task(const char *id, const char *spec, const char *state);
 void api_state_status(const char *state, char *out, size_t outlen);
 /* The request's JSON body; on failure answered (400/415) and NULL. */
 cJSON *api_body(http_req *req);
+/* The value of hex digit c, or -1. */
+int api_hex(int c);
 /* Query parameter `name`, percent-decoded, into out: 1 found, 0 absent. */
 int api_query(const char *target, const char *name, char *out, size_t outlen);
 

@@ -414,7 +414,7 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
         log_warn_limited(&sc->warn, now, "flow control: %s (the tasks asking go again)", err);
     for (int i = 0; i < c->n; i++) {
         job *j = c->jobs[i];
-        if (err || i >= n || sc->stopping || v[i].kind == FLOW_HELD) {
+        if (err || i >= n || sc->stopping) {
             /* a go not taken ends at once, its slots freed */
             j->flow = !err && i < n && v[i].kind == FLOW_GO ? FLOW_LET_GO : 0;
             sched_release(sc, j);

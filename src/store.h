@@ -185,9 +185,9 @@ typedef struct store_flow_task {
     const char *reason;         /* enqueue: paused | concurrency | rate */
     int64_t due_ms, timeout_ms;
 } store_flow_task;
-typedef enum { FLOW_GO, FLOW_WAIT, FLOW_HELD } store_flow_kind;
+typedef enum { FLOW_GO, FLOW_WAIT } store_flow_kind;
 typedef struct store_flow_verdict {
-    store_flow_kind kind;       /* HELD: let go already, by a claim elsewhere */
+    store_flow_kind kind;
     int64_t at_ms;              /* GO: when the callback may go */
     int64_t waited_from_ms;     /* GO: the due it waited from (0: it did not) */
     const char *reason;         /* why it waits, or waited */

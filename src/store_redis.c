@@ -1844,11 +1844,11 @@ static void rs_flow_admit_cb(redisReply *r, const char *err, void *priv)
             x->reason = rs_reply_str(r->element[i + 1]);
             i += 2;
         } else {
-            x->kind = FLOW_HELD;
-            i += 1;
+            n--; /* not a verdict: the reply is malformed */
+            break;
         }
     }
-    if (n < op->n) cb(NULL, 0, "flow: short reply", op->priv);
+    if (n < op->n) cb(NULL, 0, "flow: malformed reply", op->priv);
     else cb(v, n, NULL, op->priv);
     free(v);
     free(op);
