@@ -1,24 +1,43 @@
 -- add: store tasks in their home slice (this call's slice). Idempotent on the id.
 -- KEYS: due, task, del. ARGV: slice_end_ms, grace_ms, then per task a group
--- of 5: id, spec, due_ms, timeout_ms (due_ms and timeout_ms as integers),
--- queue ('' = the default). The state names the queue (q: its name, 1 for
--- the default; lib.lua state_queue) so that its end is counted off it.
+-- of 6: id, record (src/task.h), due_ms, timeout_ms (due_ms and timeout_ms
+-- as integers), queue ('' = the default), form: f = fresh (lib.lua; its key
+-- is tickd's, due at its execute_at), k = full, c = full, and its key could
+-- be one tickd made (a fresh task of that id is looked for too). The state
+-- names the queue (q: its name, 1 for the default; lib.lua state_queue) so
+-- that its end is counted off it.
 -- Returns two elements per task, in order: 1 and its state when stored, or 0
 -- and the state already stored under that id (also for an id repeated within
 -- the call: the first one is stored).
 -- Refuses (error STALE) a slice the scan may already have passed: nothing is
 -- written then.
+local G = 6
 local now = now_ms()
 if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
   return redis.error_reply('STALE slice already passed by the scan')
 end
-local sfields = {}
-for i = 3, #ARGV, 5 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+local sfields, fresh = {}, {}
+for i = 3, #ARGV, G do
+  sfields[#sfields + 1] = 's:' .. ARGV[i]
+  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1] end
+end
 local old = redis.call('HMGET', KEYS[2], unpack(sfields))
+-- a fresh member already there: this very call sent again
+local again = #fresh > 0 and redis.call('ZMSCORE', KEYS[1], unpack(fresh)) or {}
 local out, seen, hset, zadd, ids = {}, {}, {}, {}, {}
-for i = 3, #ARGV, 5 do
-  local id, n = ARGV[i], (i - 3) / 5 + 1
+local fi = 0
+for i = 3, #ARGV, G do
+  local id, n, form = ARGV[i], (i - 3) / G + 1, ARGV[i + 5]
   local prev = old[n] or seen[id]
+  local member = id
+  if form == 'f' then
+    fi = fi + 1
+    member = fresh[fi]
+    if again[fi] then prev = prev or cjson.encode(fresh_state(ARGV[i + 1], tonumber(again[fi]))) end
+  elseif form == 'c' and not prev then
+    local m, rec, at = fresh_find(KEYS[1], id)
+    if m then prev = cjson.encode(fresh_state(rec, at)) end
+  end
   if prev then
     out[#out + 1] = 0
     out[#out + 1] = prev
@@ -28,12 +47,14 @@ for i = 3, #ARGV, 5 do
     local st = '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] ..
                ',"q":' .. q .. '}'
     seen[id] = st
-    hset[#hset + 1] = id
-    hset[#hset + 1] = ARGV[i + 1]
-    hset[#hset + 1] = sfields[n]
-    hset[#hset + 1] = st
+    if form ~= 'f' then
+      hset[#hset + 1] = id
+      hset[#hset + 1] = ARGV[i + 1]
+      hset[#hset + 1] = sfields[n]
+      hset[#hset + 1] = st
+    end
     zadd[#zadd + 1] = ARGV[i + 2]
-    zadd[#zadd + 1] = id
+    zadd[#zadd + 1] = member
     ids[#ids + 1] = id
     out[#out + 1] = 1
     out[#out + 1] = st
@@ -46,8 +67,8 @@ end
 -- fire.
 if #ids > 0 then
   redis.call('SREM', KEYS[3], unpack(ids))
-  redis.call('ZADD', KEYS[1], unpack(zadd))
-  redis.call('HSET', KEYS[2], unpack(hset))
+  bulk_write('ZADD', KEYS[1], zadd)
+  bulk_write('HSET', KEYS[2], hset)
   redis.call('HINCRBY', KEYS[2], '#open', #ids)
   redis.call('PERSIST', KEYS[2])
   redis.call('PERSIST', KEYS[3])

@@ -2,8 +2,9 @@
 -- holder died), then ids due before now + lookahead, oldest first, at most
 -- `limit` in all; each moves to :run with a lease deadline.
 -- KEYS: due, task, del, run, ptr. ARGV: lookahead_ms, limit, lease_margin_ms
--- Returns {due_left, run_left, taken, id, due_ms, attempt, spec, ...}: spec is
--- nil for a retry pointer (read it from the home slice with fetch); `taken`
+-- Returns {due_left, run_left, taken, id, due_ms, attempt, spec, ...}: spec
+-- (the task's record, or its spec as schema 1 stored it) is nil for a retry
+-- pointer (read it from the home slice with fetch); `taken`
 -- counts every id consumed, delivered or dropped, so taken == limit means
 -- there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
@@ -14,7 +15,7 @@ local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
-local ids, dues, reclaim, taken_due = {}, {}, {}, {}
+local ids, dues, reclaim, taken_due, recs = {}, {}, {}, {}, {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(exp) do
   ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
@@ -23,7 +24,10 @@ if #ids < limit then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now + tonumber(ARGV[1])),
                          'WITHSCORES', 'LIMIT', 0, limit - #ids)
   for i = 1, #due, 2 do
-    ids[#ids + 1] = due[i]; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
+    -- a fresh task (lib.lua): "id\nrecord"
+    local id, rec = string.match(due[i], '^([^\n]*)\n(.*)$')
+    ids[#ids + 1] = id or due[i]; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
+    recs[#ids] = rec
     taken_due[#taken_due + 1] = due[i]
   end
 end
@@ -40,12 +44,23 @@ local sfields = {}
 for i = 1, taken do sfields[i] = 's:' .. ids[i] end
 local states = bulk_read('HMGET', KEYS[2], sfields)
 local specs = bulk_read('HMGET', KEYS[2], ids)
+local fresh = {}
+for i = 1, taken do
+  -- a state already there: a task of the same id was stored in full since
+  -- (a key given that tickd once made); that one stands
+  if recs[i] and not states[i] then
+    local st = fresh_state(recs[i], dues[i])
+    states[i], specs[i], fresh[i] = st, recs[i], true
+  end
+end
 
 local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
 for i = 1, taken do
   local id = ids[i]
   if seen[id] then
     -- an expired lease that was also due: taken once, above
+  elseif recs[i] and not fresh[i] then
+    -- dropped: its entry is in taken_due
   elseif deleted[i] then
     srem[#srem + 1] = id
     zrem[#zrem + 1] = id
@@ -54,7 +69,8 @@ for i = 1, taken do
     zadd[#zadd + 1] = id
     out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 0; out[#out + 1] = false
   else
-    local st = states[i] and cjson.decode(states[i])
+    local st = states[i]
+    if type(st) == 'string' then st = cjson.decode(st) end
     -- an entry here while the task's entry is elsewhere (st.cur: moved) is stale
     if not st or st.cur or not (st.s == 'scheduled' or (reclaim[i] and st.s == 'running')) then
       zrem[#zrem + 1] = id
@@ -66,6 +82,10 @@ for i = 1, taken do
       st.w = nil
       hset[#hset + 1] = sfields[i]
       hset[#hset + 1] = cjson.encode(st)
+      if fresh[i] then
+        hset[#hset + 1] = id
+        hset[#hset + 1] = recs[i]
+      end
       zadd[#zadd + 1] = math.max(due, now) + st.to + margin
       zadd[#zadd + 1] = id
       out[#out + 1] = id; out[#out + 1] = due; out[#out + 1] = st.a + 1

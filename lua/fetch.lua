@@ -7,7 +7,7 @@
 -- here joins again, else ''), or {status} when it must not run (cancelled,
 -- final, gone, or moved: the task's entry is no longer that slice's).
 local id, slice = ARGV[1], ARGV[2]
-local st = state_get(KEYS[2], id)
+local st = task_state(KEYS[1], KEYS[2], id)
 if not st then return {'missing'} end
 -- a move whose pointer is claimed before the move was committed: commit it
 local reopened = ''

@@ -1,11 +1,12 @@
 -- lib.lua: prepended by tickd to every other script in this directory before
 -- SCRIPT LOAD, so the helpers below exist once.
 --
--- Key schema v1 (P = the configured prefix, S = one slice = one UTC minute x
+-- Key schema v2 (P = the configured prefix, S = one slice = one UTC minute x
 -- one bucket, "YYYYMMDDHHMM.b"). Every key of a slice has the hash tag {S}, so
 -- each script call touches one cluster slot.
---   P:{S}:due   ZSET  task id -> due time (ms)
---   P:{S}:task  HASH  id -> task spec (JSON, as validated by the API)
+--   P:{S}:due   ZSET  task id -> due time (ms); or a fresh task (below)
+--   P:{S}:task  HASH  id -> the task's record (src/task.h), or its spec (JSON,
+--                     as stored by schema 1)
 --                     s:<id> -> state (JSON, below)
 --                     #open -> count of tasks of this slice not yet final
 --   P:{S}:del   SET   ids cancelled while in :due (lazy delete; claim drops them)
@@ -29,6 +30,18 @@
 -- made, due = ms of the next attempt, to = timeout ms, cur = slice of the due
 -- entry when it is not the home slice, code / err = last failure, fin = ms,
 -- mv = {slice, due, kind}: a move (retry, run now) under way (move.lua).
+--
+-- Fresh tasks. A task added with a key tickd made and due when it asked
+-- (execute_at not in the past) is stored as one :due member, "id\nrecord",
+-- scored its execute_at, with no hash entry and no state: its state is
+-- scheduled, no attempt yet (fresh_state). That is half the memory of a full
+-- one. The claim makes it full (record and state in :task, the id alone in
+-- :run); task_state does so before anything else changes it; get.lua reads it
+-- where it is. A re-POST cannot name it (its key was never given), so the
+-- add has no need to look for it.
+--
+-- Schema 1 keyspaces are read as they are (specs, states, plain members):
+-- STORE_SCHEMA 2 is written over 1 at start. There is no way back.
 --
 -- Changing the schema: bump STORE_SCHEMA in src/store.h and the version here; tickd
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
@@ -54,6 +67,38 @@ end
 
 local function state_put(task, id, st)
   redis.call('HSET', task, 's:' .. id, cjson.encode(st))
+end
+
+-- A fresh task's member in :due: member, record, due; or nil.
+local function fresh_find(due, id)
+  local at = tonumber(string.match(id, '^[^.]*%.[^.]*%.(%d+)%.'))
+  if not at then return nil end
+  local p = id .. '\n'
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', due, at, at)) do
+    if string.sub(m, 1, #p) == p then return m, string.sub(m, #p + 1), at end
+  end
+  return nil
+end
+
+-- The state a fresh task has (its record: src/task.h).
+local function fresh_state(rec, due)
+  local to, q = string.match(rec, '^[^\n]*\n[^\n]*\n(%d+)\n([^\n]*)\n')
+  return {s = 'scheduled', a = 0, due = due, to = tonumber(to) or 10000,
+          q = (q == nil or q == '') and 1 or q}
+end
+
+-- The state of task id of this home slice (KEYS due, task), a fresh one made
+-- full first; nil when there is no such task.
+local function task_state(due, task, id)
+  local st = state_get(task, id)
+  if st then return st end
+  local m, rec, at = fresh_find(due, id)
+  if not m then return nil end
+  st = fresh_state(rec, at)
+  redis.call('HSET', task, id, rec, 's:' .. id, cjson.encode(st))
+  redis.call('ZADD', due, at, id)
+  redis.call('ZREM', due, m)
+  return st
 end
 
 -- Many-argument commands in pieces: unpack() of more than a few thousand

@@ -40,7 +40,9 @@ while #out - HEAD < 2 * limit do
   if #r == 0 then break end
   offset = offset + #r / 2
   for i = 1, #r, 2 do
-    local id, score = r[i], r[i + 1]
+    -- a fresh task's member is "id\nrecord" (lib.lua); '\n' sorts before
+    -- any id character, so ids keep the members' order
+    local id, score = string.match(r[i], '^[^\n]*'), r[i + 1]
     local past = after_id == '' or tonumber(score) ~= tonumber(after_score) or
                  (desc and id < after_id) or (not desc and id > after_id)
     scanned = scanned + 1

@@ -10,7 +10,7 @@
 -- names the count the task joins again when this call reopened it (a
 -- retry committed), else ''.
 local op, id, kind, slice, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local st = state_get(KEYS[2], id)
+local st = task_state(KEYS[1], KEYS[2], id)
 if not st then return {'notfound'} end
 if op == 'prepare' then
   local ok = (kind == 'retry' and (st.s == 'failed' or st.s == 'cancelled')) or

@@ -316,14 +316,8 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
         return -1;
     }
     out->home_now_ms = home_now_ms;
-    /* schedule_id goes in the spec (GET shows it): after the last member */
-    size_t n = strlen(out->spec), m = strlen(id);
-    char *spec = xmalloc(n + m + 20);
-    memcpy(spec, out->spec, n - 1);
-    snprintf(spec + n - 1, m + 20, ",\"schedule_id\":\"%s\"}", id);
-    free(out->spec);
-    out->spec = spec;
-    return 0;
+    /* schedule_id goes in the spec (GET shows it) */
+    return task_input_add_member(out, "schedule_id", id);
 }
 
 cJSON *schedule_time_json(const schedule_def *d, int64_t at)

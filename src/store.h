@@ -308,7 +308,7 @@ store *store_redis_create(struct event_base *base, const config *cfg, const char
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
 
-#define STORE_SCHEMA 1
+#define STORE_SCHEMA 2
 
 static inline void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
 {

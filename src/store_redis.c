@@ -20,11 +20,13 @@
 
 typedef enum {
     SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
-    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_MOVE, SCRIPT_LIST, SCRIPT_FLOW, SCRIPT_COUNT
+    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_MOVE, SCRIPT_LIST, SCRIPT_FLOW, SCRIPT_GET,
+    SCRIPT_COUNT
 } rs_script;
 
 static const char *script_names[SCRIPT_COUNT] = {
-    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched", "move", "list", "flow"};
+    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched", "move", "list", "flow",
+    "get"};
 
 /* The five keys of a slice, in the order the scripts take them. */
 enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_COUNT };
@@ -112,7 +114,6 @@ static const int KEYS_CLAIM[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_PTR};
 static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED};
 static const int KEYS_PTR[] = {K_DUE, K_RUN, K_PTR};
 static const int KEYS_ADD[] = {K_DUE, K_TASK, K_DEL};
-static const int KEYS_CANCEL[] = {K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED};
 /* fetch and move: the home slice */
 static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED};
 static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK};
@@ -654,6 +655,15 @@ static void claim_answer(claim_ctx *cl)
     free(cl);
 }
 
+/* The spec of a claimed task from its record (or its schema 1 spec). A
+ * record that cannot be read is handed on as it is: the callback refuses a
+ * spec that is not JSON, and the task fails with that error, visibly. */
+static char *rs_spec(const redisReply *r, const char *id)
+{
+    char *spec = task_rec_spec(r->str, r->len, id);
+    return spec ? spec : xstrndup(r->str, r->len);
+}
+
 static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
 {
     fetch_ctx *f = priv;
@@ -673,7 +683,7 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
         l->id = NULL;
     } else {
         l->attempt = (int)r->element[1]->integer;
-        l->spec = xstrndup(r->element[2]->str, r->element[2]->len);
+        l->spec = rs_spec(r->element[2], l->id);
         if (r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len) {
             /* this fetch committed a retry: the task counts again */
             qcount_add(cl->rs, r->element[3]->str, 1);
@@ -706,7 +716,7 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
         l->id = e[0]->str;
         l->due_ms = e[1]->integer;
         l->attempt = (int)e[2]->integer;
-        l->spec = e[3]->type == REDIS_REPLY_STRING ? xstrndup(e[3]->str, e[3]->len) : NULL;
+        l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3], l->id) : NULL;
         pointers += !l->spec;
         idbytes += e[0]->len + 1;
     }
@@ -1217,16 +1227,21 @@ static void rs_add_batch_send_now(void *priv)
     /* half the scan's grace: the add refuses a slice well before the scan
      * may pass it, so no clock difference between replicas loses a task */
     util_fmt_int(grace, rs->base.cfg->slice_grace_ms / 2);
-    const char *args[2 + 5 * STORE_ADD_MAX];
+    const char *args[2 + 6 * STORE_ADD_MAX];
     int n = 0;
     args[n++] = end;
     args[n++] = grace;
     for (store_op *op = b->ops; op; op = op->next) {
         args[n++] = op->id;
-        args[n++] = op->t.spec;
+        args[n++] = op->t.rec;
         args[n++] = op->due;
         args[n++] = op->to;
         args[n++] = op->t.queue;
+        /* fresh (lib.lua) when no re-POST can name it and it is due when it
+         * asked; a key given that looks like one tickd makes may name one */
+        args[n++] = op->t.key_generated && op->t.due_ms == op->t.execute_at_ms ? "f"
+                    : task_key_looks_random(op->t.key)                          ? "c"
+                                                                               : "k";
     }
     /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
      * of its own connection, and blocks none but that one */
@@ -1322,24 +1337,29 @@ static void rs_get_cb(redisReply *r, const char *err, void *priv)
 {
     store_op *op = priv;
     store_get_fn *cb = (store_get_fn *)op->cb;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+    if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 0))
         cb(ST_UNAVAILABLE, NULL, NULL, rs_err(r, err), op->priv);
-    else if (r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
+    else if (r->elements == 0 || r->element[0]->type != REDIS_REPLY_STRING ||
+             r->element[1]->type != REDIS_REPLY_STRING)
         cb(ST_NOTFOUND, NULL, NULL, NULL, op->priv);
-    else
-        cb(ST_OK, r->element[0]->str, r->element[1]->str, NULL, op->priv);
+    else {
+        char *spec = task_rec_spec(r->element[0]->str, r->element[0]->len, op->id);
+        if (spec) cb(ST_OK, spec, r->element[1]->str, NULL, op->priv);
+        else cb(ST_UNAVAILABLE, NULL, NULL, "stored task record unreadable", op->priv);
+        free(spec);
+    }
     free(op);
 }
 
 static void rs_get(store *s, const char *id, store_get_fn *cb, void *priv)
 {
     rstore *rs = RS(s);
-    char field[TASK_ID_MAX + 4], task[KEY_MAX];
+    rs_keys k;
     store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
-    rs_key(rs, op->slice, K_TASK, task);
-    snprintf(field, sizeof(field), "s:%s", id);
-    const char *argv[] = {"HMGET", task, id, field};
-    rc_command(rs->rc, task, rs_get_cb, op, 4, argv, NULL);
+    snprintf(op->id, sizeof(op->id), "%s", id);
+    rs_keys_of(rs, op->slice, KEYS_HOME, 2, &k);
+    const char *args[] = {id};
+    rs_eval(rs, 0, SCRIPT_GET, 2, k.p, 1, args, rs_get_cb, op);
 }
 
 static void rs_cancel_cb(redisReply *r, const char *err, void *priv)
@@ -1369,11 +1389,11 @@ static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
     rs_keys k;
     store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
     char fret[UTIL_INT_MAX];
-    rs_keys_of(rs, op->slice, KEYS_CANCEL, 5, &k);
+    rs_keys_of(rs, op->slice, KEYS_HOME, 6, &k);
     util_fmt_int(ret, s->cfg->retention_ms);
     util_fmt_int(fret, s->cfg->failed_retention_ms);
     const char *args[] = {id, ret, fret};
-    rs_eval(rs, 0, SCRIPT_CANCEL, 5, k.p, 3, args, rs_cancel_cb, op);
+    rs_eval(rs, 0, SCRIPT_CANCEL, 6, k.p, 3, args, rs_cancel_cb, op);
 }
 
 /* ---- schedules ---------------------------------------------------------- */
@@ -2153,7 +2173,15 @@ static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen
                  buckets, rs->prefix, r->element[0]->str);
         goto fail;
     }
-    if (atoi(r->element[1]->str) != STORE_SCHEMA) {
+    if (atoi(r->element[1]->str) == 1) {
+        /* schema 2 reads schema 1's records as they are (lua/lib.lua); a
+         * tickd of schema 1 must not read fresh tasks: it refuses from now */
+        freeReplyObject(r);
+        r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s schema %d", metakey,
+                            STORE_SCHEMA);
+        if (!r) goto fail;
+        log_info("keyspace %s: schema 1 upgraded to %d", rs->prefix, STORE_SCHEMA);
+    } else if (atoi(r->element[1]->str) != STORE_SCHEMA) {
         snprintf(err, errlen, "keyspace %s has schema %s, this tickd speaks %d",
                  rs->prefix, r->element[1]->str, STORE_SCHEMA);
         goto fail;

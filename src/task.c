@@ -39,6 +39,13 @@ int task_key_valid(const char *s)
     return n > 0;
 }
 
+int task_key_looks_random(const char *key)
+{
+    size_t n = 0;
+    while (isalnum((unsigned char)key[n])) n++;
+    return n == TASK_KEY_RANDOM_LEN && !key[n];
+}
+
 void task_key_random(char *out)
 {
     static const char abc[] =
@@ -47,7 +54,7 @@ void task_key_random(char *out)
      * getrandom() for about 180 keys rather than one each */
     static _Thread_local unsigned char pool[4096];
     static _Thread_local size_t left;
-    const size_t need = 22;
+    const size_t need = TASK_KEY_RANDOM_LEN;
     if (left < need) {
         size_t got = 0;
         while (got < sizeof(pool)) {
@@ -354,12 +361,29 @@ static void task_buf_str(task_buf *b, const char *s)
     task_buf_add(b, "\"", 1);
 }
 
-static void task_buf_json(task_buf *b, const cJSON *v)
+static char *task_print(const cJSON *v)
 {
     char *s = cJSON_PrintUnformatted(v);
     log_assert(s); /* out of memory */
+    return s;
+}
+
+static void task_buf_json(task_buf *b, const cJSON *v)
+{
+    char *s = task_print(v);
     task_buf_add(b, s, strlen(s));
     free(s);
+}
+
+/* "name":json after the members of an object being written (its '{' last
+ * when there are none yet) */
+static void task_buf_member(task_buf *b, const char *name, const char *json, size_t len)
+{
+    if (b->p[b->len - 1] != '{') task_buf_add(b, ",", 1);
+    task_buf_add(b, "\"", 1);
+    task_buf_add(b, name, strlen(name));
+    task_buf_add(b, "\":", 2);
+    task_buf_add(b, json, len);
 }
 
 /* The call obj describes (a task, or its on_failure), validated:
@@ -443,7 +467,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                                    "on_failure", "queue"};
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
-    int64_t max_attempts = 5, backoff_ms = 1000, timeout_ms = 10000, at;
+    int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
+    int64_t timeout_ms = TASK_DEFAULT_TIMEOUT_MS, at;
 
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(obj)) FAIL("task: must be a JSON object");
@@ -531,16 +556,29 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
 
     /* The stored spec: every default made explicit, so a later change of
      * defaults never changes a task already scheduled. Written directly
-     * (cJSON prints numbers through printf and a scanf check). */
-    task_buf b = {0};
+     * (cJSON prints numbers through printf and a scanf check). The record
+     * (task.h) is written alongside: the same parts, the derived and
+     * default ones left out. */
+    task_buf b = {0}, r = {0}, url = {0}, onfb = {0};
+    char *hdr = NULL, *req = NULL;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header"))) hdr = task_print(v);
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req"))) req = task_print(v);
+    task_buf_str(&url, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
+    if (onf) {
+        /* as sent, its method made explicit */
+        task_buf_add(&onfb, "{", 1);
+        task_buf_call(&onfb, onf, onf_method);
+        task_buf_add(&onfb, "}", 1);
+    }
+
     task_buf_add(&b, "{\"key\":", 7);
     task_buf_str(&b, out->key);
-    task_buf_add(&b, ",", 1);
-    task_buf_call(&b, obj, method);
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req"))) {
-        task_buf_add(&b, ",\"req\":", 7);
-        task_buf_json(&b, v);
-    }
+    task_buf_add(&b, ",\"callback_url\":", 16);
+    task_buf_add(&b, url.p, url.len);
+    task_buf_add(&b, ",\"method\":", 10);
+    task_buf_str(&b, method);
+    if (hdr) task_buf_member(&b, "header", hdr, strlen(hdr));
+    if (req) task_buf_member(&b, "req", req, strlen(req));
     char nums[160];
     int n = snprintf(nums, sizeof(nums),
                      ",\"execute_at\":%lld,\"retry\":{\"max_attempts\":%lld,\"backoff_ms\":%lld},"
@@ -552,13 +590,29 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
         task_buf_add(&b, ",\"queue\":", 9);
         task_buf_str(&b, queue);
     }
-    if (onf) {
-        /* as sent, its method made explicit */
-        task_buf_add(&b, ",\"on_failure\":{", 15);
-        task_buf_call(&b, onf, onf_method);
-        task_buf_add(&b, "}", 1);
-    }
+    if (onf) task_buf_member(&b, "on_failure", onfb.p, onfb.len);
     task_buf_add(&b, "}", 1);
+
+    task_buf_add(&r, url.p, url.len);
+    n = snprintf(nums, sizeof(nums), "\n%s\n%lld\n", strcmp(method, "POST") ? method : "",
+                 (long long)timeout_ms);
+    task_buf_add(&r, nums, (size_t)n);
+    if (queue) task_buf_add(&r, queue, strlen(queue));
+    if (max_attempts != TASK_DEFAULT_ATTEMPTS || backoff_ms != TASK_DEFAULT_BACKOFF_MS)
+        n = snprintf(nums, sizeof(nums), "\n%lld,%lld\n{", (long long)max_attempts,
+                     (long long)backoff_ms);
+    else
+        n = snprintf(nums, sizeof(nums), "\n\n{");
+    task_buf_add(&r, nums, (size_t)n);
+    if (hdr) task_buf_member(&r, "header", hdr, strlen(hdr));
+    if (req) task_buf_member(&r, "req", req, strlen(req));
+    if (onf) task_buf_member(&r, "on_failure", onfb.p, onfb.len);
+    task_buf_add(&r, "}", 1);
+    free(hdr);
+    free(req);
+    free(url.p);
+    free(onfb.p);
+    out->rec = r.p;
     out->spec = b.p;
     out->execute_at_ms = at;
     out->due_ms = at > now_ms ? at : now_ms;
@@ -570,8 +624,78 @@ fail:
     return -1;
 }
 
+int task_input_add_member(task_input *t, const char *name, const char *str)
+{
+    task_buf m = {0};
+    task_buf_str(&m, str);
+    char **docs[2] = {&t->spec, &t->rec};
+    for (int i = 0; i < 2; i++) {
+        size_t len = strlen(*docs[i]);
+        task_buf b = {*docs[i], len - 1, len + 1};   /* its last '}' dropped */
+        b.p[b.len] = '\0';
+        task_buf_member(&b, name, m.p, m.len);
+        task_buf_add(&b, "}", 1);
+        *docs[i] = b.p;
+    }
+    free(m.p);
+    return 0;
+}
+
+char *task_rec_spec(const char *rec, size_t len, const char *id)
+{
+    const char *part[6], *end = rec + len;
+    size_t plen[6];
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
+    const char *p = rec;
+    for (int i = 0; i < 6; i++) {
+        const char *nl = i < 5 ? memchr(p, '\n', (size_t)(end - p)) : end;
+        if (!nl) return NULL;
+        part[i] = p;
+        plen[i] = (size_t)(nl - p);
+        p = nl + 1;
+    }
+    /* url literal, method, timeout, queue, retry ("a,b" or ""), the rest */
+    if (plen[0] < 2 || part[0][0] != '"' || plen[5] < 2 || part[5][0] != '{' ||
+        part[5][plen[5] - 1] != '}' || task_id_parse(id, slice, &at, key) != 0)
+        return NULL;
+    task_buf b = {0};
+    char num[160];
+    task_buf_add(&b, "{\"key\":", 7);
+    task_buf_str(&b, key);
+    task_buf_add(&b, ",\"callback_url\":", 16);
+    task_buf_add(&b, part[0], plen[0]);
+    task_buf_add(&b, ",\"method\":\"", 11);
+    task_buf_add(&b, plen[1] ? part[1] : "POST", plen[1] ? plen[1] : 4);
+    task_buf_add(&b, "\"", 1);
+    if (plen[5] > 2) {
+        task_buf_add(&b, ",", 1);
+        task_buf_add(&b, part[5] + 1, plen[5] - 2);
+    }
+    long long a = TASK_DEFAULT_ATTEMPTS, bo = TASK_DEFAULT_BACKOFF_MS;
+    if (plen[4] && sscanf(part[4], "%lld,%lld", &a, &bo) != 2) {
+        free(b.p);
+        return NULL;
+    }
+    int n = snprintf(num, sizeof(num),
+                     ",\"execute_at\":%lld,\"retry\":{\"max_attempts\":%lld,\"backoff_ms\":%lld},"
+                     "\"timeout_ms\":%.*s",
+                     (long long)at, a, bo, (int)(plen[2] < 20 ? plen[2] : 20), part[2]);
+    task_buf_add(&b, num, (size_t)n);
+    if (plen[3]) {
+        task_buf_add(&b, ",\"queue\":\"", 10);
+        task_buf_add(&b, part[3], plen[3]);
+        task_buf_add(&b, "\"", 1);
+    }
+    task_buf_add(&b, "}", 1);
+    return b.p;
+}
+
 void task_input_free(task_input *t)
 {
+    free(t->rec);
+    t->rec = NULL;
     free(t->spec);
     t->spec = NULL;
 }

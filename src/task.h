@@ -20,11 +20,17 @@
 #include <cjson/cJSON.h>
 
 #define TASK_KEY_MAX 200
+#define TASK_KEY_RANDOM_LEN 22 /* a key tickd makes: base62 characters */
 #define TASK_URL_MAX 2048
 #define TASK_SLICE_MAX 24   /* "YYYYMMDDHHMM.bbbb" + NUL, with room */
 #define TASK_ID_MAX (TASK_SLICE_MAX + 24 + TASK_KEY_MAX)
 #define TASK_MAX_AHEAD_MS (10LL * 366 * 86400 * 1000) /* ten years */
 #define TASK_BACKOFF_CAP_MS (3600LL * 1000)
+
+/* What a task that names no retry policy or timeout gets. */
+#define TASK_DEFAULT_ATTEMPTS 5
+#define TASK_DEFAULT_BACKOFF_MS 1000
+#define TASK_DEFAULT_TIMEOUT_MS 10000
 
 /* A validated task, ready to store. */
 /* Queues (flow.h): a task names one, or is in the default queue. */
@@ -39,6 +45,7 @@ typedef struct task_input {
     int64_t timeout_ms;
     int max_attempts;
     char *spec;             /* normalized task JSON, malloc'd; task_input_free */
+    char *rec;              /* the same task as a record (below), malloc'd */
     char queue[TASK_QUEUE_MAX]; /* the queue it names ("" = the default) */
     int64_t home_now_ms;    /* 0: the store's clock picks the home slice
                              * (task_home_ms); else this clock does (a
@@ -100,6 +107,22 @@ int task_slice_bucket(const char *slice);
 /* The minute number (ms / 60000) of a slice name, or -1 if malformed. */
 int64_t task_slice_minute(const char *slice);
 
+/* Records. The spec in the compact form a store keeps: what the id holds
+ * (key, execute_at) and the default retry policy left out, six parts split
+ * by newlines (no part holds one: JSON text here has none outside strings):
+ *   callback_url as a JSON string literal \n method ("" = POST) \n
+ *   timeout_ms \n queue ("" = the default) \n retry ("max_attempts,backoff_ms",
+ *   "" = the default) \n a JSON object of the rest (header, req, on_failure,
+ *   schedule_id; "{}" when none)
+ * task_rec_spec gives the spec of task `id` back from its record (malloc'd;
+ * members in another order than the spec had), a text starting with '{'
+ * (a spec stored as it is) copied, or NULL when rec is neither. */
+char *task_rec_spec(const char *rec, size_t len, const char *id);
+
+/* A string member "name": str added to both the spec and the record of t
+ * (a schedule's run names its schedule). Returns 0. */
+int task_input_add_member(task_input *t, const char *name, const char *str);
+
 /* Build an id; split one. task_id_parse fills slice (TASK_SLICE_MAX), the
  * execute_at and the key (TASK_KEY_MAX + 1); returns 0 or -1 if malformed. */
 void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
@@ -114,6 +137,8 @@ int task_key_valid(const char *s);
 
 /* Random URL-safe key of 22 characters into out (>= 23 bytes). */
 void task_key_random(char *out);
+/* 1 if key could be one task_key_random made. */
+int task_key_looks_random(const char *key);
 
 /* The time whose minute is a new task's home slice: its execute_at, unless
  * that minute ended so long ago (more than grace_ms / 2, less a margin) that

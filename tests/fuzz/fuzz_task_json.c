@@ -3,7 +3,9 @@
  * task_input_parse. The NUL scan also runs on every input, JSON or not.
  * Invariants checked beyond the sanitizers: an error names a field
  * ("field: reason"); an accepted task's stored spec is JSON that is accepted
- * again and stored unchanged (what is stored is what was sent). */
+ * again and stored unchanged (what is stored is what was sent); its record
+ * has six parts and gives the same spec back (task_rec_spec). The input is
+ * also read as a record, which must never be more than it holds. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,23 @@ static int fuzz_count(const char *path, void *priv)
     return 0;
 }
 
+/* The same members (a spec's names are unique; the values are compared as
+ * text, so a req holding a name twice is compared as it is), in any order. */
+static int fuzz_same_members(const cJSON *a, const cJSON *b)
+{
+    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return 0;
+    for (const cJSON *m = a->child; m; m = m->next) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, m->string);
+        if (!o) return 0;
+        char *x = cJSON_PrintUnformatted(m), *y = cJSON_PrintUnformatted(o);
+        int same = x && y && strcmp(x, y) == 0;
+        free(x);
+        free(y);
+        if (!same) return 0;
+    }
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -31,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t seen = 0;
     size_t n = task_json_nuls(s, size, fuzz_count, &seen);
     if (n != seen) abort();
+    free(task_rec_spec(s, size, "202611221000.3.1795000030000.abc"));
     if (memchr(s, '\0', size)) return 0;
 
     cJSON *j = cJSON_ParseWithLength(s, size);
@@ -59,6 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "spec changed:\n%s\n%s\n", t.spec, t2.spec);
         abort();
     }
+    char slice[TASK_SLICE_MAX], id[TASK_ID_MAX];
+    task_slice_name(t.due_ms, 7, slice);
+    task_id_make(slice, t.execute_at_ms, t.key, id, sizeof(id));
+    char *back = task_rec_spec(t.rec, strlen(t.rec), id);
+    cJSON *b = back ? cJSON_Parse(back) : NULL;
+    if (!b || !fuzz_same_members(again, b)) {
+        fprintf(stderr, "record gives another spec:\n%s\n%s\n", t.spec, back ? back : "(none)");
+        abort();
+    }
+    cJSON_Delete(b);
+    free(back);
     task_input_free(&t2);
     task_input_free(&t);
     cJSON_Delete(again);

@@ -188,3 +188,31 @@ def test_api_token_with_a_tab_is_refused_at_start(redis, tickd_factory):
     bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "tok-9f2c\t"}).start(wait=False)
     assert bad.proc.wait(10) == 2
     assert "server.api_token" in bad.logtext()
+
+
+def test_pending_task_memory_in_redis(tickd, redis, receiver):
+    """A task with no key of its own, due later, with a 200-byte body costs
+    Redis at most 450 bytes (one :due member: src/task.h records); it reads,
+    lists, runs now and cancels as any other."""
+    def used():
+        info = redis.cli("INFO", "memory")
+        return int(next(l.split(":")[1] for l in info.splitlines() if l.startswith("used_memory:")))
+    n, at = 5000, now_ms() + 3600 * 1000
+    base = used()
+    for i in range(0, n, 1000):
+        code, r = tickd.request("POST", "/v1/tasks/batch", {"tasks": [
+            {"callback_url": receiver.url(), "execute_at": at, "req": "x" * 200}
+            for _ in range(1000)]})
+        assert code == 200 and all(t["status"] == "scheduled" for t in r["results"]), r
+    per = (used() - base) / n
+    assert per <= 450, f"{per:.0f} bytes a task"
+    one = r["results"][-1]["id"]
+    code, got = tickd.get(one)
+    assert code == 200 and got["status"] == "scheduled" and got["req"] == "x" * 200, got
+    assert got["execute_at"] == at and got["retry"] == {"max_attempts": 5, "backoff_ms": 1000}
+    code, page = tickd.request("GET", "/v1/tasks?status=scheduled&limit=5")
+    assert code == 200 and len(page["tasks"]) == 5
+    assert tickd.request("POST", f"/v1/tasks/{one}/run")[0] == 200
+    wait_for(lambda: tickd.get(one)[1]["status"] == "succeeded", 10, what="run now")
+    two = r["results"][-2]["id"]
+    assert tickd.delete(two)[0] == 204 and tickd.get(two)[1]["status"] == "cancelled"

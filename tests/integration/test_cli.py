@@ -1,5 +1,6 @@
 """The binary's start-up: flags, the ini file, TICKD_* environment overrides,
 their precedence, the errors a bad configuration gets, and a clean SIGTERM."""
+import json
 import os
 import signal
 import socket
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from harness import ROOT, TICKD, free_port, wait_for
+from harness import ROOT, TICKD, free_port, now_ms, wait_for
 
 CONF = os.path.join(ROOT, "conf", "tickd.ini")
 
@@ -398,3 +399,48 @@ def test_redis_password_changed_under_a_running_tickd(redis, receiver, tickd_fac
     assert "AUTH taken" in t.logtext()
     tid = t.post({"callback_url": receiver.url(), "delay_ms": 200})["id"]
     wait_for(lambda: tid in receiver.by_task(), 10, what="callback")
+
+
+# ---- the keyspace's schema -------------------------------------------------------
+
+def _slice(ms, bucket):
+    return time.strftime("%Y%m%d%H%M", time.gmtime(ms // 1000)) + ".%d" % bucket
+
+
+def test_schema1_keyspace_is_read_and_upgraded(redis, receiver, tickd_factory):
+    """Tasks stored by schema 1 (a spec and a state per task, plain ids in
+    :due) run, read and cancel under schema 2, which marks the keyspace as
+    its own; a schema it does not know is refused, untouched."""
+    redis.cli("HSET", "tickd:meta", "buckets", "16", "schema", "1")
+    soon, far = now_ms() + 4000, now_ms() + 10 * 60 * 1000
+    tasks = {}
+    for name, at, bucket in (("old-soon", soon, 5), ("old-far", far, 6)):
+        sl = _slice(at, bucket)
+        tid = f"{sl}.{at}.{name}"
+        spec = {"key": name, "callback_url": receiver.url(), "method": "POST",
+                "req": {"n": name}, "execute_at": at,
+                "retry": {"max_attempts": 5, "backoff_ms": 1000}, "timeout_ms": 10000}
+        state = {"s": "scheduled", "a": 0, "due": at, "to": 10000}
+        redis.cli("ZADD", f"tickd:{{{sl}}}:due", str(at), tid)
+        redis.cli("HSET", f"tickd:{{{sl}}}:task", tid, json.dumps(spec, separators=(",", ":")),
+                  "s:" + tid, json.dumps(state), "#open", "1")
+        redis.cli("ZADD", "tickd:slices", "0", sl)
+        tasks[name] = tid
+    t = tickd_factory(redis).start()
+    assert redis.cli("HGET", "tickd:meta", "schema") == "2"
+    code, got = t.get(tasks["old-far"])
+    assert code == 200 and got["status"] == "scheduled" and got["key"] == "old-far", got
+    assert got["execute_at"] == far and got["req"] == {"n": "old-far"}
+    wait_for(lambda: t.get(tasks["old-soon"])[1]["status"] == "succeeded", 15, what="old task ran")
+    assert [json.loads(c["body"]) for c in receiver.calls] == [{"n": "old-soon"}]
+    assert t.delete(tasks["old-far"])[0] == 204
+    assert t.get(tasks["old-far"])[1]["status"] == "cancelled"
+    code, page = t.request("GET", "/v1/tasks?status=cancelled")
+    assert code == 200 and [x["id"] for x in page["tasks"]] == [tasks["old-far"]], page
+    assert t.stop() == 0
+
+    redis.cli("HSET", "tickd:meta", "schema", "3")
+    bad = tickd_factory(redis).start(wait=False)
+    assert bad.proc.wait(15) != 0
+    assert "has schema 3, this tickd speaks 2" in bad.logtext()
+    assert redis.cli("HGET", "tickd:meta", "schema") == "3"

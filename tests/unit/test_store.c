@@ -243,19 +243,25 @@ static void wm_cb(int64_t minute, const char *err, void *priv)
     f->answers++;
 }
 
-/* Add a task with `key`, due `delay_ms` after setup; its id into f->id. */
+/* Add a task with `key` (NULL: one the store's caller makes), due
+ * `delay_ms` after setup, as the API would; its id into f->id. */
 static void add(fixture *f, const char *key, int64_t delay_ms, int64_t timeout_ms)
 {
-    task_input t = {0};
-    snprintf(t.key, sizeof(t.key), "%s", key);
-    t.execute_at_ms = t.due_ms = f->t0 + delay_ms;
-    t.timeout_ms = timeout_ms;
-    t.max_attempts = 3;
-    t.spec = (char *)"{\"callback_url\":\"http://127.0.0.1:1/\"}";
+    task_input t;
+    char err[256], json[512];
+    snprintf(json, sizeof(json),
+             "{%s%s%s\"callback_url\":\"http://127.0.0.1:1/\",\"execute_at\":%lld,"
+             "\"timeout_ms\":%lld,\"retry\":{\"max_attempts\":3}}",
+             key ? "\"key\":\"" : "", key ? key : "", key ? "\"," : "",
+             (long long)(f->t0 + delay_ms), (long long)timeout_ms);
+    cJSON *o = cJSON_Parse(json);
+    assert_int_equal(task_input_parse(o, store_now_ms(f->s), &t, err, sizeof(err)), 0);
+    cJSON_Delete(o);
     int before = f->answers;
     store_add(f->s, &t, add_cb, f);
     assert_int_equal(f->answers, before); /* never answered inside the call */
     wait_answers(f, 1);
+    task_input_free(&t);
 }
 
 static const char *status_of(fixture *f, const char *id)
@@ -305,7 +311,14 @@ static void test_add_get_idempotent(void **state)
     store_get(f->s, id, get_cb, f);
     wait_answers(f, 1);
     assert_int_equal(f->st, ST_OK);
-    assert_string_equal(f->spec, "{\"callback_url\":\"http://127.0.0.1:1/\"}");
+    cJSON *spec = cJSON_Parse(f->spec);
+    assert_string_equal(cJSON_GetObjectItem(spec, "key")->valuestring, "a1");
+    assert_string_equal(cJSON_GetObjectItem(spec, "callback_url")->valuestring,
+                        "http://127.0.0.1:1/");
+    assert_int_equal(cJSON_GetObjectItem(spec, "execute_at")->valuedouble, f->t0 + 60000);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(spec, "retry"), "max_attempts")
+                         ->valuedouble, 3);
+    cJSON_Delete(spec);
     store_get(f->s, "202611220000.0.1.nokey", get_cb, f);
     wait_answers(f, 1);
     assert_int_equal(f->st, ST_NOTFOUND);
@@ -626,6 +639,70 @@ static void test_retry_and_run_now(void **state)
     assert_int_equal(f->st, ST_NOTFOUND);
 }
 
+/* Tasks whose key the store's caller made (the Redis store keeps them fresh:
+ * one :due member, no state) behave as any other. */
+static void test_keyless_tasks(void **state)
+{
+    fixture *f = *state;
+    char id1[TASK_ID_MAX], id2[TASK_ID_MAX], id3[TASK_ID_MAX], key[TASK_KEY_MAX + 1];
+    add(f, NULL, 60000, 1000);
+    assert_int_equal(f->st, ST_OK);
+    snprintf(id1, sizeof(id1), "%s", f->id);
+    assert_string_equal(status_of(f, id1), "scheduled");
+    cJSON *spec = cJSON_Parse(f->spec);
+    assert_non_null(spec);
+    snprintf(key, sizeof(key), "%s", cJSON_GetObjectItem(spec, "key")->valuestring);
+    assert_true(task_key_looks_random(key));
+    assert_int_equal(cJSON_GetObjectItem(spec, "execute_at")->valuedouble, f->t0 + 60000);
+    assert_int_equal(cJSON_GetObjectItem(spec, "timeout_ms")->valuedouble, 1000);
+    cJSON_Delete(spec);
+    /* the same key and time given: the same task, not a second one */
+    add(f, key, 60000, 1000);
+    assert_int_equal(f->st, ST_EXISTS);
+    assert_string_equal(f->id, id1);
+
+    f->cursor[0] = '\0';
+    list(f, "scheduled", 10, 0);
+    assert_int_equal(f->nlist, 1);
+    assert_string_equal(f->lids[0], id1);
+
+    add(f, NULL, 60000, 1000);
+    snprintf(id2, sizeof(id2), "%s", f->id);
+    store_cancel(f->s, id2, cancel_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    assert_string_equal(status_of(f, id2), "cancelled");
+    assert_non_null(strstr(f->spec, "http://127.0.0.1:1/"));
+
+    add(f, NULL, 600000, 1000);
+    snprintf(id3, sizeof(id3), "%s", f->id);
+    move(f, id3, MOVE_RUN, 0);
+    assert_int_equal(f->st, ST_OK);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    assert_string_equal(f->lease_ids[0], id3);
+    assert_int_equal(f->leases[0].attempt, 1);
+    settle(f, id3, OUT_OK, 1, 0);
+    assert_string_equal(status_of(f, id3), "succeeded");
+
+    /* one due soon, claimed when it is: polled, each claim answered at once */
+    add(f, NULL, store_now_ms(f->s) - f->t0 + 150, 1000);
+    snprintf(id3, sizeof(id3), "%s", f->id);
+    int64_t until = store_now_ms(f->s) + 5000;
+    do claim_now(f, 10);
+    while (f->claim.n == 0 && store_now_ms(f->s) < until);
+    assert_int_equal(f->claim.n, 1);
+    assert_string_equal(f->lease_ids[0], id3);
+    assert_string_equal(status_of(f, id3), "running");
+    settle(f, id3, OUT_OK, 1, 0);
+    assert_string_equal(status_of(f, id3), "succeeded");
+    /* the first is untouched; the cancelled one is never claimed */
+    assert_string_equal(status_of(f, id1), "scheduled");
+    store_claim_slice(f->s, 0, (f->t0 + 60000) / 60000, 10, claim_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->claim.n, 0);
+}
+
 /* ---- schedules ---------------------------------------------------------- */
 
 static void sch_cb(store_status st, const store_schedule *sc, const char *err, void *priv)
@@ -806,7 +883,7 @@ int main(void)
         BOTH(test_retry_and_release), BOTH(test_lease_expiry),
         BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
-        BOTH(test_list_pages), BOTH(test_retry_and_run_now),
+        BOTH(test_list_pages), BOTH(test_retry_and_run_now), BOTH(test_keyless_tasks),
     };
     if (redis_start() != 0) {
         fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");

@@ -1439,10 +1439,96 @@ static void test_input_req_numbers_exact_or_refused(void **state)
     task_input_free(&t);
 }
 
+/* ---- records ------------------------------------------------------------ */
+
+/* The record gives the spec back, member for member, for every kind of task. */
+static void test_record_round_trip(void **state)
+{
+    (void)state;
+    static const char *inputs[] = {
+        "{\"callback_url\":\"http://cb.test/hook\"}",
+        "{\"key\":\"k.1:x-y_z\",\"callback_url\":\"https://cb.test/a?b=\\\"c\\\"&d=%0A\","
+        "\"method\":\"GET\",\"header\":{\"X-A\":\"1\",\"X-B\":\"two words?\"},"
+        "\"req\":{\"a\":[1,2.5,\"x\\ny\"],\"b\":null},\"execute_at\":1795000030000,"
+        "\"retry\":{\"max_attempts\":9,\"backoff_ms\":77},\"timeout_ms\":300000,"
+        "\"queue\":\"billing.eu\",\"on_failure\":{\"callback_url\":\"http://cb.test/dead\","
+        "\"header\":{\"X-C\":\"3\"}}}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":\"\",\"retry\":{\"max_attempts\":5},"
+        "\"queue\":\"default\",\"method\":\"DELETE\"}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"on_failure\":{\"callback_url\":"
+        "\"http://cb.test/x\",\"method\":\"PUT\"}}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":{},\"retry\":{\"backoff_ms\":2000}}",
+    };
+    for (size_t i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
+        task_input t;
+        char slice[TASK_SLICE_MAX], id[TASK_ID_MAX];
+        parse_ok(inputs[i], T0_MS, &t);
+        if (i == 0) assert_non_null(strstr(t.rec, "\n\n10000\n\n\n{}"));
+        int lines = 0;
+        for (const char *c = t.rec; *c; c++) lines += *c == '\n';
+        assert_int_equal(lines, 5);
+        task_slice_name(t.due_ms, 3, slice);
+        task_id_make(slice, t.execute_at_ms, t.key, id, sizeof(id));
+        char *back = task_rec_spec(t.rec, strlen(t.rec), id);
+        assert_non_null(back);
+        cJSON *a = cJSON_Parse(t.spec), *b = cJSON_Parse(back);
+        assert_non_null(b);
+        assert_true(cJSON_Compare(a, b, 1));
+        /* the record is the smaller */
+        assert_true(strlen(t.rec) < strlen(t.spec));
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+        free(back);
+        /* a member added to both (a schedule's run) is in both */
+        assert_int_equal(task_input_add_member(&t, "schedule_id", "sch-1"), 0);
+        back = task_rec_spec(t.rec, strlen(t.rec), id);
+        a = cJSON_Parse(t.spec);
+        b = cJSON_Parse(back);
+        assert_non_null(a);
+        assert_true(cJSON_Compare(a, b, 1));
+        assert_string_equal(str_field(b, "schedule_id"), "sch-1");
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+        free(back);
+        task_input_free(&t);
+        assert_null(t.rec);
+    }
+}
+
+static void test_record_malformed(void **state)
+{
+    (void)state;
+    const char *id = "202611221000.3.1795000030000.abc";
+    static const char *bad[] = {
+        "", "\"u\"", "\"u\"\n\n1\n\n\n", "\"u\"\n\n1\n\n\n{", "u\n\n1\n\n\n{}",
+        "\"u\"\n\n1\n\nx\n{}", "\"u\"\n\n1\n\n\n", "\n\n\n\n\n{}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        assert_null(task_rec_spec(bad[i], strlen(bad[i]), id));
+    /* a good record, an id that names nothing */
+    assert_null(task_rec_spec("\"u\"\n\n1\n\n\n{}", 11, "garbage"));
+    /* a spec as schema 1 stored it is handed back as it is */
+    char *s = task_rec_spec("{\"key\":\"a\"}", 11, "garbage");
+    assert_string_equal(s, "{\"key\":\"a\"}");
+    free(s);
+    /* a length, not a NUL, ends the record */
+    s = task_rec_spec("\"u\"\n\n1\n\n\n{}JUNK", 11, id);
+    assert_non_null(s);
+    cJSON *o = cJSON_Parse(s);
+    assert_non_null(o);
+    assert_string_equal(str_field(o, "key"), "abc");
+    assert_true(num_field(o, "execute_at") == 1795000030000.0);
+    assert_true(num_field(o, "timeout_ms") == 1);
+    cJSON_Delete(o);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_name_known),
+        cmocka_unit_test(test_record_round_trip),
+        cmocka_unit_test(test_record_malformed),
         cmocka_unit_test(test_slice_minute_round_trip),
         cmocka_unit_test(test_slice_minute_malformed),
         cmocka_unit_test(test_id_round_trip),
