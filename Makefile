@@ -46,7 +46,7 @@ CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
             build/obj/task.o build/obj/webhook.o build/obj/util.o build/obj/log.o
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
-.PHONY: all run test soak unit unit-san boundary integration integration-san node-deps deps bench bench-wheel clean \
+.PHONY: all run test soak unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \
         install uninstall fuzz fuzz-build fuzz-replay
 all: build/tickd build/tickctl
 
@@ -187,6 +187,11 @@ bench-wheel: build/bench/wheel
 
 bench: deps build/tickd bench-wheel
 	bench/run.sh
+
+# 10 million pending tasks: ingest, burst, GET/DELETE against an empty Redis,
+# and the drain of a backlog (bench/scale.sh; about 8 minutes, 6 GiB of Redis)
+bench-scale: deps build/tickd
+	bench/scale.sh
 
 # make install [PREFIX=/usr/local] [SYSCONFDIR=/etc] [DESTDIR=]: tickd (built
 # again with SYSCONFDIR, so that it reads $(SYSCONFDIR)/tickd/tickd.ini by

@@ -7,8 +7,10 @@
 //
 //   node receiver.js PORT            (PORT 0 = any; the port is printed)
 //   GET  /reset                      forget every recorded callback
-//   GET  /stats[?since=MS]           {count, unique, dups, first, last,
-//                                     p50, p99, max, mean, slow_open, conns, ...}
+//   GET  /stats[?since=MS][&order=1] {count, unique, dups, first, last,
+//                                     p50, p99, max, mean, slow_open, conns, ...;
+//                                     order=1: order_rho, the rank correlation
+//                                     of arrival and due (1: oldest first)}
 //   ANY  /slow[?ms=N]                answer after N ms (default 20000); not
 //                                     recorded, counted in slow_open/slow_total
 //   ANY  other path                  200 "ok", recorded
@@ -31,6 +33,22 @@ function pct(sorted, p) {
   if (!sorted.length) return null;
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
   return sorted[i];
+}
+
+// Spearman's rho of arrival order against due order (ties by arrival): 1
+// when callbacks came oldest first, 0 when in no relation to their dues.
+function orderRho(since) {
+  const idx = [];
+  for (let i = 0; i < arrivals.length; i++) if (arrivals[i] >= since && dues[i] > 0) idx.push(i);
+  const n = idx.length;
+  if (n < 2) return null;
+  const byArrival = idx.slice().sort((a, b) => arrivals[a] - arrivals[b] || a - b);
+  const byDue = idx.slice().sort((a, b) => dues[a] - dues[b] || arrivals[a] - arrivals[b] || a - b);
+  const rank = new Map();
+  byDue.forEach((i, r) => rank.set(i, r));
+  let d2 = 0;
+  byArrival.forEach((i, r) => { const d = r - rank.get(i); d2 += d * d; });
+  return 1 - (6 * d2) / (n * (n * n - 1));
 }
 
 function stats(since) {
@@ -70,7 +88,11 @@ const server = http.createServer((req, res) => {
   const path = q < 0 ? req.url : req.url.slice(0, q);
   const params = new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1));
   if (path === '/reset') { reset(); return json(res, { ok: true }); }
-  if (path === '/stats') return json(res, stats(Number(params.get('since') || 0)));
+  if (path === '/stats') {
+    const since = Number(params.get('since') || 0), s = stats(since);
+    if (params.get('order')) s.order_rho = orderRho(since);
+    return json(res, s);
+  }
   if (path === '/slow' || path.startsWith('/slow/')) {
     const ms = Number(params.get('ms') || path.slice(6) || 20000);
     slowOpen++; slowTotal++;

@@ -16,25 +16,30 @@ local now = now_ms()
 if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
   return redis.error_reply('STALE slice already passed by the scan')
 end
+-- full tasks: their states, to find one stored before; fresh ones: their
+-- members, to find this very call sent again (no other add can name them)
 local sfields, fresh = {}, {}
 for i = 3, #ARGV, G do
-  sfields[#sfields + 1] = 's:' .. ARGV[i]
-  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1] end
+  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1]
+  else sfields[#sfields + 1] = 's:' .. ARGV[i] end
 end
-local old = redis.call('HMGET', KEYS[2], unpack(sfields))
--- a fresh member already there: this very call sent again
+local old = #sfields > 0 and redis.call('HMGET', KEYS[2], unpack(sfields)) or {}
 local again = #fresh > 0 and redis.call('ZMSCORE', KEYS[1], unpack(fresh)) or {}
-local out, seen, hset, zadd, ids = {}, {}, {}, {}, {}
-local fi = 0
+local out, seen, hset, zadd, ids, full = {}, {}, {}, {}, {}, {}
+local fi, si = 0, 0
 for i = 3, #ARGV, G do
-  local id, n, form = ARGV[i], (i - 3) / G + 1, ARGV[i + 5]
-  local prev = old[n] or seen[id]
+  local id, form = ARGV[i], ARGV[i + 5]
+  local prev = seen[id]
   local member = id
   if form == 'f' then
     fi = fi + 1
     member = fresh[fi]
     if again[fi] then prev = prev or cjson.encode(fresh_state(ARGV[i + 1], tonumber(again[fi]))) end
-  elseif form == 'c' and not prev then
+  else
+    si = si + 1
+    prev = old[si] or prev
+  end
+  if form == 'c' and not prev then
     local m, rec, at = fresh_find(KEYS[1], id)
     if m then prev = cjson.encode(fresh_state(rec, at)) end
   end
@@ -50,8 +55,9 @@ for i = 3, #ARGV, G do
     if form ~= 'f' then
       hset[#hset + 1] = id
       hset[#hset + 1] = ARGV[i + 1]
-      hset[#hset + 1] = sfields[n]
+      hset[#hset + 1] = sfields[si]
       hset[#hset + 1] = st
+      full[#full + 1] = id
     end
     zadd[#zadd + 1] = ARGV[i + 2]
     zadd[#zadd + 1] = member
@@ -61,12 +67,12 @@ for i = 3, #ARGV, G do
   end
 end
 -- Old tombstones of these ids go first (one left behind would make the claim
--- drop the new task), then the :due entries: if a later write is refused the
--- call answers an error (the client is told nothing was stored), and an entry
--- with no record is dropped by the claim; a record with no entry would never
--- fire.
+-- drop the new task; a fresh task's id is new), then the :due entries: if a
+-- later write is refused the call answers an error (the client is told
+-- nothing was stored), and an entry with no record is dropped by the claim; a
+-- record with no entry would never fire.
 if #ids > 0 then
-  redis.call('SREM', KEYS[3], unpack(ids))
+  if #full > 0 then redis.call('SREM', KEYS[3], unpack(full)) end
   bulk_write('ZADD', KEYS[1], zadd)
   bulk_write('HSET', KEYS[2], hset)
   redis.call('HINCRBY', KEYS[2], '#open', #ids)

@@ -43,7 +43,14 @@ if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', K
 local sfields = {}
 for i = 1, taken do sfields[i] = 's:' .. ids[i] end
 local states = bulk_read('HMGET', KEYS[2], sfields)
-local specs = bulk_read('HMGET', KEYS[2], ids)
+-- specs of the full tasks (a fresh one holds its record)
+local fulls, specs = {}, {}
+for i = 1, taken do if not recs[i] then fulls[#fulls + 1] = ids[i] end end
+local got = bulk_read('HMGET', KEYS[2], fulls)
+local fj = 0
+for i = 1, taken do
+  if not recs[i] then fj = fj + 1; specs[i] = got[fj] end
+end
 local fresh = {}
 for i = 1, taken do
   -- a state already there: a task of the same id was stored in full since

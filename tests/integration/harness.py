@@ -24,9 +24,14 @@ SANITIZED = os.environ.get("SANITIZED_BUILD") == "1"
 SANITIZER_REPORT = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
-# make test runs the suite in several pytest-xdist workers: each picks its
-# ports from its own range, below the kernel's ephemeral ports (32768 on),
-# so that no two workers, and no outgoing connection, take the same one.
+# Servers the tests start bind port 0 and report the port the kernel gave
+# them (tickd: its "listening on" line; the receivers: their socket), so no
+# two take the same one. Where that cannot be -- redis-server (port 0 turns
+# TCP off), a cluster's bus ports, prometheus, a port that must have nobody
+# listening -- free_port picks one: make test runs the suite in several
+# pytest-xdist workers, and each picks from its own range, below the
+# kernel's ephemeral ports (32768 on), so that no two workers, and no
+# outgoing connection, take the same one.
 WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
 PORT_SPAN = 2500
 
@@ -49,6 +54,18 @@ def free_port():
         p = random.randrange(base, base + PORT_SPAN)
         if _bindable(p):
             return p
+
+
+def log_port(path, start=0):
+    """The port a tickd reported in its log at path ("listening on
+    http://H:P"; with --listen H:0 the kernel picked it), read from offset
+    start on; None before it says so."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        for line in f.read().decode(errors="replace").splitlines():
+            if " listening on http://" in line:
+                return int(line.split(" listening on http://")[1].split()[0].rsplit(":", 1)[1])
+    return None
 
 
 def now_ms():
@@ -209,11 +226,17 @@ class Receiver:
 class Tickd:
     """The real tickd binary."""
 
+    made = 0
+
     def __init__(self, tmp, redis=None, args=(), env=None, name="tickd", store=None, nofile=None):
-        self.port = free_port()
+        # --listen 127.0.0.1:0 on the first start: the kernel picks the port
+        # and tickd reports it ("listening on ..."); a restart takes it again
+        self.port = None
+        self.host = "127.0.0.1"  # the address --listen binds
         self.tmp = tmp
-        self.log = os.path.join(tmp, f"{name}-{self.port}.log")
-        self.args = ["--listen", f"127.0.0.1:{self.port}"]
+        Tickd.made += 1
+        self.log = os.path.join(tmp, f"{name}-{os.getpid()}-{Tickd.made}.log")
+        self.args = []
         if redis is not None:
             self.args += ["--redis", redis if isinstance(redis, str) else redis.addr]
         if store:
@@ -232,11 +255,21 @@ class Tickd:
             import resource
             n = self.nofile
             limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))  # noqa: E731
-        self.proc = subprocess.Popen([TICKD, *self.args], stdout=self.logf, stderr=self.logf,
-                                     env=self.env, preexec_fn=limit)
+        start = self.logf.tell()
+        listen = ["--listen", f"{self.host}:{self.port or 0}"]
+        self.proc = subprocess.Popen([TICKD, *listen, *self.args], stdout=self.logf,
+                                     stderr=self.logf, env=self.env, preexec_fn=limit)
         if wait:
+            if not self.port:
+                self.port = wait_for(lambda: self._reported_port(start), 15,
+                                     what="tickd reporting its port")
             wait_for(self.healthy, 15, what=f"tickd :{self.port} healthy")
         return self
+
+    def _reported_port(self, start):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"tickd exited {self.proc.returncode}:\n{self.logtext()}")
+        return log_port(self.log, start)
 
     def healthy(self):
         if self.proc.poll() is not None:

@@ -8,7 +8,7 @@ def test_a_wildcard_listener_however_written_is_tickds_own(tickd_factory, host):
     # "0" binds 0.0.0.0 like "0.0.0.0" does; "[::0]" is "[::]": every local
     # address reaches the API, so every one is tickd's own
     t = tickd_factory(store="memory")
-    t.args += ["--listen", f"{host}:{t.port}"]
+    t.host = host
     t.start()
     for url in [f"http://127.0.0.1:{t.port}/v1/tasks", f"http://localhost:{t.port}/v1/tasks",
                 f"http://[::1]:{t.port}/v1/tasks"]:

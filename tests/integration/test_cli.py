@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import ROOT, TICKD, free_port, now_ms, wait_for
+from harness import ROOT, TICKD, free_port, log_port, now_ms, wait_for
 
 CONF = os.path.join(ROOT, "conf", "tickd.ini")
 
@@ -80,15 +80,16 @@ def test_print_config_is_the_committed_file():
 def test_printed_config_loads(tmp_path):
     """The default file, as printed, is accepted by the parser (every key,
     including the empty scripts_dir) and gives a working tickd."""
-    port = free_port()
     text = run("--print-config").stdout
-    text = text.replace("listen = 127.0.0.1:8080", f"listen = 127.0.0.1:{port}")
+    text = text.replace("listen = 127.0.0.1:8080", "listen = 127.0.0.1:0")
     text = text.replace("store = redis", "store = memory")
+    log = tmp_path / "printed.log"
     p = subprocess.Popen([TICKD, "-c", write(tmp_path, text)], env=clean_env(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
     try:
-        wait_for(lambda: p.poll() is not None or answers(port), 10, what="tickd up")
-        assert p.poll() is None, p.stderr.read()
+        port = wait_for(lambda: p.poll() is not None or log_port(log), 10, what="tickd's port")
+        assert p.poll() is None, log.read_text()
+        assert answers(port)
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(5) == 0
@@ -133,8 +134,7 @@ def test_unknown_section(tmp_path):
 
 
 def test_empty_unknown_section(tmp_path):
-    port = free_port()
-    path = write(tmp_path, f"[schedular]\n[server]\nlisten = 127.0.0.1:{port}\n")
+    path = write(tmp_path, "[schedular]\n[server]\nlisten = 127.0.0.1:0\n")
     try:
         r = run("-c", path, "--store", "memory", timeout=2)
     except subprocess.TimeoutExpired:
@@ -210,11 +210,11 @@ def test_unknown_env_variable_stops_the_start_naming_the_nearest(tmp_path):
 
 
 def test_tickd_bin_of_the_test_harness_is_no_setting(tmp_path):
-    port = free_port()
-    p = start_raw(tmp_path, "--store", "memory", "--listen", f"127.0.0.1:{port}",
+    p = start_raw(tmp_path, "--store", "memory", "--listen", "127.0.0.1:0",
                   env=clean_env(TICKD_BIN=TICKD))
     try:
-        wait_for(lambda: answers(port), 10, what="tickd with TICKD_BIN set")
+        port = wait_for(lambda: p.poll() is None and log_port(p.log), 10, what="tickd's port")
+        assert answers(port), "tickd with TICKD_BIN set"
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(15) == 0
@@ -231,8 +231,11 @@ def test_env_beats_file_and_is_checked_after_it(tmp_path):
 
 
 def start_raw(tmp_path, *args, env):
-    log = open(tmp_path / f"raw-{time.monotonic_ns()}.log", "wb")
-    return subprocess.Popen([TICKD, *args], env=env, stdout=log, stderr=log)
+    path = tmp_path / f"raw-{time.monotonic_ns()}.log"
+    log = open(path, "wb")
+    p = subprocess.Popen([TICKD, *args], env=env, stdout=log, stderr=log)
+    p.log = path
+    return p
 
 
 def stop_raw(p):

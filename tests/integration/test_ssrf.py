@@ -114,7 +114,7 @@ def test_a_callback_to_tickds_own_api_is_refused_at_post(tickd):
 
 def test_a_wildcard_listener_counts_every_local_address_as_its_own(tickd_factory, redis):
     t = tickd_factory(redis)
-    t.args[t.args.index("--listen") + 1] = f"0.0.0.0:{t.port}"
+    t.host = "0.0.0.0"
     t.start()
     for url in (f"http://127.0.0.2:{t.port}/", f"http://[::1]:{t.port}/",
                 f"http://localhost:{t.port}/"):

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# tickd at scale (bench/README.md, "Scale"):
+#
+#   bench/scale.sh        (or: make bench-scale, from the repo root)
+#
+# On one redis-server (no persistence) and one tickd, each measured twice in
+# the same run, on an empty Redis and then with SCALE_N (10,000,000) tasks
+# pending, due over the next day with 200-byte bodies, inserted through the
+# batch API: single-POST ingest (wrk), a 20,000-task burst (tasks/s), and GET
+# and DELETE of tasks due later (rate, p50, p99). Each rate at SCALE_N must be
+# at least 0.9x the empty one. Then tickd stops, BACKLOG_N (1,000,000) tasks
+# fall due while it is down, and it starts again: the backlog must drain at
+# no less than the burst's rate, oldest first (the rank correlation of
+# arrival and due order, rho, at least 0.9). Writes its table into
+# bench/results.md ("scale" part). Needs about 6 GiB of memory for Redis;
+# about 8 minutes on 2 cores.
+#
+# Environment: SCALE_N, BACKLOG_N (smaller for a quick look: the table then
+# says so); BENCH_TICKD and BENCH_KEEP as for bench/run.sh.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+SCALE_N=${SCALE_N:-10000000}
+BACKLOG_N=${BACKLOG_N:-1000000}
+BURST_N=20000
+GETDEL_N=5000
+T0=$(date +%s)
+
+# single POST: wrk as in bench/run.sh (tasks due in 1 h, no key)
+m_single() { # m_single NAME
+  local f=$TMP/wrk-single-$1.txt
+  BENCH_CB_URL=$CB/cb timeout 60 wrk -t2 -c64 -d10s --timeout 10s -s "$BENCH/post.lua" \
+    "$TURL/v1/tasks" >"$f"
+  (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "single POST ($1): wrk saw errors"; }
+  put "single_$1" "$(wrk_rate "$f")"
+  log "single POST ($1): $(wrk_rate "$f") requests/s"
+}
+
+# BURST_N tasks due at one instant T: N / (last arrival - T)
+m_burst() { # m_burst NAME
+  local t r s c
+  rreset
+  t=$(($(now_ms) + 8000))
+  r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BURST_N" \
+    --batch 1000 --conc 4 --at "$t")
+  log "burst ($1): inserted, T - end = $((t - $(jq -r .end <<<"$r"))) ms"
+  wait_until 70 "burst ($1): $BURST_N callbacks" sh -c "[ \$(curl -sf $CB/stats | jq -r .count) -ge $BURST_N ]" ||
+    die "burst ($1): only $(rcount) of $BURST_N arrived"
+  s=$(rstats)
+  c=$(jq -r .count <<<"$s")
+  put "burst_$1" "$(jq -r --argjson t "$t" --argjson n "$BURST_N" '($n / ((.last - $t) / 1000)) | floor' <<<"$s")"
+  put "burst_p99_$1" "$(jq -r .p99 <<<"$s")"
+  log "burst ($1): $c callbacks, $(get "burst_$1") tasks/s, lateness p99 $(get "burst_p99_$1") ms"
+}
+
+# GET and DELETE of GETDEL_N tasks due within the day, 16 at a time
+m_getdel() { # m_getdel NAME
+  local r k
+  r=$(timeout 120 node "$BENCH/tickd_load.js" getdel --url "$TURL" --cb "$CB/cb" --n "$GETDEL_N" \
+    --conc 16 --req-bytes 200) || die "getdel ($1) failed"
+  for k in get_rate get_p50 get_p99 del_rate del_p50 del_p99; do put "${k}_$1" "$(jq -r ".$k" <<<"$r")"; done
+  log "GET/DELETE ($1): $r"
+}
+
+measure() { # measure NAME
+  m_single "$1"
+  m_burst "$1"
+  m_getdel "$1"
+}
+
+log "empty Redis: tickd $("$TICKD" --version)"
+tickd_start
+measure empty
+put mem_empty "$(used_memory)"
+
+log "insert: $SCALE_N tasks due over the next day (200-byte bodies), batches of 1000, 8 in flight"
+t=$(date +%s%3N)
+r=$(timeout 900 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$SCALE_N" \
+  --batch 1000 --conc 8 --spread-min 1440 --req-bytes 200) || die "insert failed: $r"
+put insert_rate "$((SCALE_N * 1000 / ($(date +%s%3N) - t)))"
+log "inserted: $r; $(get insert_rate) tasks/s"
+pending=$(tickd_stored)
+put pending "$pending"
+put mem_full "$(used_memory)"
+log "pending: $pending; Redis used_memory $(used_memory)"
+((pending >= SCALE_N)) || die "only $pending of $SCALE_N tasks stored"
+measure full
+
+# The backlog: BACKLOG_N tasks due over 10 s from T, inserted while tickd
+# runs (T leaves room for an insert at 25,000 tasks/s); tickd stopped before
+# T and started 5 s after the last is due.
+t=$(($(now_ms) + 15000 + BACKLOG_N / 25))
+log "backlog: $BACKLOG_N tasks due over 10 s from T = now + $(((t - $(now_ms)) / 1000)) s"
+r=$(timeout 600 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BACKLOG_N" \
+  --batch 1000 --conc 8 --at "$t" --window-ms 10000) || die "backlog insert failed: $r"
+log "inserted: $r (T - end = $((t - $(jq -r .end <<<"$r"))) ms)"
+(($(jq -r .end <<<"$r") < t - 5000)) || die "the backlog insert ended too close to T"
+tickd_stop
+log "tickd stopped; waiting until T + 15 s"
+while (($(now_ms) < t + 15000)); do sleep 0.5; done
+rreset
+start=$(now_ms)
+tickd_resume
+log "tickd started again: draining"
+wait_until 600 "backlog: $BACKLOG_N callbacks" sh -c "[ \$(curl -sf $CB/stats | jq -r .count) -ge $BACKLOG_N ]" ||
+  log "backlog: only $(rcount) of $BACKLOG_N arrived"
+sleep 1
+s=$(curl -sf --max-time 120 "$CB/stats?order=1")
+log "backlog: $s"
+put backlog_count "$(jq -r .count <<<"$s")"
+put backlog_dups "$(jq -r .dups <<<"$s")"
+put backlog_rate "$(jq -r --argjson t "$start" --argjson n "$BACKLOG_N" '($n / ((.last - $t) / 1000)) | floor' <<<"$s")"
+put backlog_first "$(jq -r --argjson t "$start" '(.first - $t) | floor' <<<"$s")"
+put backlog_rho "$(jq -r '.order_rho * 1000 | round / 1000' <<<"$s")"
+tickd_stop
+secs=$(($(date +%s) - T0))
+
+# ---- the table ------------------------------------------------------------
+
+fmt() { [ -n "$1" ] && printf "%'.${2:-0}f" "$1" || echo "n/a"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f×", a / b}'; }
+judge() { # judge EXPR a b: met / MISSED (a, b as awk variables)
+  awk -v a="$2" -v b="${3:-0}" "BEGIN {if (a == \"\") print \"n/a\"; else if ($1) print \"met\"; else print \"MISSED\"}"
+}
+row() { # row WHAT KEY: full vs empty, target >= 0.9x (rates)
+  local e f
+  e=$(num "${2}_empty"); f=$(num "${2}_full")
+  echo "| $1 | $(fmt "$e") | $(fmt "$f") | $(ratio "$f" "$e") | ≥ 0.9× | $(judge 'a >= 0.9 * b' "$f" "$e") |"
+}
+lat() { # lat WHAT KEY: ms, info
+  echo "| $1 | $(fmt "$(num "${2}_empty")" 2) | $(fmt "$(num "${2}_full")" 2) | $(ratio "$(num "${2}_full")" "$(num "${2}_empty")") | — | info |"
+}
+brate=$(num burst_full); drate=$(num backlog_rate); rho=$(num backlog_rho)
+table=$(
+  echo "| at $(fmt "$pending") pending vs empty Redis | empty | $(fmt "$pending") pending | ratio | target | result |"
+  echo "| --- | ---: | ---: | ---: | --- | --- |"
+  row "single POST /v1/tasks, wrk -c64 (requests/s)" single
+  row "burst, $(fmt $BURST_N) due at one instant (tasks/s)" burst
+  row "GET /v1/tasks/{id}, 16 at a time (requests/s)" get_rate
+  row "DELETE /v1/tasks/{id}, 16 at a time (requests/s)" del_rate
+  lat "GET latency p50 (ms)" get_p50
+  lat "GET latency p99 (ms)" get_p99
+  lat "DELETE latency p50 (ms)" del_p50
+  lat "DELETE latency p99 (ms)" del_p99
+  lat "burst lateness p99 (ms)" burst_p99
+  echo "| backlog of $(fmt "$BACKLOG_N") due while tickd was stopped: drain rate vs the burst at $(fmt "$pending") pending (tasks/s) | — | $(fmt "$drate") | $(ratio "$drate" "$brate") | ≥ 1× the burst | $(judge 'a >= b && a > 0' "$drate" "$brate") |"
+  echo "| the same: oldest first, rank correlation of arrival and due order (1 = strictly) | — | $(fmt "$rho" 3) | — | ≥ 0.9 | $(judge 'a >= 0.9' "$rho") |"
+)
+mem_per=$(awk -v a="$(num mem_full)" -v b="$(num mem_empty)" -v n="$pending" 'BEGIN {if (n > 0) printf "%.0f", (a - b) / n}')
+notes=$(
+  echo "- insert of $(fmt "$SCALE_N") tasks (batches of 1000, 8 in flight, each batch due in one minute of the next 1,440): $(fmt "$(num insert_rate)") tasks/s"
+  echo "- Redis used_memory with $(fmt "$pending") pending: $(fmt "$(num mem_full)") bytes, $(fmt "$mem_per") a task (the measures' own tasks included)"
+  echo "- backlog: $(fmt "$(num backlog_count)") of $(fmt "$BACKLOG_N") arrived, $(fmt "$(num backlog_dups)") duplicates; the first $(fmt "$(num backlog_first)") ms after the start"
+  ((SCALE_N == 10000000 && BACKLOG_N == 1000000)) || echo "- **a reduced run**: SCALE_N=$SCALE_N, BACKLOG_N=$BACKLOG_N"
+  echo "- the run took $((secs / 60)) min $((secs % 60)) s"
+)
+echo
+echo "$table"
+echo
+echo "$notes"
+{
+  echo "## Scale (make bench-scale)"
+  echo
+  echo "Written by bench/scale.sh ($(date -u +%Y-%m-%dT%H:%MZ), tickd $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) CPUs); see bench/README.md."
+  echo
+  echo "$table"
+  echo
+  echo "$notes"
+} | results_put scale
+log "wrote the scale part of bench/results.md"
