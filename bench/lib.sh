@@ -123,12 +123,15 @@ CB=http://127.0.0.1:$CPORT
 TURL=http://127.0.0.1:$TPORT
 
 rcli() { timeout 30 redis-cli -h 127.0.0.1 -p "$RPORT" "$@"; }
-mkdir -p "$TMP/redis"
-redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$TMP/redis" --save '' --appendonly no \
-  --logfile "$TMP/redis/log" --daemonize no >/dev/null 2>&1 &
-echo $! >>"$GPIDS"
-wait_until 10 "redis-server :$RPORT" sh -c "[ \"\$(redis-cli -p $RPORT PING 2>/dev/null)\" = PONG ]" ||
-  die "redis-server did not start: $(tail -5 "$TMP/redis/log" 2>/dev/null)"
+redis_up() { # redis_up PORT NAME: a redis-server without persistence, until the end
+  mkdir -p "$TMP/$2"
+  redis-server --port "$1" --bind 127.0.0.1 --dir "$TMP/$2" --save '' --appendonly no \
+    --logfile "$TMP/$2/log" --daemonize no >/dev/null 2>&1 &
+  echo $! >>"$GPIDS"
+  wait_until 10 "redis-server :$1" sh -c "[ \"\$(redis-cli -p $1 PING 2>/dev/null)\" = PONG ]" ||
+    die "redis-server did not start: $(tail -5 "$TMP/$2/log" 2>/dev/null)"
+}
+redis_up "$RPORT" redis
 
 node "$BENCH/receiver.js" "$CPORT" >"$TMP/receiver.log" 2>&1 &
 echo $! >>"$GPIDS"
@@ -137,7 +140,7 @@ wait_until 10 "receiver :$CPORT" curl -sf -o /dev/null "$CB/stats" ||
 
 rstats() { curl -sf --max-time 10 "$CB/stats"; }
 rreset() { curl -sf --max-time 10 -o /dev/null "$CB/reset"; }
-rcount() { rstats | jq -r .count; }
+rcount() { curl -sf --max-time 10 "$CB/count" | jq -r .count; }
 used_memory() { rcli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 tickd_stored() { # tasks in every :due zset of the keyspace (one pipeline of ZCARDs)
   rcli --scan --pattern 'tickd:*:due' | awk '{print "ZCARD " $0}' | rcli | awk '{n += $1} END {print n + 0}'
@@ -150,9 +153,10 @@ tickd_start() { # tickd_start [VAR=value...]: Redis flushed, a fresh tickd
   tickd_resume "$@"
 }
 tickd_resume() { # tickd_resume [VAR=value...]: tickd started on Redis as it is
+  # (on $BENCH_ON_REDIS when set, another redis_up's address)
   tickd_stop
   env TICKD_SERVER_SHUTDOWN_GRACE_MS=1000 "$@" "$TICKD" --listen "127.0.0.1:$TPORT" \
-    --redis "$RADDR" >>"$TMP/tickd.log" 2>&1 &
+    --redis "${BENCH_ON_REDIS:-$RADDR}" >>"$TMP/tickd.log" 2>&1 &
   TICKD_PID=$!
   echo "$TICKD_PID" >>"$WPIDS"
   local i

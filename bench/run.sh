@@ -245,7 +245,7 @@ wl_burst() {
 
 steady_record() { # steady_record NAME SENT
   local s sent=$2
-  wait_until 15 "steady $1: all $sent callbacks" sh -c "[ \$(curl -sf $CB/stats | jq -r .count) -ge $sent ]" || true
+  wait_until 15 "steady $1: all $sent callbacks" sh -c "[ \$(curl -sf $CB/count | jq -r .count) -ge $sent ]" || true
   s=$(rstats)
   log "steady $1: $s"
   put "steady_count_$1" "$(jq -r .count <<<"$s")"

@@ -4,13 +4,13 @@
 #   bench/scale.sh        (or: make bench-scale, from the repo root)
 #
 # On one redis-server (no persistence) and one tickd, each measured twice in
-# the same run, on an empty Redis and then with SCALE_N (10,000,000) tasks
+# the same run, on an empty Redis and on one with SCALE_N (10,000,000) tasks
 # pending, due over the next day with 200-byte bodies, inserted through the
-# batch API: single-POST ingest (wrk), a 20,000-task burst (tasks/s), and GET
+# batch API (SCALE_ROUNDS rounds, 3, each side in turn; medians): single-POST ingest (wrk), a 20,000-task burst (tasks/s), and GET
 # and DELETE of tasks due later (rate, p50, p99). Each rate at SCALE_N must be
 # at least 0.9x the empty one. Then tickd stops, BACKLOG_N (1,000,000) tasks
-# fall due while it is down, and it starts again: the backlog must drain at
-# no less than the burst's rate, oldest first (the rank correlation of
+# fall due while it is down, and it starts again: the backlog must drain
+# (first callback to last) at no less than the burst's rate, oldest first (the rank correlation of
 # arrival and due order, rho, at least 0.9). Writes its table into
 # bench/results.md ("scale" part). Needs about 6 GiB of memory for Redis;
 # about 8 minutes on 2 cores.
@@ -44,7 +44,7 @@ m_burst() { # m_burst NAME
   r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BURST_N" \
     --batch 1000 --conc 4 --at "$t")
   log "burst ($1): inserted, T - end = $((t - $(jq -r .end <<<"$r"))) ms"
-  wait_until 70 "burst ($1): $BURST_N callbacks" sh -c "[ \$(curl -sf $CB/stats | jq -r .count) -ge $BURST_N ]" ||
+  wait_until 70 "burst ($1): $BURST_N callbacks" sh -c "[ \$(curl -sf $CB/count | jq -r .count) -ge $BURST_N ]" ||
     die "burst ($1): only $(rcount) of $BURST_N arrived"
   s=$(rstats)
   c=$(jq -r .count <<<"$s")
@@ -62,21 +62,32 @@ m_getdel() { # m_getdel NAME
   log "GET/DELETE ($1): $r"
 }
 
-measure() { # measure NAME
+measure() { # measure NAME ROUND
   m_single "$1"
   m_burst "$1"
   m_getdel "$1"
+  local k
+  for k in $KEYS; do put "${k}_$1_$2" "$(get "${k}_$1")"; done
+}
+KEYS="single burst burst_p99 get_rate get_p50 get_p99 del_rate del_p50 del_p99"
+median() { # median KEY: of its rounds
+  local r
+  for r in $(seq "$ROUNDS"); do num "${1}_$r"; done | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
 }
 
-log "empty Redis: tickd $("$TICKD" --version)"
+# Two Redis servers: this one fills up, the other stays empty (flushed before
+# each of its rounds); tickd is started on one, then on the other, the
+# measurements taking turns, ROUNDS of each: the table shows the medians.
+ROUNDS=${SCALE_ROUNDS:-3}
+EPORT=$(free_port)
+redis_up "$EPORT" redis-empty
+log "insert: $SCALE_N tasks due over the next day from 30 min on (200-byte bodies), batches of 1000, 8 in flight"
 tickd_start
-measure empty
 put mem_empty "$(used_memory)"
-
-log "insert: $SCALE_N tasks due over the next day (200-byte bodies), batches of 1000, 8 in flight"
 t=$(date +%s%3N)
+# from 30 minutes on: none falls due during the run
 r=$(timeout 900 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$SCALE_N" \
-  --batch 1000 --conc 8 --spread-min 1440 --req-bytes 200) || die "insert failed: $r"
+  --batch 1000 --conc 8 --spread-min 1410 --spread-from-min 30 --req-bytes 200) || die "insert failed: $r"
 put insert_rate "$((SCALE_N * 1000 / ($(date +%s%3N) - t)))"
 log "inserted: $r; $(get insert_rate) tasks/s"
 pending=$(tickd_stored)
@@ -84,12 +95,23 @@ put pending "$pending"
 put mem_full "$(used_memory)"
 log "pending: $pending; Redis used_memory $(used_memory)"
 ((pending >= SCALE_N)) || die "only $pending of $SCALE_N tasks stored"
-measure full
+for round in $(seq "$ROUNDS"); do
+  timeout 30 redis-cli -p "$EPORT" FLUSHALL >/dev/null
+  log "round $round: an empty Redis"
+  BENCH_ON_REDIS=127.0.0.1:$EPORT tickd_resume
+  measure empty "$round"
+  log "round $round: $pending pending"
+  tickd_resume
+  measure full "$round"
+done
+for side in empty full; do
+  for k in $KEYS; do put "${k}_$side" "$(median "${k}_$side")"; done
+done
 
 # The backlog: BACKLOG_N tasks due over 10 s from T, inserted while tickd
-# runs (T leaves room for an insert at 25,000 tasks/s); tickd stopped before
+# runs (T leaves room for an insert at 60,000 tasks/s); tickd stopped before
 # T and started 5 s after the last is due.
-t=$(($(now_ms) + 15000 + BACKLOG_N / 25))
+t=$(($(now_ms) + 12000 + BACKLOG_N / 60))
 log "backlog: $BACKLOG_N tasks due over 10 s from T = now + $(((t - $(now_ms)) / 1000)) s"
 r=$(timeout 600 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BACKLOG_N" \
   --batch 1000 --conc 8 --at "$t" --window-ms 10000) || die "backlog insert failed: $r"
@@ -102,14 +124,17 @@ rreset
 start=$(now_ms)
 tickd_resume
 log "tickd started again: draining"
-wait_until 600 "backlog: $BACKLOG_N callbacks" sh -c "[ \$(curl -sf $CB/stats | jq -r .count) -ge $BACKLOG_N ]" ||
+wait_until 600 "backlog: $BACKLOG_N callbacks" sh -c "[ \$(curl -sf $CB/count | jq -r .count) -ge $BACKLOG_N ]" ||
   log "backlog: only $(rcount) of $BACKLOG_N arrived"
 sleep 1
 s=$(curl -sf --max-time 120 "$CB/stats?order=1")
 log "backlog: $s"
 put backlog_count "$(jq -r .count <<<"$s")"
 put backlog_dups "$(jq -r .dups <<<"$s")"
-put backlog_rate "$(jq -r --argjson t "$start" --argjson n "$BACKLOG_N" '($n / ((.last - $t) / 1000)) | floor' <<<"$s")"
+# the drain: from the first callback to the last (tickd's start, until its
+# first callback, is given apart)
+put backlog_rate "$(jq -r --argjson n "$BACKLOG_N" '($n / ((.last - .first) / 1000)) | floor' <<<"$s")"
+put backlog_rate_start "$(jq -r --argjson t "$start" --argjson n "$BACKLOG_N" '($n / ((.last - $t) / 1000)) | floor' <<<"$s")"
 put backlog_first "$(jq -r --argjson t "$start" '(.first - $t) | floor' <<<"$s")"
 put backlog_rho "$(jq -r '.order_rho * 1000 | round / 1000' <<<"$s")"
 tickd_stop
@@ -146,11 +171,12 @@ table=$(
   echo "| backlog of $(fmt "$BACKLOG_N") due while tickd was stopped: drain rate vs the burst at $(fmt "$pending") pending (tasks/s) | — | $(fmt "$drate") | $(ratio "$drate" "$brate") | ≥ 1× the burst | $(judge 'a >= b && a > 0' "$drate" "$brate") |"
   echo "| the same: oldest first, rank correlation of arrival and due order (1 = strictly) | — | $(fmt "$rho" 3) | — | ≥ 0.9 | $(judge 'a >= 0.9' "$rho") |"
 )
-mem_per=$(awk -v a="$(num mem_full)" -v b="$(num mem_empty)" -v n="$pending" 'BEGIN {if (n > 0) printf "%.0f", (a - b) / n}')
+mem_per=$(awk -v a="$(num mem_full)" -v b="$(num mem_empty)" -v n="$SCALE_N" 'BEGIN {printf "%.0f", (a - b) / n}')
 notes=$(
-  echo "- insert of $(fmt "$SCALE_N") tasks (batches of 1000, 8 in flight, each batch due in one minute of the next 1,440): $(fmt "$(num insert_rate)") tasks/s"
-  echo "- Redis used_memory with $(fmt "$pending") pending: $(fmt "$(num mem_full)") bytes, $(fmt "$mem_per") a task (the measures' own tasks included)"
-  echo "- backlog: $(fmt "$(num backlog_count)") of $(fmt "$BACKLOG_N") arrived, $(fmt "$(num backlog_dups)") duplicates; the first $(fmt "$(num backlog_first)") ms after the start"
+  echo "- insert of $(fmt "$SCALE_N") tasks (batches of 1000, 8 in flight, each batch due in one minute picked among the 1,410 from 30 minutes on): $(fmt "$(num insert_rate)") tasks/s"
+  echo "- medians of $ROUNDS rounds, the two sides taking turns; rounds (empty / full): single POST $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num single_empty_$r)" "$(num single_full_$r)"; done); burst $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num burst_empty_$r)" "$(num burst_full_$r)"; done); GET $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num get_rate_empty_$r)" "$(num get_rate_full_$r)"; done); DELETE $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num del_rate_empty_$r)" "$(num del_rate_full_$r)"; done)"
+  echo "- Redis used_memory with $(fmt "$pending") pending (the empty run's own tasks included): $(fmt "$(num mem_full)") bytes; the $(fmt "$SCALE_N") inserted took $(fmt "$mem_per") bytes a task"
+  echo "- backlog: $(fmt "$(num backlog_count)") of $(fmt "$BACKLOG_N") arrived, $(fmt "$(num backlog_dups)") duplicates; the first $(fmt "$(num backlog_first)") ms after tickd was started; counted from the start, the drain rate is $(fmt "$(num backlog_rate_start)") tasks/s"
   ((SCALE_N == 10000000 && BACKLOG_N == 1000000)) || echo "- **a reduced run**: SCALE_N=$SCALE_N, BACKLOG_N=$BACKLOG_N"
   echo "- the run took $((secs / 60)) min $((secs % 60)) s"
 )

@@ -4,9 +4,9 @@
 //
 //   node tickd_load.js insert --url http://H:P --cb URL --n N [--batch 1000] [--conc 4]
 //                             (--at MS | --delay MS | --spread-min M) [--req-bytes B] [--timeout-ms MS]
-//                             [--window-ms W]
+//                             [--spread-from-min F] [--window-ms W]
 //                             (--spread-min M: each batch due in one minute picked at random
-//                             among the next M, at random milliseconds of it; --window-ms W
+//                             among M from the F-th (1) on, at random milliseconds of it; --window-ms W
 //                             with --at: due at random over [at, at + W))
 //   node tickd_load.js getdel --url http://H:P --cb URL --n N [--conc 16] [--req-bytes B]
 //                             (N tasks due within the next day, then GET each, then DELETE
@@ -91,7 +91,7 @@ async function modeInsert() {
   const n = num('n', 0), batch = num('batch', 1000), conc = num('conc', 4);
   const reqBytes = num('req-bytes', 0), timeoutMs = num('timeout-ms', 0);
   if (!n) die('--n is required');
-  const spread = num('spread-min', 0), win = num('window-ms', 0);
+  const spread = num('spread-min', 0), from = num('spread-from-min', 1), win = num('window-ms', 0);
   const atOf = () => (args.at ? Number(args.at) + Math.floor(Math.random() * win)
                               : Date.now() + num('delay', 0));
   const t0 = Date.now();
@@ -101,7 +101,7 @@ async function modeInsert() {
       const k = Math.min(batch, n - next);
       next += k;
       const tasks = [];
-      const minute = spread ? (Math.floor(Date.now() / 60000) + 1 + Math.floor(Math.random() * spread)) * 60000 : 0;
+      const minute = spread ? (Math.floor(Date.now() / 60000) + from + Math.floor(Math.random() * spread)) * 60000 : 0;
       for (let i = 0; i < k; i++) {
         tasks.push(task(spread ? minute + Math.floor(Math.random() * 60000) : atOf(), reqBytes, timeoutMs));
       }

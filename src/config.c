@@ -44,7 +44,7 @@ static const config_key keys[] = {
      "API connections open at once; beyond this new ones wait in the listen backlog"},
     {"server", "workers", CT_INT, "0", 0, 256, F(workers),
      "dispatch threads making the callbacks; 0 = one per CPU"},
-    {"server", "max_inflight", CT_INT, "1024", 1, 1000000, F(max_inflight),
+    {"server", "max_inflight", CT_INT, "4096", 1, 1000000, F(max_inflight),
      "claimed tasks held at once (waiting for their ms or calling back); claiming pauses at this bound"},
     {"server", "host_connections", CT_INT, "32", 1, 10000, F(host_connections),
      "connections each dispatch worker keeps to one receiving host; more callbacks to it wait their turn on them (kept alive)"},

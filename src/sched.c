@@ -68,6 +68,7 @@ struct sched {
     int calling;         /* of those, in the dispatch pool */
     int pending;         /* store calls in flight, and attempts being recorded */
     int starved;         /* a pass stopped for lack of room */
+    int kick_from;       /* the bucket sched_kick_all starts with: it turns */
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     int64_t claimed, fired, settled;
@@ -119,13 +120,15 @@ static int sched_room(const sched *sc)
     return room < 0 ? 0 : room;
 }
 
+static void sched_kick_all(sched *sc);
+
 static void sched_job_gone(sched *sc, job *j)
 {
     sc->held--;
     sched_job_free(j);
     if (sc->starved && !sc->stopping && sched_room(sc) >= (int)sc->cfg->batch / 2 + 1) {
         sc->starved = 0;
-        for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
+        sched_kick_all(sc);
     }
 }
 
@@ -755,6 +758,16 @@ void sched_kick(sched *sc, int bucket)
     else scan_start(bs);
 }
 
+/* Every bucket, starting with another one each time: when the room for
+ * claimed tasks is short (a backlog), the bucket claiming first takes all of
+ * it, and so the buckets take turns and drain side by side, oldest first
+ * across them, rather than one after the other. */
+static void sched_kick_all(sched *sc)
+{
+    for (int i = 0; i < sc->nb; i++) sched_kick(sc, (sc->kick_from + i) % sc->nb);
+    sc->kick_from = (sc->kick_from + 1) % sc->nb;
+}
+
 /* A fresh task due within the lookahead: claim it now rather than at the
  * next tick. */
 static void sched_added_cb(int bucket, int64_t due_ms, void *priv)
@@ -779,7 +792,7 @@ static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     if (!sc->stopping) sched_tick_arm(sc);
     store_sync_clock(sc->s);
-    for (int b = 0; b < sc->nb; b++) sched_kick(sc, b);
+    sched_kick_all(sc);
     /* waiting tasks whose limit allows them now go (ends pump too) */
     if (sc->fc && (!flow_cache_empty(sc->fc) || flow_cache_waiting(sc->fc) > 0))
         sched_flow_pump(sc);

@@ -148,7 +148,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.listen, "127.0.0.1:8080");
     assert_int_equal(c.max_body, 1048576);
     assert_int_equal(c.workers, 0);
-    assert_int_equal(c.max_inflight, 1024);
+    assert_int_equal(c.max_inflight, 4096);
     assert_int_equal(c.shutdown_grace_ms, 10000);
     assert_string_equal(c.store, "redis");
     assert_string_equal(c.log_level, "info");
