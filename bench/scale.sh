@@ -3,33 +3,34 @@
 #
 #   bench/scale.sh        (or: make bench-scale, from the repo root)
 #
-# On one redis-server (no persistence) and one tickd, each measured twice in
-# the same run, on an empty Redis and on one with SCALE_N (10,000,000) tasks
-# pending, due over the next day with 200-byte bodies, inserted through the
-# batch API (SCALE_ROUNDS rounds, 3, each side in turn; medians): single-POST ingest (wrk), a 20,000-task burst (tasks/s), and GET
-# and DELETE of tasks due later (rate, p50, p99). Each rate at SCALE_N must be
-# at least 0.9x the empty one. Then tickd stops, BACKLOG_N (1,000,000) tasks
+# Two redis-servers (no persistence), one empty, one holding SCALE_N
+# (10,000,000) tasks due over the next day with 200-byte bodies, inserted
+# through the batch API; one tickd, started on the one, then on the other.
+# On each, SCALE_ROUNDS (5) rounds, the sides taking turns: single-POST
+# ingest (wrk, 5 s), a 20,000-task burst (tasks/s), and GET and DELETE of
+# 3,000 tasks due later (rate, p50, p99). Each median at SCALE_N must be at
+# least 0.9x the empty one's. Then tickd stops, BACKLOG_N (1,000,000) tasks
 # fall due while it is down, and it starts again: the backlog must drain
-# (first callback to last) at no less than the burst's rate, oldest first (the rank correlation of
-# arrival and due order, rho, at least 0.9). Writes its table into
-# bench/results.md ("scale" part). Needs about 6 GiB of memory for Redis;
-# about 8 minutes on 2 cores.
+# (first callback to last) at no less than the burst's rate, oldest first
+# (the rank correlation of arrival and due order, rho, at least 0.9). Writes
+# its table into bench/results.md ("scale" part). Needs about 6 GiB of memory
+# for Redis; about 8 minutes on 2 cores.
 #
 # Environment: SCALE_N, BACKLOG_N (smaller for a quick look: the table then
-# says so); BENCH_TICKD and BENCH_KEEP as for bench/run.sh.
+# says so), SCALE_ROUNDS; BENCH_TICKD and BENCH_KEEP as for bench/run.sh.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 SCALE_N=${SCALE_N:-10000000}
 BACKLOG_N=${BACKLOG_N:-1000000}
 BURST_N=20000
-GETDEL_N=5000
+GETDEL_N=3000
 T0=$(date +%s)
 
-# single POST: wrk as in bench/run.sh (tasks due in 1 h, no key)
+# single POST: wrk as in bench/run.sh (tasks due in 1 h, no key), 5 s
 m_single() { # m_single NAME
   local f=$TMP/wrk-single-$1.txt
-  BENCH_CB_URL=$CB/cb timeout 60 wrk -t2 -c64 -d10s --timeout 10s -s "$BENCH/post.lua" \
+  BENCH_CB_URL=$CB/cb timeout 60 wrk -t2 -c64 -d5s --timeout 10s -s "$BENCH/post.lua" \
     "$TURL/v1/tasks" >"$f"
   (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "single POST ($1): wrk saw errors"; }
   put "single_$1" "$(wrk_rate "$f")"
@@ -78,7 +79,7 @@ median() { # median KEY: of its rounds
 # Two Redis servers: this one fills up, the other stays empty (flushed before
 # each of its rounds); tickd is started on one, then on the other, the
 # measurements taking turns, ROUNDS of each: the table shows the medians.
-ROUNDS=${SCALE_ROUNDS:-3}
+ROUNDS=${SCALE_ROUNDS:-5}
 EPORT=$(free_port)
 redis_up "$EPORT" redis-empty
 log "insert: $SCALE_N tasks due over the next day from 30 min on (200-byte bodies), batches of 1000, 8 in flight"
@@ -95,14 +96,21 @@ put pending "$pending"
 put mem_full "$(used_memory)"
 log "pending: $pending; Redis used_memory $(used_memory)"
 ((pending >= SCALE_N)) || die "only $pending of $SCALE_N tasks stored"
+on_side() { # on_side empty|full ROUND: tickd on that Redis, measured
+  if [ "$1" = empty ]; then
+    timeout 30 redis-cli -p "$EPORT" FLUSHALL >/dev/null
+    log "round $2: an empty Redis"
+    BENCH_ON_REDIS=127.0.0.1:$EPORT tickd_resume
+  else
+    log "round $2: $pending pending"
+    tickd_resume
+  fi
+  measure "$1" "$2"
+}
+# the sides take turns, the first of a round alternating too
 for round in $(seq "$ROUNDS"); do
-  timeout 30 redis-cli -p "$EPORT" FLUSHALL >/dev/null
-  log "round $round: an empty Redis"
-  BENCH_ON_REDIS=127.0.0.1:$EPORT tickd_resume
-  measure empty "$round"
-  log "round $round: $pending pending"
-  tickd_resume
-  measure full "$round"
+  if ((round % 2)); then on_side empty "$round"; on_side full "$round"
+  else on_side full "$round"; on_side empty "$round"; fi
 done
 for side in empty full; do
   for k in $KEYS; do put "${k}_$side" "$(median "${k}_$side")"; done
@@ -159,10 +167,10 @@ brate=$(num burst_full); drate=$(num backlog_rate); rho=$(num backlog_rho)
 table=$(
   echo "| at $(fmt "$pending") pending vs empty Redis | empty | $(fmt "$pending") pending | ratio | target | result |"
   echo "| --- | ---: | ---: | ---: | --- | --- |"
-  row "single POST /v1/tasks, wrk -c64 (requests/s)" single
+  row "single POST /v1/tasks, wrk -c64, 5 s (requests/s)" single
   row "burst, $(fmt $BURST_N) due at one instant (tasks/s)" burst
-  row "GET /v1/tasks/{id}, 16 at a time (requests/s)" get_rate
-  row "DELETE /v1/tasks/{id}, 16 at a time (requests/s)" del_rate
+  row "GET /v1/tasks/{id} of $(fmt $GETDEL_N) tasks, 16 at a time (requests/s)" get_rate
+  row "DELETE /v1/tasks/{id} of the same, 16 at a time (requests/s)" del_rate
   lat "GET latency p50 (ms)" get_p50
   lat "GET latency p99 (ms)" get_p99
   lat "DELETE latency p50 (ms)" del_p50
@@ -174,7 +182,7 @@ table=$(
 mem_per=$(awk -v a="$(num mem_full)" -v b="$(num mem_empty)" -v n="$SCALE_N" 'BEGIN {printf "%.0f", (a - b) / n}')
 notes=$(
   echo "- insert of $(fmt "$SCALE_N") tasks (batches of 1000, 8 in flight, each batch due in one minute picked among the 1,410 from 30 minutes on): $(fmt "$(num insert_rate)") tasks/s"
-  echo "- medians of $ROUNDS rounds, the two sides taking turns; rounds (empty / full): single POST $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num single_empty_$r)" "$(num single_full_$r)"; done); burst $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num burst_empty_$r)" "$(num burst_full_$r)"; done); GET $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num get_rate_empty_$r)" "$(num get_rate_full_$r)"; done); DELETE $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num del_rate_empty_$r)" "$(num del_rate_full_$r)"; done)"
+  echo "- medians of $ROUNDS rounds, the two sides taking turns (the first of a round alternating); rounds (empty / full): single POST $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num single_empty_$r)" "$(num single_full_$r)"; done); burst $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num burst_empty_$r)" "$(num burst_full_$r)"; done); GET $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num get_rate_empty_$r)" "$(num get_rate_full_$r)"; done); DELETE $(for r in $(seq "$ROUNDS"); do printf '%s/%s ' "$(num del_rate_empty_$r)" "$(num del_rate_full_$r)"; done)"
   echo "- Redis used_memory with $(fmt "$pending") pending (the empty run's own tasks included): $(fmt "$(num mem_full)") bytes; the $(fmt "$SCALE_N") inserted took $(fmt "$mem_per") bytes a task"
   echo "- backlog: $(fmt "$(num backlog_count)") of $(fmt "$BACKLOG_N") arrived, $(fmt "$(num backlog_dups)") duplicates; the first $(fmt "$(num backlog_first)") ms after tickd was started; counted from the start, the drain rate is $(fmt "$(num backlog_rate_start)") tasks/s"
   ((SCALE_N == 10000000 && BACKLOG_N == 1000000)) || echo "- **a reduced run**: SCALE_N=$SCALE_N, BACKLOG_N=$BACKLOG_N"
