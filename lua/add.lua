@@ -16,28 +16,27 @@ local now = now_ms()
 if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
   return redis.error_reply('STALE slice already passed by the scan')
 end
--- full tasks: their states, to find one stored before; fresh ones: their
--- members, to find this very call sent again (no other add can name them)
+-- Every task: its state, to find one stored before. A fresh one is named by
+-- no other add, but this very call may come again (a command is sent again
+-- when its connection drops before the answer): once the task has become
+-- full (claimed, cancelled) its state says so; before, its member does.
 local sfields, fresh = {}, {}
 for i = 3, #ARGV, G do
-  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1]
-  else sfields[#sfields + 1] = 's:' .. ARGV[i] end
+  sfields[#sfields + 1] = 's:' .. ARGV[i]
+  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1] end
 end
-local old = #sfields > 0 and redis.call('HMGET', KEYS[2], unpack(sfields)) or {}
+local old = redis.call('HMGET', KEYS[2], unpack(sfields))
 local again = #fresh > 0 and redis.call('ZMSCORE', KEYS[1], unpack(fresh)) or {}
 local out, seen, hset, zadd, ids, full = {}, {}, {}, {}, {}, {}
-local fi, si = 0, 0
+local fi = 0
 for i = 3, #ARGV, G do
-  local id, form = ARGV[i], ARGV[i + 5]
-  local prev = seen[id]
+  local id, n, form = ARGV[i], (i - 3) / G + 1, ARGV[i + 5]
+  local prev = old[n] or seen[id]
   local member = id
   if form == 'f' then
     fi = fi + 1
     member = fresh[fi]
     if again[fi] then prev = prev or cjson.encode(fresh_state(ARGV[i + 1], tonumber(again[fi]))) end
-  else
-    si = si + 1
-    prev = old[si] or prev
   end
   if form == 'c' and not prev then
     local m, rec, at = fresh_find(KEYS[1], id)
@@ -55,7 +54,7 @@ for i = 3, #ARGV, G do
     if form ~= 'f' then
       hset[#hset + 1] = id
       hset[#hset + 1] = ARGV[i + 1]
-      hset[#hset + 1] = sfields[si]
+      hset[#hset + 1] = sfields[n]
       hset[#hset + 1] = st
       full[#full + 1] = id
     end

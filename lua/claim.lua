@@ -62,12 +62,14 @@ for i = 1, taken do
 end
 
 local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
+local dropped = 0
 for i = 1, taken do
   local id = ids[i]
   if seen[id] then
     -- an expired lease that was also due: taken once, above
   elseif recs[i] and not fresh[i] then
-    -- dropped: its entry is in taken_due
+    -- dropped (its entry is in taken_due): it was counted open when added
+    dropped = dropped + 1
   elseif deleted[i] then
     srem[#srem + 1] = id
     zrem[#zrem + 1] = id
@@ -105,6 +107,7 @@ end
 -- (a write refused) keeps what it did, and so must never have removed an
 -- entry without writing the one that replaces it.
 bulk_write('HSET', KEYS[2], hset)
+if dropped > 0 then redis.call('HINCRBY', KEYS[2], '#open', -dropped) end
 bulk_write('ZADD', KEYS[4], zadd)
 bulk_write('ZREM', KEYS[1], taken_due)
 bulk_write('SREM', KEYS[3], srem)

@@ -1239,9 +1239,10 @@ static void rs_add_batch_send_now(void *priv)
         args[n++] = op->t.queue;
         /* fresh (lib.lua) when no re-POST can name it and it is due when it
          * asked; a key given that looks like one tickd makes may name one */
-        args[n++] = op->t.key_generated && op->t.due_ms == op->t.execute_at_ms ? "f"
-                    : task_key_looks_random(op->t.key)                          ? "c"
-                                                                               : "k";
+        if (op->t.key_generated)
+            args[n++] = op->t.due_ms == op->t.execute_at_ms ? "f" : "k";
+        else
+            args[n++] = task_key_looks_random(op->t.key) ? "c" : "k";
     }
     /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
      * of its own connection, and blocks none but that one */

@@ -641,6 +641,15 @@ int task_input_add_member(task_input *t, const char *name, const char *str)
     return 0;
 }
 
+/* 1 if s[0..n) is min..max characters, each one of `set` */
+static int task_rec_chars(const char *s, size_t n, size_t min, size_t max, const char *set)
+{
+    if (n < min || n > max) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!s[i] || !strchr(set, s[i])) return 0;
+    return 1;
+}
+
 char *task_rec_spec(const char *rec, size_t len, const char *id)
 {
     const char *part[6], *end = rec + len;
@@ -656,9 +665,17 @@ char *task_rec_spec(const char *rec, size_t len, const char *id)
         plen[i] = (size_t)(nl - p);
         p = nl + 1;
     }
-    /* url literal, method, timeout, queue, retry ("a,b" or ""), the rest */
-    if (plen[0] < 2 || part[0][0] != '"' || plen[5] < 2 || part[5][0] != '{' ||
-        part[5][plen[5] - 1] != '}' || task_id_parse(id, slice, &at, key) != 0)
+    /* url literal, method, timeout, queue, retry ("a,b" or ""), the rest:
+     * each of the plain parts only of the characters it may hold, so that
+     * what is pasted into the spec is JSON */
+    if (plen[0] < 2 || part[0][0] != '"' || part[0][plen[0] - 1] != '"' || plen[5] < 2 ||
+        part[5][0] != '{' || part[5][plen[5] - 1] != '}' ||
+        !task_rec_chars(part[1], plen[1], 0, 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") ||
+        !task_rec_chars(part[2], plen[2], 1, 9, "0123456789") ||
+        !task_rec_chars(part[3], plen[3], 0, TASK_QUEUE_MAX - 1,
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ||
+        !task_rec_chars(part[4], plen[4], 0, 21, "0123456789,") ||
+        task_id_parse(id, slice, &at, key) != 0)
         return NULL;
     task_buf b = {0};
     char num[160];
@@ -674,7 +691,8 @@ char *task_rec_spec(const char *rec, size_t len, const char *id)
         task_buf_add(&b, part[5] + 1, plen[5] - 2);
     }
     long long a = TASK_DEFAULT_ATTEMPTS, bo = TASK_DEFAULT_BACKOFF_MS;
-    if (plen[4] && sscanf(part[4], "%lld,%lld", &a, &bo) != 2) {
+    char tail;
+    if (plen[4] && (sscanf(part[4], "%9lld,%9lld%c", &a, &bo, &tail) != 3 || tail != '\n')) {
         free(b.p);
         return NULL;
     }

@@ -1,6 +1,7 @@
 """The HTTP API: creation, validation errors, GET states, cancel, idempotency,
 batch, health."""
 import json
+import os
 import time
 
 from harness import now_ms, wait_for
@@ -216,3 +217,30 @@ def test_pending_task_memory_in_redis(tickd, redis, receiver):
     wait_for(lambda: tickd.get(one)[1]["status"] == "succeeded", 10, what="run now")
     two = r["results"][-2]["id"]
     assert tickd.delete(two)[0] == 204 and tickd.get(two)[1]["status"] == "cancelled"
+
+
+def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
+    """A command is sent again when its connection drops before the answer
+    (rcluster.c). An add of a fresh task (lua/lib.lua) that comes again
+    after the task became full (here: cancelled) finds its state: nothing is
+    stored again, and the slice's count of open tasks stays right."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "lua")
+    lib = open(os.path.join(root, "lib.lua")).read() + "\n"
+    add = lib + open(os.path.join(root, "add.lua")).read()
+    cancel = lib + open(os.path.join(root, "cancel.lua")).read()
+    at = now_ms() + 20000
+    sl = time.strftime("%Y%m%d%H%M", time.gmtime(at // 1000)) + ".3"
+    tid = f"{sl}.{at}.Ab3dEf7hIj9lMn1pQr5tUv"
+    rec = '"http://127.0.0.1:1/"\n\n10000\n\n\n{}'
+    k = [f"tickd:{{{sl}}}:{n}" for n in ("due", "task", "del", "ok", "failed", "cancelled")]
+    end = (at // 60000 + 1) * 60000
+    call = ["EVAL", add, 3, *k[:3], end, 30000, tid, rec, at, 10000, "", "f"]
+    assert redis.cli(*call).splitlines()[0] == "1"
+    assert redis.cli(*call).splitlines()[0] == "0"  # still fresh: its member found
+    assert redis.cli("HGET", k[1], "#open") == "1"
+    assert redis.cli("EVAL", cancel, 6, *k, tid, 60000, 60000).splitlines()[0] == "ok"
+    assert redis.cli("HGET", k[1], "#open") == "0"
+    again = redis.cli(*call).splitlines()
+    assert again[0] == "0" and '"cancelled"' in again[1], again
+    assert redis.cli("HGET", k[1], "#open") == "0"
+    assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]  # no fresh member again

@@ -1502,6 +1502,11 @@ static void test_record_malformed(void **state)
     static const char *bad[] = {
         "", "\"u\"", "\"u\"\n\n1\n\n\n", "\"u\"\n\n1\n\n\n{", "u\n\n1\n\n\n{}",
         "\"u\"\n\n1\n\nx\n{}", "\"u\"\n\n1\n\n\n", "\n\n\n\n\n{}",
+        /* parts pasted into the spec hold only what they may */
+        "\"u\"\nget\n1\n\n\n{}", "\"u\"\nPOST\"\n1\n\n\n{}", "\"u\"\n\n\n\n\n{}",
+        "\"u\"\n\n12a\n\n\n{}", "\"u\"\n\n1234567890\n\n\n{}", "\"u\"\n\n1\nq q\n\n{}",
+        "\"u\"\n\n1\nq\"\n\n{}", "\"u\"\n\n1\n\n5,1000x\n{}", "\"u\"\n\n1\n\n5\n{}",
+        "\"u\"\n\n1\n\n,\n{}", "\"u\n\n1\n\n\n{}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         assert_null(task_rec_spec(bad[i], strlen(bad[i]), id));
