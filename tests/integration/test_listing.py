@@ -42,9 +42,10 @@ def ingest(t, tasks):
     return ids
 
 
-def mixed(t, receiver, n):
+def mixed(t, receiver, n, replicas=()):
     """n tasks: 40 % scheduled an hour ahead, 30 % succeeded, 20 % failed,
-    10 % cancelled; waits for the finals. Returns {status: set of ids}."""
+    10 % cancelled; waits for the finals, which any of t and `replicas` may
+    have recorded. Returns {status: set of ids}."""
     ns, nok, nf = n * 4 // 10, n * 3 // 10, n * 2 // 10
     nc = n - ns - nok - nf
     later = now_ms() + 3600_000
@@ -56,7 +57,8 @@ def mixed(t, receiver, n):
     cancelled = sched[ns:]
     for tid in cancelled:
         assert t.delete(tid)[0] == 204
-    wait_for(lambda: t.request("GET", "/v1/stats")[1]["settled"] >= nok + nf, 60, 0.2,
+    wait_for(lambda: sum(r.request("GET", "/v1/stats")[1]["settled"]
+                         for r in (t, *replicas)) >= nok + nf, 60, 0.2,
              what="the finals recorded")
     return {"scheduled": set(sched[:ns]), "succeeded": set(ok), "failed": set(failed),
             "cancelled": set(cancelled)}
@@ -87,7 +89,7 @@ def test_10000_tasks_in_mixed_states_each_listed_once(tickd, receiver):
 
 def test_listing_across_the_masters_of_a_cluster(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster, n=2)
-    want = mixed(ts[0], receiver, 2000)
+    want = mixed(ts[0], receiver, 2000, ts[1:])
     per_master = cluster.keys("tickd:{*}:failed")
     assert sum(1 for ks in per_master.values() if ks) >= 2  # spread over the masters
     check_walks(ts[1], want, 97)
