@@ -40,24 +40,26 @@ if taken > 0 and redis.call('SCARD', KEYS[3]) > 0 then
 end
 local ptr = {}
 if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
-local sfields = {}
-for i = 1, taken do sfields[i] = 's:' .. ids[i] end
-local states = bulk_read('HMGET', KEYS[2], sfields)
--- specs of the full tasks (a fresh one holds its record)
-local fulls, specs = {}, {}
-for i = 1, taken do if not recs[i] then fulls[#fulls + 1] = ids[i] end end
-local got = bulk_read('HMGET', KEYS[2], fulls)
-local fj = 0
+-- one HMGET: each task's state, then a full task's spec (a fresh one holds
+-- its record in its member)
+local fields = {}
 for i = 1, taken do
-  if not recs[i] then fj = fj + 1; specs[i] = got[fj] end
+  fields[#fields + 1] = 's:' .. ids[i]
+  if not recs[i] then fields[#fields + 1] = ids[i] end
 end
-local fresh = {}
+local got = bulk_read('HMGET', KEYS[2], fields)
+local sfields, states, specs, fresh = {}, {}, {}, {}
+local j = 1
 for i = 1, taken do
-  -- a state already there: a task of the same id was stored in full since
-  -- (a key given that tickd once made); that one stands
-  if recs[i] and not states[i] then
-    local st = fresh_state(recs[i], dues[i])
-    states[i], specs[i], fresh[i] = st, recs[i], true
+  sfields[i], states[i] = fields[j], got[j]
+  j = j + 1
+  if not recs[i] then
+    specs[i] = got[j]
+    j = j + 1
+  elseif not states[i] then
+    -- (a state already there: a task of the same id was stored in full
+    -- since, a key given that tickd once made; that one stands)
+    states[i], specs[i], fresh[i] = fresh_state(recs[i], dues[i]), recs[i], true
   end
 end
 

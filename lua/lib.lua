@@ -37,8 +37,9 @@
 -- scheduled, no attempt yet (fresh_state). That is half the memory of a full
 -- one. The claim makes it full (record and state in :task, the id alone in
 -- :run); task_state does so before anything else changes it; get.lua reads it
--- where it is. A re-POST cannot name it (its key was never given), so the
--- add has no need to look for it.
+-- where it is. A re-POST cannot name it (its key was never given), but the
+-- same add sent again can (rcluster resends a command whose answer was lost):
+-- add.lua finds it by ZMSCORE while it is fresh, by its state once it is not.
 --
 -- Schema 1 keyspaces are read as they are (specs, states, plain members):
 -- STORE_SCHEMA 2 is written over 1 at start. There is no way back.
@@ -69,9 +70,16 @@ local function state_put(task, id, st)
   redis.call('HSET', task, 's:' .. id, cjson.encode(st))
 end
 
+-- An id (src/task.h: "<slice>.<execute_at ms>.<key>", the slice "minute.b") split: its
+-- execute_at (a number) and its key; nil, '' for what is not an id.
+local function id_at(id)
+  local at, key = string.match(id, '^[^.]*%.[^.]*%.(%d+)%.(.*)$')
+  return tonumber(at), key or ''
+end
+
 -- A fresh task's member in :due: member, record, due; or nil.
 local function fresh_find(due, id)
-  local at = tonumber(string.match(id, '^[^.]*%.[^.]*%.(%d+)%.'))
+  local at = id_at(id)
   if not at then return nil end
   local p = id .. '\n'
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', due, at, at)) do
@@ -83,7 +91,8 @@ end
 -- The state a fresh task has (its record: src/task.h).
 local function fresh_state(rec, due)
   local to, q = string.match(rec, '^[^\n]*\n[^\n]*\n(%d+)\n([^\n]*)\n')
-  return {s = 'scheduled', a = 0, due = due, to = tonumber(to) or 10000,
+  -- the record always holds its timeout (task_rec_spec refuses one without)
+  return {s = 'scheduled', a = 0, due = due, to = tonumber(to),
           q = (q == nil or q == '') and 1 or q}
 end
 

@@ -47,8 +47,7 @@ while #out - HEAD < 2 * limit do
                  (desc and id < after_id) or (not desc and id > after_id)
     scanned = scanned + 1
     if past and #out - HEAD < 2 * limit then
-      local at = tonumber(string.match(id, '^[^.]*%.[^.]*%.(%d+)%.'))
-      local k = string.match(id, '^[^.]*%.[^.]*%.%d+%.(.*)$') or ''
+      local at, k = id_at(id)
       if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
          string.sub(k, 1, #prefix) == prefix and
          not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
