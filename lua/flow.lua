@@ -165,15 +165,24 @@ if op == 'admit' then
   return out
 elseif op == 'enqueue' then
   -- ARGV: per task: id, queue, destination, due, timeout, slice, reason
+  -- Returns, as pump does, the tasks a pump let go meanwhile: their take
+  -- (made by the pump's replica in the slice it knew) may have missed the
+  -- entry, which the claim parking it held; the caller takes them where
+  -- they are parked now.
+  local out = {}
   for i = 2, #ARGV, 7 do
     local id, q = ARGV[i], ARGV[i + 1]
     local raw = redis.call('HGET', WI, id)
     local old = raw and cjson.decode(raw)
     if old and old.a and holds(id, old.q, old.d) then
-      -- a pump let it go meanwhile: its take must find the entry where it
-      -- now waits
+      -- its take must find the entry where it now waits
       old.s = ARGV[i + 5]
       redis.call('HSET', WI, id, cjson.encode(old))
+      if not old.g then
+        out[#out + 1] = id; out[#out + 1] = old.s
+        out[#out + 1] = (old.a <= now) and old.od or old.a
+        out[#out + 1] = old.q; out[#out + 1] = old.d
+      end
     else
       local od = old and old.od or tonumber(ARGV[i + 3])
       redis.call('ZADD', base .. 'w:' .. q, 'NX', od, id)
@@ -182,7 +191,7 @@ elseif op == 'enqueue' then
       redis.call('SADD', WQ, q)
     end
   end
-  return 1
+  return out
 elseif op == 'pump' then
   -- ARGV: horizon, margin, max, then per ended callback: id, queue,
   -- destination, no callback to it before (ms, 0: no Retry-After), end

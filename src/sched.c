@@ -448,14 +448,6 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
     free(c);
 }
 
-static void sched_flow_done_cb(int n, const char *err, void *priv)
-{
-    sched *sc = priv;
-    (void)n;
-    sc->pending--;
-    if (err) log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control: %s", err);
-}
-
 typedef struct take_ctx {
     sched *sc;
     job j;                    /* id, queue, dest of the task let go */
@@ -481,6 +473,8 @@ static void sched_take_cb(int n, const char *err, void *priv)
     free(c);
 }
 
+/* Tasks let go (by a pump, or answered by an enqueue: let go while this
+ * replica's claim held their entry): their parked entries are made due. */
 static void sched_pump_cb(const store_flow_go *g, int n, const char *err, void *priv)
 {
     sched *sc = priv;
@@ -555,7 +549,7 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
     if (sc->enq.n) {
         store_flow_task *t = sched_flow_tasks(&sc->enq);
         sc->pending++;
-        store_flow_enqueue(sc->s, t, sc->enq.n, sched_flow_done_cb, sc);
+        store_flow_enqueue(sc->s, t, sc->enq.n, sched_pump_cb, sc);
         free(t);
         sc->enq.n = 0;
         sc->pump_wanted = 1;  /* a slot may have freed meanwhile */

@@ -177,8 +177,10 @@ typedef enum { MOVE_RETRY, MOVE_RUN } store_move_kind;
  * destination with settings asks before its callback goes (admit); one held
  * back is parked in its slice (OUT_PARK) and waits in its queue's list
  * (enqueue) until a pump lets it go: then take makes its parked entry due at
- * once, and the admit of the claim that follows says go. The end of every
- * callback let go frees its slots (pump). */
+ * once, and the admit of the claim that follows says go. A task a pump let
+ * go while a claim held its entry to park it again is answered by that
+ * enqueue, to be taken where it is parked now. The end of every callback let
+ * go frees its slots (pump). */
 typedef struct store_flow_task {
     const char *id, *queue, *dest;
     const char *slice;          /* enqueue: the slice holding its parked entry */
@@ -272,7 +274,8 @@ typedef struct store_type {
     /* flow control; NULL in a store without it */
     void (*flow_admit)(store *s, const store_flow_task *t, int n, int64_t horizon_ms,
                        store_flow_admit_fn *cb, void *priv);
-    void (*flow_enqueue)(store *s, const store_flow_task *t, int n, store_flow_done_fn *cb,
+    /* answers the tasks let go meanwhile, as a pump does */
+    void (*flow_enqueue)(store *s, const store_flow_task *t, int n, store_flow_pump_fn *cb,
                          void *priv);
     /* end callbacks, then let up to max waiting tasks go */
     void (*flow_pump)(store *s, const store_flow_end *e, int n, int max, int64_t horizon_ms,
@@ -397,7 +400,7 @@ static inline void store_flow_admit(store *s, const store_flow_task *t, int n, i
     s->type->flow_admit(s, t, n, horizon_ms, cb, priv);
 }
 static inline void store_flow_enqueue(store *s, const store_flow_task *t, int n,
-                                      store_flow_done_fn *cb, void *priv)
+                                      store_flow_pump_fn *cb, void *priv)
 {
     s->type->flow_enqueue(s, t, n, cb, priv);
 }

@@ -1903,24 +1903,6 @@ static void rs_flow_done_cb(redisReply *r, const char *err, void *priv)
     free(op);
 }
 
-static void rs_flow_enqueue(store *s, const store_flow_task *t, int n, store_flow_done_fn *cb,
-                            void *priv)
-{
-    rstore *rs = RS(s);
-    step st = {0};
-    step_str(&st, "enqueue");
-    for (int i = 0; i < n; i++) {
-        step_str(&st, t[i].id);
-        step_str(&st, t[i].queue);
-        step_str(&st, t[i].dest);
-        step_int(&st, t[i].due_ms);
-        step_int(&st, t[i].timeout_ms);
-        step_str(&st, t[i].slice);
-        step_str(&st, t[i].reason);
-    }
-    flow_eval(rs, &st, rs_flow_done_cb, flow_op_new(rs, (void *)cb, priv));
-}
-
 static void rs_flow_pump_cb(redisReply *r, const char *err, void *priv)
 {
     flow_op *op = priv;
@@ -1940,6 +1922,24 @@ static void rs_flow_pump_cb(redisReply *r, const char *err, void *priv)
     cb(g, n, NULL, op->priv);
     free(g);
     free(op);
+}
+
+static void rs_flow_enqueue(store *s, const store_flow_task *t, int n, store_flow_pump_fn *cb,
+                            void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "enqueue");
+    for (int i = 0; i < n; i++) {
+        step_str(&st, t[i].id);
+        step_str(&st, t[i].queue);
+        step_str(&st, t[i].dest);
+        step_int(&st, t[i].due_ms);
+        step_int(&st, t[i].timeout_ms);
+        step_str(&st, t[i].slice);
+        step_str(&st, t[i].reason);
+    }
+    flow_eval(rs, &st, rs_flow_pump_cb, flow_op_new(rs, (void *)cb, priv));
 }
 
 static void rs_flow_pump(store *s, const store_flow_end *e, int n, int max, int64_t horizon_ms,
