@@ -141,6 +141,11 @@ wait_until 10 "receiver :$CPORT" curl -sf -o /dev/null "$CB/stats" ||
 rstats() { curl -sf --max-time 10 "$CB/stats"; }
 rreset() { curl -sf --max-time 10 -o /dev/null "$CB/reset"; }
 rcount() { curl -sf --max-time 10 "$CB/count" | jq -r .count; }
+rwait() { # rwait N SECONDS DESCRIPTION: until the receiver has N callbacks (one long poll)
+  local c
+  c=$(curl -sf --max-time $(($2 + 5)) "$CB/wait?n=$1&ms=$(($2 * 1000))" | jq -r .count) || c=0
+  ((c >= $1)) || { log "timed out after $2 s waiting for $3 ($c of $1)"; return 1; }
+}
 used_memory() { rcli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 tickd_stored() { # tasks in every :due zset of the keyspace (one pipeline of ZCARDs)
   rcli --scan --pattern 'tickd:*:due' | awk '{print "ZCARD " $0}' | rcli | awk '{n += $1} END {print n + 0}'

@@ -8,6 +8,10 @@
 //   node receiver.js PORT            (PORT 0 = any; the port is printed)
 //   GET  /reset                      forget every recorded callback
 //   GET  /count                      {count}: cheap, for polling (/stats sorts)
+//   GET  /wait?n=N[&ms=T]            {count}, once N callbacks are recorded or
+//                                     after T ms (default 10000): one request
+//                                     for a whole wait, so that the waiting
+//                                     takes no CPU from what is measured
 //   GET  /stats[?since=MS][&order=1] {count, unique, dups, first, last,
 //                                     p50, p99, max, mean, slow_open, conns, ...;
 //                                     order=1: order_rho, the rank correlation
@@ -130,6 +134,17 @@ const server = http.createServer((req, res) => {
   const params = new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1));
   if (path === '/reset') { reset(); return json(res, { ok: true }); }
   if (path === '/count') return json(res, { count: n });
+  if (path === '/wait') {
+    const want = Number(params.get('n') || 0), end = t + Number(params.get('ms') || 10000);
+    const done = () => n >= want || nowMs() >= end || res.destroyed;
+    if (done()) return json(res, { count: n });
+    const iv = setInterval(() => {
+      if (!done()) return;
+      clearInterval(iv);
+      if (!res.destroyed) json(res, { count: n });
+    }, 20);
+    return;
+  }
   if (path === '/stats') {
     const since = Number(params.get('since') || 0), s = stats(since);
     if (params.get('order')) s.order_rho = orderRho(since);

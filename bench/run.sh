@@ -146,13 +146,7 @@ BURST_N=20000
 # median round of each. One round of each swings by +-25 % on a shared VM.
 BURST_ROUNDS=${BENCH_BURST_ROUNDS:-3}
 burst_wait() { # burst_wait T: until every task arrived, or T + 60 s
-  local t=$1 deadline=$(($1 + 60000)) c
-  while :; do
-    c=$(rcount)
-    ((c >= BURST_N)) && return 0
-    (($(now_ms) < deadline)) || { log "burst: only $c of $BURST_N arrived by T + 60 s"; return 0; }
-    sleep 0.2
-  done
+  rwait "$BURST_N" $((($1 + 60000 - $(now_ms)) / 1000)) "the burst" || true
 }
 burst_record() { # burst_record NAME T ROUND
   local s
@@ -245,7 +239,7 @@ wl_burst() {
 
 steady_record() { # steady_record NAME SENT
   local s sent=$2
-  wait_until 15 "steady $1: all $sent callbacks" sh -c "[ \$(curl -sf $CB/count | jq -r .count) -ge $sent ]" || true
+  rwait "$sent" 15 "steady $1" || true
   s=$(rstats)
   log "steady $1: $s"
   put "steady_count_$1" "$(jq -r .count <<<"$s")"

@@ -45,7 +45,7 @@ m_burst() { # m_burst NAME
   r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BURST_N" \
     --batch 1000 --conc 4 --at "$t")
   log "burst ($1): inserted, T - end = $((t - $(jq -r .end <<<"$r"))) ms"
-  wait_until 70 "burst ($1): $BURST_N callbacks" sh -c "[ \$(curl -sf $CB/count | jq -r .count) -ge $BURST_N ]" ||
+  rwait "$BURST_N" 70 "burst ($1)" ||
     die "burst ($1): only $(rcount) of $BURST_N arrived"
   s=$(rstats)
   c=$(jq -r .count <<<"$s")
@@ -132,7 +132,7 @@ rreset
 start=$(now_ms)
 tickd_resume
 log "tickd started again: draining"
-wait_until 600 "backlog: $BACKLOG_N callbacks" sh -c "[ \$(curl -sf $CB/count | jq -r .count) -ge $BACKLOG_N ]" ||
+rwait "$BACKLOG_N" 600 "the backlog" ||
   log "backlog: only $(rcount) of $BACKLOG_N arrived"
 sleep 1
 s=$(curl -sf --max-time 120 "$CB/stats?order=1")
