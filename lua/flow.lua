@@ -166,9 +166,10 @@ if op == 'admit' then
 elseif op == 'enqueue' then
   -- ARGV: per task: id, queue, destination, due, timeout, slice, reason
   -- Returns, as pump does, the tasks a pump let go meanwhile: their take
-  -- (made by the pump's replica in the slice it knew) may have missed the
-  -- entry, which the claim parking it held; the caller takes them where
-  -- they are parked now.
+  -- (made by the pump's replica in the slice it knew) missed the entry,
+  -- which the claim parking it held, unless it was parked in that same
+  -- slice; the caller takes them where they are parked now (and the miss of
+  -- the take in the slice they left is not counted: pump).
   local out = {}
   for i = 2, #ARGV, 7 do
     local id, q = ARGV[i], ARGV[i + 1]
@@ -177,6 +178,7 @@ elseif op == 'enqueue' then
     if old and old.a and holds(id, old.q, old.d) then
       -- its take must find the entry where it now waits
       old.s = ARGV[i + 5]
+      old.x = nil
       redis.call('HSET', WI, id, cjson.encode(old))
       if not old.g then
         out[#out + 1] = id; out[#out + 1] = old.s
@@ -196,20 +198,26 @@ elseif op == 'pump' then
   -- ARGV: horizon, margin, max, then per ended callback: id, queue,
   -- destination, no callback to it before (ms, 0: no Retry-After), end
   -- (0: ended, 1: the task ended failed, 2: let go but its parked entry was
-  -- not there to take: it waits again, first in line, at most 3 times).
+  -- not there to take: it waits again, first in line, at most 3 times),
+  -- and for 2 the slice the take looked in ('' otherwise): a take in a
+  -- slice the task has left since (an enqueue moved it and answered it) is
+  -- not a miss.
   -- Frees their slots, then lets waiting tasks go, oldest first per queue,
   -- at most max.
   -- Returns per task let go: id, slice of its parked entry, the time its
   -- entry is due (its send time, or its due time when it may go at once),
   -- queue, destination.
   local horizon, margin, max = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-  for i = 5, #ARGV, 5 do
+  for i = 5, #ARGV, 6 do
     local id, q, d, u = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
     local back = ARGV[i + 4] == '2'
     local raw = back and redis.call('HGET', WI, id)
     local wi = raw and cjson.decode(raw)
     if wi and wi.g then
       -- a claim of it was told to go: its own end frees the slot
+    elseif wi and wi.a and wi.s ~= ARGV[i + 5] then
+      -- its take looked where it no longer waits: the enqueue that moved it
+      -- answered it, and that take stands
     elseif wi and wi.a and (wi.x or 0) < 3 then
       -- the claim that parks it again had not written its entry back yet
       rate_refund('q:' .. q)

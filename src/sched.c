@@ -464,11 +464,16 @@ static void sched_take_cb(int n, const char *err, void *priv)
     } else {
         /* unreachable: its slots go back, and its parked entry comes round
          * again by itself; not there: a claim holds it for a moment (to park
-         * it again), or it is gone: it waits again, first in line */
+         * it again: that park's enqueue answers it where it goes), or it is
+         * gone: it waits again, first in line (flow.lua, pump) */
         if (err) log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control: %s", err);
         c->j.flow = FLOW_LET_GO;
         sched_flow_end(sc, &c->j, 0, 0);
-        if (!err) sc->ends.r[sc->ends.n - 1].back = 1;
+        if (!err) {
+            flow_rec *r = &sc->ends.r[sc->ends.n - 1];
+            r->back = 1;
+            snprintf(r->slice, sizeof(r->slice), "%s", c->slice);
+        }
     }
     free(c);
 }
@@ -557,9 +562,10 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
     if (sc->ends.n || sc->pump_wanted) {
         store_flow_end *e = xcalloc((size_t)sc->ends.n + 1, sizeof(*e));
         for (int i = 0; i < sc->ends.n; i++)
-            e[i] = (store_flow_end){sc->ends.r[i].id, sc->ends.r[i].queue, sc->ends.r[i].dest,
-                                    sc->ends.r[i].until_ms, sc->ends.r[i].failed,
-                                    sc->ends.r[i].back};
+            e[i] = (store_flow_end){sc->ends.r[i].id,      sc->ends.r[i].queue,
+                                    sc->ends.r[i].dest,    sc->ends.r[i].until_ms,
+                                    sc->ends.r[i].failed,  sc->ends.r[i].back,
+                                    sc->ends.r[i].slice};
         sc->pending++;
         /* what it lets go is claimed by whichever replica has room: a
          * replica busy with other work still lets a few go */

@@ -203,6 +203,7 @@ typedef struct store_flow_end {
     int failed;                 /* the task ended failed */
     int back;                   /* not ended: let go, its parked entry was not
                                  * there to take; it waits again */
+    const char *slice;          /* back: the slice the take looked in */
 } store_flow_end;
 typedef struct store_flow_go {
     const char *id, *slice;

@@ -1957,6 +1957,7 @@ static void rs_flow_pump(store *s, const store_flow_end *e, int n, int max, int6
         step_str(&st, e[i].dest);
         step_int(&st, e[i].until_ms);
         step_int(&st, e[i].back ? 2 : e[i].failed);
+        step_str(&st, e[i].back && e[i].slice ? e[i].slice : "");
     }
     flow_eval(rs, &st, rs_flow_pump_cb, flow_op_new(rs, (void *)cb, priv));
 }
