@@ -48,10 +48,10 @@ for i = 1, taken do
   if not recs[i] then fields[#fields + 1] = ids[i] end
 end
 local got = bulk_read('HMGET', KEYS[2], fields)
-local sfields, states, specs, fresh = {}, {}, {}, {}
+local states, specs, fresh = {}, {}, {}
 local j = 1
 for i = 1, taken do
-  sfields[i], states[i] = fields[j], got[j]
+  states[i] = got[j]
   j = j + 1
   if not recs[i] then
     specs[i] = got[j]
@@ -91,7 +91,7 @@ for i = 1, taken do
       local due = st.w and dues[i] or st.due
       st.s = 'running'
       st.w = nil
-      hset[#hset + 1] = sfields[i]
+      hset[#hset + 1] = 's:' .. id
       hset[#hset + 1] = cjson.encode(st)
       if fresh[i] then
         hset[#hset + 1] = id

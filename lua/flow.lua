@@ -104,6 +104,17 @@ local function let_go(id, q, d, at, to, margin)
   end
 end
 
+-- Answer task id let go (wi: its info, wi.a its send time) to the replica
+-- that takes its parked entry: id, slice of its parked entry, the time the
+-- entry is due, queue, destination. The entry is due at its send time; one
+-- that may go at once at its own due time, so that the claims of many let go
+-- at once fire them oldest first.
+local function answer_go(out, id, wi)
+  out[#out + 1] = id; out[#out + 1] = wi.s
+  out[#out + 1] = (wi.a <= now) and wi.od or wi.a
+  out[#out + 1] = wi.q; out[#out + 1] = wi.d
+end
+
 local function holds(id, q, d)
   local s = redis.call('ZSCORE', holders('q:' .. q), id) or
             redis.call('ZSCORE', holders('d:' .. d), id)
@@ -180,11 +191,7 @@ elseif op == 'enqueue' then
       old.s = ARGV[i + 5]
       old.x = nil
       redis.call('HSET', WI, id, cjson.encode(old))
-      if not old.g then
-        out[#out + 1] = id; out[#out + 1] = old.s
-        out[#out + 1] = (old.a <= now) and old.od or old.a
-        out[#out + 1] = old.q; out[#out + 1] = old.d
-      end
+      if not old.g then answer_go(out, id, old) end
     else
       local od = old and old.od or tonumber(ARGV[i + 3])
       redis.call('ZADD', base .. 'w:' .. q, 'NX', od, id)
@@ -285,12 +292,7 @@ elseif op == 'pump' then
               redis.call('ZADD', base .. 'wa', at + wi.to + margin, id)
               redis.call('ZREM', wkey, id)
               from = from - 1
-              -- its entry is made due at its send time; one that may go
-              -- at once is due at its own due time, so that the claims of
-              -- many let go at once fire them oldest first
-              out[#out + 1] = id; out[#out + 1] = wi.s
-              out[#out + 1] = (at <= now) and wi.od or at
-              out[#out + 1] = q; out[#out + 1] = wi.d
+              answer_go(out, id, wi)
             end
           end
         end
