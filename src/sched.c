@@ -65,6 +65,8 @@ struct sched {
     bucket_scan *bk;
     int nb;
     int held;            /* jobs claimed and not yet settled */
+    int claiming;        /* room the claims in flight may fill (their limits) */
+    int recording;       /* of held, those whose outcome the store is recording */
     int calling;         /* of those, in the dispatch pool */
     int pending;         /* store calls in flight, and attempts being recorded */
     int starved;         /* a pass stopped for lack of room */
@@ -114,22 +116,40 @@ static void sched_job_free(job *j)
     free(j);
 }
 
+/* Room for more claimed jobs: max_inflight of them wait for their time or
+ * call back, and as many again may wait while the store records their
+ * outcomes. A job's place frees when its callback ends, not a store round
+ * trip later: in a backlog, where the store is busy with claims and
+ * outcomes alike, the callbacks would otherwise run dry while the outcomes
+ * of finished ones wait their turn. A claim in flight holds its limit's
+ * worth: the buckets' claims of one kick go out together, and each would see
+ * the whole room otherwise, taking up to buckets x batch between them. */
 static int sched_room(const sched *sc)
 {
-    int room = (int)sc->cfg->max_inflight - sc->held;
+    int max = (int)sc->cfg->max_inflight;
+    int live = max - (sc->held - sc->recording) - sc->claiming;
+    int all = 2 * max - sc->held - sc->claiming;
+    int room = live < all ? live : all;
     return room < 0 ? 0 : room;
 }
 
 static void sched_kick_all(sched *sc);
 
-static void sched_job_gone(sched *sc, job *j)
+/* Room freed: a scan that stopped for lack of it goes on once there is
+ * enough for half a batch. */
+static void sched_room_freed(sched *sc)
 {
-    sc->held--;
-    sched_job_free(j);
     if (sc->starved && !sc->stopping && sched_room(sc) >= (int)sc->cfg->batch / 2 + 1) {
         sc->starved = 0;
         sched_kick_all(sc);
     }
+}
+
+static void sched_job_gone(sched *sc, job *j)
+{
+    sc->held--;
+    sched_job_free(j);
+    sched_room_freed(sc);
 }
 
 /* ---- the fire wheel ---------------------------------------------------- */
@@ -244,6 +264,7 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     job *j = owner;
     (void)err; /* the store logged it; the lease brings the task back */
     sc->pending--;
+    sc->recording--;
     /* told once the store holds the end: a record that failed brings the
      * task back by its lease, to end (and be told) later */
     if (!err && j->ended_failed && sc->failed) sc->failed(j, sc->failed_priv);
@@ -289,6 +310,8 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
         event_add(sc->flush_ev, &tv);
     }
+    sc->recording++;
+    sched_room_freed(sc);
 }
 
 void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv)
@@ -651,6 +674,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
     sched *sc = bs->sc;
     char slice[TASK_SLICE_MAX];
     sc->pending--;
+    sc->claiming -= bs->limit;
     int passable = 0;
     if (res->err) {
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "claim bucket %d minute %lld: %s",
@@ -692,6 +716,7 @@ static void scan_claim(bucket_scan *bs)
         return;
     }
     bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
+    sc->claiming += bs->limit;
     sc->pending++;
     store_claim_slice(sc->s, bs->b, bs->minute, bs->limit, scan_claim_cb, bs);
 }
@@ -890,6 +915,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "settled", (double)sc->settled);
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
+    cJSON_AddNumberToObject(obj, "recording", sc->recording);
     store_stats(sc->s, obj);
 }
 

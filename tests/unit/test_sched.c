@@ -45,6 +45,11 @@ typedef struct fake {
     int64_t wm_to;               /* the last watermark advance asked for */
     job *fired[MAXL];            /* the fake pool */
     int nfired;
+    int hold_settles;            /* settles are answered when the test says */
+    void *held_owner[MAXL];
+    store_settled_fn *held_cb;
+    void *held_priv;
+    int nheld;
 } fake;
 
 #define FK(s) container_of(s, fake, base)
@@ -131,8 +136,23 @@ static void fk_settle(store *s, const store_attempt *as, int n, store_settled_fn
         f->settled[k].id = f->sid[k];
         f->settled[k].err = f->serr[k];
         f->settled[k].src = NULL;
+        if (f->hold_settles) {
+            f->held_cb = cb;
+            f->held_priv = priv;
+            f->held_owner[f->nheld++] = as[i].owner;
+            continue;
+        }
         answer(f, A_SETTLED, (void *)cb, priv)->owner = as[i].owner;
     }
+}
+
+/* The settles held back are answered (in the next loop pass). */
+static void release_settles(fake *f)
+{
+    f->hold_settles = 0;
+    for (int i = 0; i < f->nheld; i++)
+        answer(f, A_SETTLED, (void *)f->held_cb, f->held_priv)->owner = f->held_owner[i];
+    f->nheld = 0;
 }
 
 static int fk_wm_init(store *s, int64_t minute, char *err, size_t errlen)
@@ -184,7 +204,7 @@ static void submit(job *j, void *priv)
     f->fired[f->nfired++] = j;
 }
 
-static int setup(void **state)
+static int setup_with(void **state, int buckets, int max_inflight, int batch)
 {
     fixture *x = xcalloc(1, sizeof(*x));
     char err[256];
@@ -196,7 +216,9 @@ static int setup(void **state)
     f->fail_minute = -1;
     for (int b = 0; b < 4; b++) f->wm[b] = -1;
     config_defaults(&x->cfg);
-    x->cfg.buckets = 1;
+    x->cfg.buckets = buckets;
+    if (max_inflight) x->cfg.max_inflight = max_inflight;
+    if (batch) x->cfg.batch = batch;
     x->m = f->now / 60000;
     x->sc = sched_create(f->ev, &f->base, &x->cfg, err, sizeof(err));
     assert_non_null(x->sc);
@@ -205,6 +227,11 @@ static int setup(void **state)
     *state = x;
     return 0;
 }
+
+static int setup(void **state) { return setup_with(state, 1, 0, 0); }
+/* room for 8 claimed tasks, claimed 4 at a time */
+static int setup_small(void **state) { return setup_with(state, 1, 8, 4); }
+static int setup_small4(void **state) { return setup_with(state, 4, 8, 4); }
 
 static void pump(fixture *x, int ms);
 
@@ -216,6 +243,7 @@ static int teardown(void **state)
             x->f.fired[i]->aborted = 1;
             sched_on_done(x->sc, x->f.fired[i]);
         }
+    release_settles(&x->f);
     pump(x, 10); /* the store's answers in flight */
     sched_free(x->sc);
     event_base_free(x->f.ev);
@@ -242,6 +270,16 @@ static void lease(fixture *x, int64_t minute, int64_t due_ms, const char *key, i
     l->minute = minute;
     l->due_ms = due_ms;
     l->attempt = attempt;
+}
+
+/* n tasks due now in the minute of now, keys prefix0.. */
+static void leases_due_now(fixture *x, int n, const char *prefix)
+{
+    char key[16];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        lease(x, x->m, x->f.now, key, 1);
+    }
 }
 
 /* End the attempt of fired job i. */
@@ -455,6 +493,59 @@ static void test_lease_left_to_expire(void **state)
     assert_int_equal(x->f.fired[1]->attempt, 1);
 }
 
+/* The claims of one kick go out together, one a bucket: together they
+ * take no more than the room, not each the whole of it. */
+static void test_claims_share_the_room(void **state)
+{
+    fixture *x = *state;
+    leases_due_now(x, 24, "k");
+    for (int i = 0; i < 24; i++) x->f.l[i].bucket = i % 4;
+    for (int b = 0; b < 4; b++) sched_kick(x->sc, b);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 8);
+    int taken = 0;
+    for (int i = 0; i < x->f.nl; i++) taken += x->f.l[i].taken;
+    assert_int_equal(taken, 8);
+}
+
+/* A task's place frees when its callback ends, before the store has
+ * recorded the outcome: claiming goes on while outcomes wait. Those waiting
+ * take at most max_inflight places more. */
+static void test_room_frees_when_callbacks_end(void **state)
+{
+    fixture *x = *state;
+    leases_due_now(x, 30, "r");
+    x->f.hold_settles = 1;
+    sched_kick(x->sc, 0);
+    pump(x, 10);
+    sched_poll(x->sc);
+    assert_int_equal(sched_held(x->sc), 8);
+    assert_int_equal(x->f.nfired, 8);
+    /* 4 callbacks end; their outcomes are not recorded yet */
+    for (int i = 0; i < 4; i++) finish(x, i, 1);
+    pump(x, 20);
+    assert_int_equal(x->f.nsettled, 4);
+    assert_int_equal(sched_held(x->sc), 12);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 12);
+    /* all 12 end: 8 more wait to be recorded, and the bound is 16 held */
+    for (int i = 4; i < 12; i++) finish(x, i, 1);
+    pump(x, 20);
+    sched_poll(x->sc);
+    assert_int_equal(sched_held(x->sc), 16);
+    for (int i = 12; i < x->f.nfired; i++) finish(x, i, 1);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 16);
+    assert_int_equal(x->f.nsettled, 16);
+    /* once recorded, their places go to the next claims */
+    release_settles(&x->f);
+    pump(x, 20);
+    assert_true(sched_held(x->sc) > 0);
+    int taken = 0;
+    for (int i = 0; i < x->f.nl; i++) taken += x->f.l[i].taken;
+    assert_true(taken > 16);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +557,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_uncounted_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_back_on_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claims_share_the_room, setup_small4, teardown),
+        cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
