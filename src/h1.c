@@ -54,6 +54,7 @@ struct h1_conn {
     h1_host *h;
     int fd;
     struct event *ev;
+    short want;                 /* what ev waits for, once added */
     h1_call *k;                 /* NULL: idle */
     h1_conn *next;              /* idle list */
     int64_t idle_since_ms;
@@ -246,12 +247,20 @@ static void conn_close(h1_conn *conn)
     free(conn);
 }
 
-/* Wait for what on the connection (tv: at most that long, then EV_TIMEOUT). */
+/* Wait for what on the connection (tv: at most that long, then EV_TIMEOUT).
+ * A kept connection waits to read both while idle and for an answer: only
+ * its timer changes then, which costs no system call. */
 static void conn_want(h1_conn *conn, short what, const struct timeval *tv)
 {
+    if (conn->want == what && event_pending(conn->ev, what, NULL)) {
+        if (tv) event_add(conn->ev, tv);
+        else event_remove_timer(conn->ev);
+        return;
+    }
     event_del(conn->ev);
     event_assign(conn->ev, conn->h->c->base, conn->fd, what | EV_PERSIST, conn_ev_cb, conn);
     event_add(conn->ev, tv);
+    conn->want = what;
 }
 
 static void idle_remove(h1_host *h, h1_conn *conn)
