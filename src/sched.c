@@ -25,6 +25,7 @@ typedef struct bucket_scan {
     int64_t first_open;  /* first minute the watermark may not pass, -1 none */
     int limit;           /* the LIMIT of the claim in flight */
     int failures;        /* claims failed in a row in this pass */
+    int starved;         /* the pass stopped for lack of room, at minute */
 } bucket_scan;
 
 /* Flow control (flow.h): a task a limit may apply to asks the store before
@@ -67,6 +68,7 @@ struct sched {
     int held;            /* jobs claimed and not yet settled */
     int claiming;        /* room the claims in flight may fill (their limits) */
     int recording;       /* of held, those whose outcome the store is recording */
+    int scans;           /* buckets whose pass is running */
     int calling;         /* of those, in the dispatch pool */
     int pending;         /* store calls in flight, and attempts being recorded */
     int starved;         /* a pass stopped for lack of room */
@@ -134,14 +136,21 @@ static int sched_room(const sched *sc)
 }
 
 static void sched_kick_all(sched *sc);
+static void scan_resume(sched *sc);
 
-/* Room freed: a scan that stopped for lack of it goes on once there is
- * enough for half a batch. */
+/* Room freed: the passes that stopped for lack of it go on, from the slice
+ * where each stopped, once a quarter of max_inflight is free (at least half
+ * a batch) and no pass is running (a running one claims with the room as it
+ * is when it asks). Started again from the watermark, every pass would claim
+ * the slices before that one again, empty: in a burst, three claims a bucket
+ * for each quarter of the room. */
 static void sched_room_freed(sched *sc)
 {
-    if (sc->starved && !sc->stopping && sched_room(sc) >= (int)sc->cfg->batch / 2 + 1) {
+    int want = (int)sc->cfg->max_inflight / 4;
+    if (want < (int)sc->cfg->batch / 2 + 1) want = (int)sc->cfg->batch / 2 + 1;
+    if (sc->starved && !sc->stopping && sc->scans == 0 && sched_room(sc) >= want) {
         sc->starved = 0;
-        sched_kick_all(sc);
+        scan_resume(sc);
     }
 }
 
@@ -708,9 +717,13 @@ static void scan_claim_cb(const store_claim *res, void *priv)
 static void scan_claim(bucket_scan *bs)
 {
     sched *sc = bs->sc;
-    int room = sched_room(sc);
-    if (room == 0 || sc->stopping) {
-        if (room == 0) sc->starved = 1;
+    /* no claim for less than half a batch: the room that freed while the
+     * kick's passes ran is split among them, and each would otherwise take
+     * a few tasks a call */
+    int room = sched_room(sc), least = (int)sc->cfg->batch / 2 + 1;
+    if (least > (int)sc->cfg->max_inflight) least = (int)sc->cfg->max_inflight;
+    if (room < least || sc->stopping) {
+        if (room < least) sc->starved = bs->starved = 1;
         if (bs->first_open < 0) bs->first_open = bs->minute;
         scan_finish(bs);
         return;
@@ -723,15 +736,25 @@ static void scan_claim(bucket_scan *bs)
 
 static void scan_start(bucket_scan *bs);
 
+/* A bucket's pass ended: again if it was kicked meanwhile; the last pass
+ * to end goes on with the room that freed while they ran. */
+static void scan_done(bucket_scan *bs)
+{
+    sched *sc = bs->sc;
+    bs->active = 0;
+    sc->scans--;
+    if (bs->again && !sc->stopping) scan_start(bs);
+    else if (sc->scans == 0) sched_room_freed(sc);
+}
+
 static void scan_wm_cb(int64_t wm, const char *err, void *priv)
 {
     bucket_scan *bs = priv;
-    (void)wm;
     bs->sc->pending--;
     if (err) log_warn_limited(&bs->sc->warn, store_now_ms(bs->sc->s), "watermark bucket %d: %s",
                               bs->b, err);
-    bs->active = 0;
-    if (bs->again && !bs->sc->stopping) scan_start(bs);
+    else bs->wm = wm; /* a pass that goes on later advances it from here */
+    scan_done(bs);
 }
 
 static void scan_finish(bucket_scan *bs)
@@ -743,8 +766,7 @@ static void scan_finish(bucket_scan *bs)
         store_wm_advance(sc->s, bs->b, bs->wm, to, scan_wm_cb, bs);
         return;
     }
-    bs->active = 0;
-    if (bs->again && !sc->stopping) scan_start(bs);
+    scan_done(bs);
 }
 
 static void scan_get_cb(int64_t wm, const char *err, void *priv)
@@ -755,6 +777,7 @@ static void scan_get_cb(int64_t wm, const char *err, void *priv)
     if (err) {
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "watermark bucket %d: %s", bs->b, err);
         bs->active = 0;
+        sc->scans--;
         return;
     }
     int64_t now = store_now_ms(sc->s);
@@ -770,7 +793,9 @@ static void scan_get_cb(int64_t wm, const char *err, void *priv)
 static void scan_start(bucket_scan *bs)
 {
     bs->active = 1;
+    bs->sc->scans++;
     bs->again = 0;
+    bs->starved = 0;
     bs->sc->pending++;
     store_wm_get(bs->sc->s, bs->b, scan_get_cb, bs);
 }
@@ -781,6 +806,29 @@ void sched_kick(sched *sc, int bucket)
     if (sc->stopping) return;
     if (bs->active) bs->again = 1;
     else scan_start(bs);
+}
+
+/* The passes that stopped for lack of room go on where they stopped, up to
+ * the minute of now + lookahead, the buckets taking turns as in
+ * sched_kick_all. The slices before were claimed whole by that pass (or hold
+ * the watermark back); anything added there since is kicked by its add, or
+ * found by the next tick's pass. */
+static void scan_resume(sched *sc)
+{
+    int64_t end = (store_now_ms(sc->s) + sc->cfg->lookahead_ms) / 60000;
+    for (int i = 0; i < sc->nb; i++) {
+        bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
+        if (!bs->starved || bs->active) continue;
+        bs->starved = 0;
+        bs->active = 1;
+        sc->scans++;
+        bs->again = 0;
+        bs->failures = 0;
+        bs->end_minute = end;
+        if (bs->minute > end) bs->minute = end;
+        scan_claim(bs);
+    }
+    sc->kick_from = (sc->kick_from + 1) % sc->nb;
 }
 
 /* Every bucket, starting with another one each time: when the room for
