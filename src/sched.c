@@ -26,6 +26,7 @@ typedef struct bucket_scan {
     int limit;           /* the LIMIT of the claim in flight */
     int failures;        /* claims failed in a row in this pass */
     int starved;         /* the pass stopped for lack of room, at minute */
+    int share;           /* the next claim asks for no more (0: no cap) */
 } bucket_scan;
 
 /* Flow control (flow.h): a task a limit may apply to asks the store before
@@ -722,6 +723,7 @@ static void scan_claim(bucket_scan *bs)
      * a few tasks a call */
     int room = sched_room(sc), least = (int)sc->cfg->batch / 2 + 1;
     if (least > (int)sc->cfg->max_inflight) least = (int)sc->cfg->max_inflight;
+    if (bs->share && least > bs->share) least = bs->share;
     if (room < least || sc->stopping) {
         if (room < least) sc->starved = bs->starved = 1;
         if (bs->first_open < 0) bs->first_open = bs->minute;
@@ -729,6 +731,8 @@ static void scan_claim(bucket_scan *bs)
         return;
     }
     bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
+    if (bs->share && bs->limit > bs->share) bs->limit = bs->share;
+    bs->share = 0;
     sc->claiming += bs->limit;
     sc->pending++;
     store_claim_slice(sc->s, bs->b, bs->minute, bs->limit, scan_claim_cb, bs);
@@ -796,6 +800,7 @@ static void scan_start(bucket_scan *bs)
     bs->sc->scans++;
     bs->again = 0;
     bs->starved = 0;
+    bs->share = 0;
     bs->sc->pending++;
     store_wm_get(bs->sc->s, bs->b, scan_get_cb, bs);
 }
@@ -816,9 +821,16 @@ void sched_kick(sched *sc, int bucket)
 static void scan_resume(sched *sc)
 {
     int64_t end = (store_now_ms(sc->s) + sc->cfg->lookahead_ms) / 60000;
+    /* the room is shared out evenly: the buckets drain side by side, so
+     * that the backlog goes oldest first across them */
+    int n = 0;
+    for (int i = 0; i < sc->nb; i++) n += sc->bk[i].starved && !sc->bk[i].active;
+    int share = n ? sched_room(sc) / n : 0;
+    if (share < 1) share = 1;
     for (int i = 0; i < sc->nb; i++) {
         bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
         if (!bs->starved || bs->active) continue;
+        bs->share = share;
         bs->starved = 0;
         bs->active = 1;
         sc->scans++;
