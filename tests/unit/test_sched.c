@@ -238,6 +238,7 @@ static void pump(fixture *x, int ms);
 static int teardown(void **state)
 {
     fixture *x = *state;
+    sched_stop(x->sc); /* claims left on the wheel go back; no more are made */
     for (int i = 0; i < x->f.nfired; i++)
         if (x->f.fired[i]) { /* jobs the test left in the pool */
             x->f.fired[i]->aborted = 1;
