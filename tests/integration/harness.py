@@ -317,6 +317,13 @@ class Tickd:
     def get(self, tid):
         return self.request("GET", f"/v1/tasks/{tid}")
 
+    def final(self, tid, timeout=15):
+        """The task once its last outcome is recorded: a callback's arrival
+        comes before tickd has read its answer and written the outcome."""
+        wait_for(lambda: self.get(tid)[1]["status"] in ("succeeded", "failed"), timeout,
+                 what=f"task {tid} final")
+        return self.get(tid)[1]
+
     def delete(self, tid):
         return self.request("DELETE", f"/v1/tasks/{tid}")
 

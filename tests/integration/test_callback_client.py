@@ -137,12 +137,6 @@ def scripted():
     s.close()
 
 
-def final(tickd, tid, timeout=15):
-    wait_for(lambda: tickd.get(tid)[1]["status"] in ("succeeded", "failed"), timeout,
-             what=f"task {tid} final")
-    return tickd.get(tid)[1]
-
-
 def test_answers_framed_every_way(tickd, scripted):
     ok = ["/chunked", "/to-close", "/interim", "/http10", "/big", "/medium", "/chunk-drip",
           "/drip", "/ok"]
@@ -155,10 +149,10 @@ def test_answers_framed_every_way(tickd, scripted):
         t = tickd.post({"callback_url": scripted.url(path), "retry": {"max_attempts": 1}})
         ids[path] = t["id"]
     for path in ok:
-        g = final(tickd, ids[path])
+        g = tickd.final(ids[path])
         assert g["status"] == "succeeded", (path, g)
     for path, err in bad.items():
-        g = final(tickd, ids[path])
+        g = tickd.final(ids[path])
         assert g["status"] == "failed" and err in g.get("last_error", ""), (path, g)
     assert tickd.get(ids["/not-found"])[1]["last_status_code"] == 404
 
@@ -170,7 +164,7 @@ def test_request_head_and_body(tickd, scripted):
     c = tickd.post({"callback_url": f"http://127.0.0.1:{scripted.port}?only=query",
                     "method": "POST"})
     for t in (a, b, c):
-        g = final(tickd, t["id"])
+        g = tickd.final(t["id"])
         assert g["status"] == "succeeded", g
     got = {tid: r[0] for tid, r in scripted.by_task().items()}
     ra, rb, rc = got[a["id"]], got[b["id"]], got[c["id"]]
@@ -192,7 +186,7 @@ def test_kept_connections_are_reused(tickd, scripted):
         ids.append(tickd.post({"callback_url": scripted.url("/ok")})["id"])
         time.sleep(0.02)
     for tid in ids:
-        assert final(tickd, tid)["status"] == "succeeded"
+        assert tickd.final(tid)["status"] == "succeeded"
     # two workers: a connection each would do; far fewer than one per call
     assert scripted.conns <= 4, scripted.conns
 
@@ -209,7 +203,7 @@ def test_connection_closed_while_idle_is_replaced(tickd_factory, redis):
             ids.append(t.post({"callback_url": s.url("/ok"), "retry": {"max_attempts": 1}})["id"])
             time.sleep(0.3)
         for tid in ids:
-            g = final(t, tid)
+            g = t.final(tid)
             assert g["status"] == "succeeded" and g["attempts"] == 1, g
         assert s.conns >= 6
     finally:
@@ -222,25 +216,25 @@ def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted
     t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
                                   "TICKD_SERVER_KEEPALIVE_MS": "400"}).start()
     a = t.post({"callback_url": scripted.url("/ok")})
-    assert final(t, a["id"])["status"] == "succeeded"
+    assert t.final(a["id"])["status"] == "succeeded"
     answered = scripted.requests[0]["t"]
     wait_for(lambda: scripted.peer_closed, timeout=5)
     conn, when = scripted.peer_closed[0]
     assert conn == scripted.requests[0]["conn"]
     assert 0.3 <= when - answered < 2.5, when - answered
     b = t.post({"callback_url": scripted.url("/ok")})
-    assert final(t, b["id"])["status"] == "succeeded"
+    assert t.final(b["id"])["status"] == "succeeded"
     assert scripted.by_task()[b["id"]][0]["conn"] != conn
 
 
 def test_host_names_resolve(tickd, scripted):
     t = tickd.post({"callback_url": f"http://localhost:{scripted.port}/ok"})
-    assert final(tickd, t["id"])["status"] == "succeeded"
+    assert tickd.final(t["id"])["status"] == "succeeded"
     r = scripted.by_task()[t["id"]][0]
     assert r["headers"]["host"] == f"localhost:{scripted.port}"
     u = tickd.post({"callback_url": "http://no-such-host.invalid/x", "timeout_ms": 3000,
                     "retry": {"max_attempts": 1}})
-    g = final(tickd, u["id"], timeout=20)
+    g = tickd.final(u["id"], timeout=20)
     assert g["status"] == "failed" and "no-such-host.invalid" in g["last_error"], g
 
 
@@ -248,7 +242,7 @@ def test_a_proxy_sends_callbacks_through_libcurl(tickd_factory, redis, scripted)
     t = tickd_factory(redis, env={"http_proxy": f"http://127.0.0.1:{scripted.port}"}).start()
     a = t.post({"callback_url": "http://127.0.0.1:9/via-proxy?x=1", "req": {"n": 1},
                 "header": {"X-A": "1"}})
-    assert final(t, a["id"])["status"] == "succeeded"
+    assert t.final(a["id"])["status"] == "succeeded"
     r = scripted.by_task()[a["id"]][0]
     assert r["line"] == "POST http://127.0.0.1:9/via-proxy?x=1 HTTP/1.1", r
     assert r["headers"]["x-a"] == "1" and r["body"] == b'{"n":1}'

@@ -22,12 +22,6 @@ def url_for(kind, host, port, path="/ok"):
     return f"http://{cred}{host}:{port}{path}"
 
 
-def final(tickd, tid, timeout=15):
-    wait_for(lambda: tickd.get(tid)[1]["status"] in ("succeeded", "failed"), timeout,
-             what=f"task {tid} final")
-    return tickd.get(tid)[1]
-
-
 class Raw:
     """A TCP server that reads one request head and runs answer(conn) for it."""
 
@@ -96,7 +90,7 @@ def ok_answer(c):
 def test_ipv6_literal(tickd, raw_servers, kind):
     srv = raw_servers(ok_answer, family=socket.AF_INET6, host="::1")
     t = tickd.post({"callback_url": url_for(kind, "[::1]", srv.port), "retry": {"max_attempts": 1}})
-    g = final(tickd, t["id"])
+    g = tickd.final(t["id"])
     assert g["status"] == "succeeded", g
     host = [ln for ln in srv.heads[0].split("\r\n") if ln.lower().startswith("host:")][0]
     assert host.split(":", 1)[1].strip() == f"[::1]:{srv.port}"
@@ -112,7 +106,7 @@ def test_numeric_ipv4_forms_reach_127_0_0_1(tickd, raw_servers, kind, host):
     srv = raw_servers(ok_answer)
     t = tickd.post({"callback_url": url_for(kind, host, srv.port), "timeout_ms": 3000,
                     "retry": {"max_attempts": 1}})
-    g = final(tickd, t["id"])
+    g = tickd.final(t["id"])
     assert g["status"] == "succeeded", (host, g)
     assert len(srv.heads) == 1
     # and the Host header names the address the same way on both paths
@@ -128,7 +122,7 @@ def test_lf_only_answer_head(tickd, raw_servers, kind):
                                           b"X-A: 1\n\nok"))
     t = tickd.post({"callback_url": url_for(kind, "127.0.0.1", srv.port),
                     "retry": {"max_attempts": 1}})
-    g = final(tickd, t["id"])
+    g = tickd.final(t["id"])
     assert g["status"] == "succeeded" and "last_error" not in g, g
 
 
@@ -151,7 +145,7 @@ def test_endless_chunked_body_not_read_past_1mib(tickd, raw_servers, kind):
     t0 = time.time()
     t = tickd.post({"callback_url": url_for(kind, "127.0.0.1", srv.port), "timeout_ms": 8000,
                     "retry": {"max_attempts": 1}})
-    g = final(tickd, t["id"], timeout=20)
+    g = tickd.final(t["id"], timeout=20)
     assert g["status"] == "succeeded" and "last_error" not in g, g
     assert time.time() - t0 < 6, "the body was read on instead of cut at 1 MiB"
 
@@ -173,11 +167,11 @@ def test_body_cut_off_by_timeout_keeps_status(tickd, raw_servers, kind):
                     "retry": {"max_attempts": 2, "backoff_ms": 100}})
     b = tickd.post({"callback_url": url_for(kind, "127.0.0.1", bad.port), "timeout_ms": 800,
                     "retry": {"max_attempts": 2, "backoff_ms": 100}})
-    ga = final(tickd, a["id"])
+    ga = tickd.final(a["id"])
     assert ga["status"] == "succeeded" and ga["attempts"] == 1, ga
     assert ga["last_status_code"] == 200 and "cut off by the timeout" in ga["last_error"], ga
     assert len(ok.heads) == 1
-    gb = final(tickd, b["id"])
+    gb = tickd.final(b["id"])
     assert gb["status"] == "failed" and gb["attempts"] == 2, gb
     assert gb["last_status_code"] == 503 and "cut off by the timeout" in gb["last_error"], gb
 
@@ -199,7 +193,7 @@ def test_host_state_freed_once_unused(redis, tickd_factory):
         wait_for(lambda: t.request("GET", "/v1/stats")[1]["hosts"] >= 50, 10,
                  what="host state while called")
         for tid in ids:
-            g = final(t, tid)
+            g = t.final(tid)
             assert g["status"] == "succeeded", g
         wait_for(lambda: t.request("GET", "/v1/stats")[1]["hosts"] == 0, 10,
                  what="host state freed")

@@ -139,7 +139,7 @@ def test_pause_holds_and_resume_lets_go_oldest_first(tickd, receiver):
     first, last = ids[:50], ids[-50:]
     assert sum(pos[i] for i in first) < sum(pos[i] for i in last)
     # no attempt was charged for the wait
-    assert all(tickd.get(i)[1]["attempts"] == 1 for i in ids[:20])
+    assert all(tickd.final(i)["attempts"] == 1 for i in ids[:20])
 
 
 def test_rate_single_replica(tickd, receiver):
@@ -178,9 +178,9 @@ def test_retry_after_holds_destination(tickd, receiver):
     assert after and min(after) - t0 >= 1900, min(after) - t0
     # the 429 cost the task that got it one attempt, nobody else any
     tid = busy[0]["headers"]["tickd-task-id"]
-    assert tickd.get(tid)[1]["attempts"] == 2
+    assert tickd.final(tid)["attempts"] == 2
     others = [c["headers"]["tickd-task-id"] for c in calls if not c.get("busy")]
-    assert all(tickd.get(i)[1]["attempts"] == 1 for i in others if i != tid)
+    assert all(tickd.final(i)["attempts"] == 1 for i in others if i != tid)
 
 
 # ---- three replicas on the cluster -----------------------------------------

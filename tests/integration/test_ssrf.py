@@ -7,15 +7,9 @@ import subprocess
 
 import pytest
 
-from harness import TICKD, wait_for
+from harness import TICKD
 
 DENY_LOOPBACK = {"TICKD_CALLBACK_DENY": "127.0.0.0/8 ::1/128 ::ffff:127.0.0.0/104"}
-
-
-def final(tickd, tid, timeout=15):
-    wait_for(lambda: tickd.get(tid)[1]["status"] in ("succeeded", "failed"), timeout,
-             what=f"task {tid} final")
-    return tickd.get(tid)[1]
 
 
 def refused_at_post(tickd, url):
@@ -56,7 +50,7 @@ def test_a_name_resolving_to_a_denied_address_fails_without_retry(
     refused_at_post(t, f"{scheme}://127.0.0.1:{receiver.port}/ok")
     a = t.post({"callback_url": f"{scheme}://localhost:{receiver.port}/ok",
                 "retry": {"max_attempts": 5, "backoff_ms": 50}})
-    g = final(t, a["id"])
+    g = t.final(a["id"])
     assert g["status"] == "failed" and g["attempts"] == 1, g
     assert g["last_error"].startswith("destination denied by policy: "), g
     assert "callback.deny 127.0.0.0/8" in g["last_error"] or "::1/128" in g["last_error"], g
@@ -68,14 +62,14 @@ def test_the_memory_store_ends_a_denied_task_too(tickd_factory, receiver, scheme
     t = tickd_factory(store="memory", env=DENY_LOOPBACK).start()
     a = t.post({"callback_url": f"{scheme}://localhost:{receiver.port}/ok",
                 "retry": {"max_attempts": 5, "backoff_ms": 50}})
-    g = final(t, a["id"])
+    g = t.final(a["id"])
     assert g["status"] == "failed" and g["attempts"] == 1, g
     assert g["last_error"].startswith("destination denied by policy"), g
 
 
 def test_the_default_policy_lets_loopback_through(tickd, receiver):
     a = tickd.post({"callback_url": f"http://localhost:{receiver.port}/ok"})
-    assert final(tickd, a["id"])["status"] == "succeeded"
+    assert tickd.final(a["id"])["status"] == "succeeded"
 
 
 def test_an_allow_list_admits_only_its_ranges(tickd_factory, redis, receiver):
@@ -85,7 +79,7 @@ def test_an_allow_list_admits_only_its_ranges(tickd_factory, redis, receiver):
     for scheme in ("http", "https"):
         a = t.post({"callback_url": f"{scheme}://localhost:{receiver.port}/ok",
                     "retry": {"max_attempts": 3, "backoff_ms": 50}})
-        g = final(t, a["id"])
+        g = t.final(a["id"])
         assert g["status"] == "failed" and g["attempts"] == 1, g
         assert "no range of callback.allow" in g["last_error"], g
     assert receiver.count() == 0
@@ -94,8 +88,8 @@ def test_an_allow_list_admits_only_its_ranges(tickd_factory, redis, receiver):
     t = tickd_factory(redis, env={"TICKD_CALLBACK_ALLOW": "127.0.0.0/8 ::1/128"}).start()
     a = t.post({"callback_url": receiver.url()})
     b = t.post({"callback_url": f"http://localhost:{receiver.port}/ok"})
-    assert final(t, a["id"])["status"] == "succeeded"
-    assert final(t, b["id"])["status"] == "succeeded"
+    assert t.final(a["id"])["status"] == "succeeded"
+    assert t.final(b["id"])["status"] == "succeeded"
     # deny still applies inside the allow list
     refused_at_post(t, "http://0.0.0.0:9/")
 
@@ -138,7 +132,7 @@ def test_a_name_resolving_to_tickds_own_api_fails_at_connect(tickd, scheme):
         pytest.skip("the host name does not resolve to a loopback address here")
     a = tickd.post({"callback_url": f"{scheme}://{name}:{tickd.port}/v1/tasks",
                     "retry": {"max_attempts": 4, "backoff_ms": 50}})
-    g = final(tickd, a["id"])
+    g = tickd.final(a["id"])
     assert g["status"] == "failed" and g["attempts"] == 1, g
     assert "destination denied by policy" in g["last_error"], g
     assert "is tickd's own API" in g["last_error"], g
