@@ -198,6 +198,10 @@ results_put() {
 
 wrk_rate() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
 wrk_reqs() { awk '/requests in/ {print $1}' "$1"; }
+wrk_ms() { # wrk_ms FILE P: the P % latency of wrk --latency, in ms
+  awk -v p="$2%" '$1 == p {v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+    print v * (u == "us" ? 0.001 : u == "s" ? 1000 : 1)}' "$1"
+}
 wrk_errors() { # non-2xx responses + socket errors
   awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$1"
 }

@@ -24,7 +24,7 @@ source "$(dirname "$0")/lib.sh"
 SCALE_N=${SCALE_N:-10000000}
 BACKLOG_N=${BACKLOG_N:-1000000}
 BURST_N=20000
-GETDEL_N=3000
+GETDEL_N=40000
 T0=$(date +%s)
 
 # single POST: wrk as in bench/run.sh (tasks due in 1 h, no key), 5 s
@@ -54,23 +54,38 @@ m_burst() { # m_burst NAME
   log "burst ($1): $c callbacks, $(get "burst_$1") tasks/s, lateness p99 $(get "burst_p99_$1") ms"
 }
 
-# GET and DELETE of GETDEL_N tasks due within the day, 16 at a time
-m_getdel() { # m_getdel NAME
-  local r k
-  r=$(timeout 120 node "$BENCH/tickd_load.js" getdel --url "$TURL" --cb "$CB/cb" --n "$GETDEL_N" \
-    --conc 16 --req-bytes 200) || die "getdel ($1) failed"
-  for k in get_rate get_p50 get_p99 del_rate del_p50 del_p99; do put "${k}_$1" "$(jq -r ".$k" <<<"$r")"; done
-  log "GET/DELETE ($1): $r"
+# GET, then DELETE, of GETDEL_N tasks due within the day (a fresh set each
+# time), wrk -t2 -c16 (bench/ids.lua): GET for 3 s, going round the ids,
+# DELETE for 1 s, each id once (a 404, of an id deleted twice, is an error).
+# Redis's own time a call to tickd's scripts is read for each apart.
+m_getdel() { # m_getdel NAME REDIS_PORT
+  local f=$TMP/ids-$1 m k
+  timeout 120 node "$BENCH/tickd_load.js" ids --url "$TURL" --cb "$CB/cb" --n "$GETDEL_N" \
+    --out "$f" --req-bytes 200 >/dev/null || die "ids ($1) failed"
+  for m in GET DELETE; do
+    k=$(tr A-Z a-z <<<"${m:0:3}")
+    timeout 30 redis-cli -p "$2" CONFIG RESETSTAT >/dev/null
+    BENCH_IDS=$f BENCH_THREADS=2 BENCH_METHOD=$m timeout 60 wrk -t2 -c16 \
+      -d"$([ $m = GET ] && echo 3 || echo 1)"s --latency -s "$BENCH/ids.lua" "$TURL" >"$f.$k"
+    (($(wrk_errors "$f.$k") == 0)) || { cat "$f.$k" >&2; die "$m ($1): wrk saw errors"; }
+    put "${k}_rate_$1" "$(wrk_rate "$f.$k")"
+    put "${k}_p50_$1" "$(wrk_ms "$f.$k" 50)"
+    put "${k}_p99_$1" "$(wrk_ms "$f.$k" 99)"
+    put "${k}_rus_$1" "$(timeout 30 redis-cli -p "$2" INFO commandstats | tr -d '\r' |
+      awk -F'[=,]' '/^cmdstat_evalsha:/ {print $6}')"
+  done
+  log "GET/DELETE ($1): GET $(get "get_rate_$1")/s p99 $(get "get_p99_$1") ms, Redis $(get "get_rus_$1") us a call;" \
+    "DELETE $(get "del_rate_$1")/s p99 $(get "del_p99_$1") ms, Redis $(get "del_rus_$1") us a call"
 }
 
-measure() { # measure NAME ROUND
+measure() { # measure NAME ROUND REDIS_PORT
   m_single "$1"
   m_burst "$1"
-  m_getdel "$1"
+  m_getdel "$1" "$3"
   local k
   for k in $KEYS; do put "${k}_$1_$2" "$(get "${k}_$1")"; done
 }
-KEYS="single burst burst_p99 get_rate get_p50 get_p99 del_rate del_p50 del_p99"
+KEYS="single burst burst_p99 get_rate get_p50 get_p99 get_rus del_rate del_p50 del_p99 del_rus"
 median() { # median KEY: of its rounds
   local r
   for r in $(seq "$ROUNDS"); do num "${1}_$r"; done | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'
@@ -105,7 +120,7 @@ on_side() { # on_side empty|full ROUND: tickd on that Redis, measured
     log "round $2: $pending pending"
     tickd_resume
   fi
-  measure "$1" "$2"
+  measure "$1" "$2" "$([ "$1" = empty ] && echo "$EPORT" || echo "$RPORT")"
 }
 # the sides take turns, the first of a round alternating too
 for round in $(seq "$ROUNDS"); do
@@ -169,12 +184,14 @@ table=$(
   echo "| --- | ---: | ---: | ---: | --- | --- |"
   row "single POST /v1/tasks, wrk -c64, 5 s (requests/s)" single
   row "burst, $(fmt $BURST_N) due at one instant (tasks/s)" burst
-  row "GET /v1/tasks/{id} of $(fmt $GETDEL_N) tasks, 16 at a time (requests/s)" get_rate
-  row "DELETE /v1/tasks/{id} of the same, 16 at a time (requests/s)" del_rate
+  row "GET /v1/tasks/{id} over $(fmt $GETDEL_N) tasks, wrk -c16, 3 s (requests/s)" get_rate
+  row "DELETE /v1/tasks/{id} of the same, wrk -c16, 1 s (requests/s)" del_rate
   lat "GET latency p50 (ms)" get_p50
   lat "GET latency p99 (ms)" get_p99
   lat "DELETE latency p50 (ms)" del_p50
   lat "DELETE latency p99 (ms)" del_p99
+  lat "Redis's time a GET (us, its script)" get_rus
+  lat "Redis's time a DELETE (us, its script)" del_rus
   lat "burst lateness p99 (ms)" burst_p99
   echo "| backlog of $(fmt "$BACKLOG_N") due while tickd was stopped: drain rate vs the burst at $(fmt "$pending") pending (tasks/s) | — | $(fmt "$drate") | $(ratio "$drate" "$brate") | ≥ 1× the burst | $(judge 'a >= b && a > 0' "$drate" "$brate") |"
   echo "| the same: oldest first, rank correlation of arrival and due order (1 = strictly) | — | $(fmt "$rho" 3) | — | ≥ 0.9 | $(judge 'a >= 0.9' "$rho") |"

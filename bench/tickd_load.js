@@ -8,9 +8,9 @@
 //                             (--spread-min M: each batch due in one minute picked at random
 //                             among M from the F-th (1) on, at random milliseconds of it; --window-ms W
 //                             with --at: due at random over [at, at + W))
-//   node tickd_load.js getdel --url http://H:P --cb URL --n N [--conc 16] [--req-bytes B]
-//                             (N tasks due within the next day, then GET each, then DELETE
-//                             each, conc at a time: {get_rate, get_p50, get_p99, del_...})
+//   node tickd_load.js ids --url http://H:P --cb URL --n N --out FILE [--conc 4] [--req-bytes B]
+//                             (N tasks due within the next day from 30 min on, their ids
+//                             written to FILE, one a line, in random order: for bench/ids.lua)
 //   node tickd_load.js steady --url http://H:P --cb URL --secs 15 --batch 100 --every 50 --ahead 2000
 //   node tickd_load.js schedules --url http://H:P --cb URL --n N [--conc 64] [--cron EXPR] [--req-bytes B]
 //                             [--spread seconds|ms]
@@ -115,65 +115,34 @@ async function modeInsert() {
   if (bad) process.exit(1);
 }
 
-function request(method, path) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: base.hostname, port: base.port, path, method, agent }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
-      res.on('error', reject);
-    });
-    req.setTimeout(60000, () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-// Each of ids through fn, conc at a time: {rate, p50, p99} (ms), or exit 1
-// when an answer is not `want`.
-async function timed(ids, conc, fn, want) {
-  const lat = [];
+async function modeIds() {
+  const n = num('n', 0), conc = num('conc', 4), reqBytes = num('req-bytes', 0);
+  if (!n || !args.out) die('--n and --out are required');
+  const ids = [];
   let next = 0;
-  const t0 = process.hrtime.bigint();
   const loop = async () => {
-    while (next < ids.length) {
-      const id = ids[next++];
-      const a = process.hrtime.bigint();
-      const code = await fn(id);
-      lat.push(Number(process.hrtime.bigint() - a) / 1e6);
-      if (code !== want) die(`${id}: HTTP ${code}, not ${want}`);
+    while (next < n) {
+      const k = Math.min(1000, n - next);
+      next += k;
+      const tasks = [];
+      for (let i = 0; i < k; i++) {
+        tasks.push(task(Date.now() + 1800000 + Math.floor(Math.random() * 84600000), reqBytes, 0));
+      }
+      const r = await post('/v1/tasks/batch', { tasks });
+      if (r.code !== 200) die(`batch: HTTP ${r.code}`);
+      for (const x of JSON.parse(r.text).results) {
+        if (!x.id) die(`batch: ${JSON.stringify(x).slice(0, 300)}`);
+        ids.push(x.id);
+      }
     }
   };
   await Promise.all(Array.from({ length: conc }, loop));
-  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-  lat.sort((a, b) => a - b);
-  const pct = (p) => Math.round(lat[Math.min(lat.length - 1, Math.ceil(p * lat.length) - 1)] * 1000) / 1000;
-  return { rate: Math.round(ids.length / secs), p50: pct(0.5), p99: pct(0.99) };
-}
-
-async function modeGetdel() {
-  const n = num('n', 0), conc = num('conc', 16), reqBytes = num('req-bytes', 0);
-  if (!n) die('--n is required');
-  const ids = [];
-  for (let i = 0; i < n; i += 1000) {
-    const tasks = [];
-    for (let k = 0; k < Math.min(1000, n - i); k++) {
-      tasks.push(task(Date.now() + 120000 + Math.floor(Math.random() * 86400000), reqBytes, 0));
-    }
-    const r = await post('/v1/tasks/batch', { tasks });
-    if (r.code !== 200) die(`batch: HTTP ${r.code}`);
-    for (const x of JSON.parse(r.text).results) {
-      if (!x.id) die(`batch: ${JSON.stringify(x).slice(0, 300)}`);
-      ids.push(x.id);
-    }
-  }
   for (let i = ids.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1));
     [ids[i], ids[j]] = [ids[j], ids[i]];
   }
-  const g = await timed(ids, conc, (id) => request('GET', `/v1/tasks/${id}`), 200);
-  const d = await timed(ids, conc, (id) => request('DELETE', `/v1/tasks/${id}`), 204);
-  out({ mode: 'getdel', n, conc, get_rate: g.rate, get_p50: g.p50, get_p99: g.p99,
-        del_rate: d.rate, del_p50: d.p50, del_p99: d.p99 });
+  require('fs').writeFileSync(args.out, ids.join('\n') + '\n');
+  out({ mode: 'ids', n: ids.length });
 }
 
 async function modeSteady() {
@@ -223,6 +192,6 @@ async function modeSchedules() {
   if (bad) process.exit(1);
 }
 
-const modes = { insert: modeInsert, steady: modeSteady, schedules: modeSchedules, getdel: modeGetdel };
+const modes = { insert: modeInsert, steady: modeSteady, schedules: modeSchedules, ids: modeIds };
 if (!modes[mode]) die(`unknown mode; one of ${Object.keys(modes).join(', ')}`);
 modes[mode]().catch((e) => die(e.stack || e.message));
