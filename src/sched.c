@@ -26,7 +26,7 @@ typedef struct bucket_scan {
     int limit;           /* the LIMIT of the claim in flight */
     int failures;        /* claims failed in a row in this pass */
     int starved;         /* the pass stopped for lack of room, at minute */
-    int share;           /* the next claim asks for no more (0: no cap) */
+    int share;           /* what a resumed pass may still take (-1: no cap) */
 } bucket_scan;
 
 /* Flow control (flow.h): a task a limit may apply to asks the store before
@@ -699,6 +699,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
         bs->failures = 0;
         task_slice_name(bs->minute * 60000, bs->b, slice);
         for (int i = 0; i < res->n; i++) sched_take(sc, slice, &res->leases[i]);
+        if (bs->share > 0) bs->share -= res->taken < bs->share ? res->taken : bs->share;
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
             return;
@@ -723,16 +724,16 @@ static void scan_claim(bucket_scan *bs)
      * a few tasks a call */
     int room = sched_room(sc), least = (int)sc->cfg->batch / 2 + 1;
     if (least > (int)sc->cfg->max_inflight) least = (int)sc->cfg->max_inflight;
-    if (bs->share && least > bs->share) least = bs->share;
-    if (room < least || sc->stopping) {
-        if (room < least) sc->starved = bs->starved = 1;
+    if (bs->share >= 0 && least > bs->share) least = bs->share;
+    if (room < least || bs->share == 0 || sc->stopping) {
+        /* out of room, or of its share of it: it goes on when room frees */
+        if (!sc->stopping) sc->starved = bs->starved = 1;
         if (bs->first_open < 0) bs->first_open = bs->minute;
         scan_finish(bs);
         return;
     }
     bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
-    if (bs->share && bs->limit > bs->share) bs->limit = bs->share;
-    bs->share = 0;
+    if (bs->share >= 0 && bs->limit > bs->share) bs->limit = bs->share;
     sc->claiming += bs->limit;
     sc->pending++;
     store_claim_slice(sc->s, bs->b, bs->minute, bs->limit, scan_claim_cb, bs);
@@ -740,13 +741,30 @@ static void scan_claim(bucket_scan *bs)
 
 static void scan_start(bucket_scan *bs);
 
+/* A bucket's pass begins (from the watermark, or where a starved one
+ * stopped) and ends. */
+static void scan_begin(bucket_scan *bs, int share)
+{
+    bs->active = 1;
+    bs->sc->scans++;
+    bs->again = 0;
+    bs->starved = 0;
+    bs->share = share;
+    bs->failures = 0;
+}
+
+static void scan_end(bucket_scan *bs)
+{
+    bs->active = 0;
+    bs->sc->scans--;
+}
+
 /* A bucket's pass ended: again if it was kicked meanwhile; the last pass
  * to end goes on with the room that freed while they ran. */
 static void scan_done(bucket_scan *bs)
 {
     sched *sc = bs->sc;
-    bs->active = 0;
-    sc->scans--;
+    scan_end(bs);
     if (bs->again && !sc->stopping) scan_start(bs);
     else if (sc->scans == 0) sched_room_freed(sc);
 }
@@ -779,9 +797,9 @@ static void scan_get_cb(int64_t wm, const char *err, void *priv)
     sched *sc = bs->sc;
     sc->pending--;
     if (err) {
+        /* not again at once, even if kicked: the next tick tries again */
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "watermark bucket %d: %s", bs->b, err);
-        bs->active = 0;
-        sc->scans--;
+        scan_end(bs);
         return;
     }
     int64_t now = store_now_ms(sc->s);
@@ -789,18 +807,13 @@ static void scan_get_cb(int64_t wm, const char *err, void *priv)
     bs->minute = wm;
     bs->end_minute = (now + sc->cfg->lookahead_ms) / 60000;
     bs->first_open = -1;
-    bs->failures = 0;
     if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
     scan_claim(bs);
 }
 
 static void scan_start(bucket_scan *bs)
 {
-    bs->active = 1;
-    bs->sc->scans++;
-    bs->again = 0;
-    bs->starved = 0;
-    bs->share = 0;
+    scan_begin(bs, -1);
     bs->sc->pending++;
     store_wm_get(bs->sc->s, bs->b, scan_get_cb, bs);
 }
@@ -821,8 +834,10 @@ void sched_kick(sched *sc, int bucket)
 static void scan_resume(sched *sc)
 {
     int64_t end = (store_now_ms(sc->s) + sc->cfg->lookahead_ms) / 60000;
-    /* the room is shared out evenly: the buckets drain side by side, so
-     * that the backlog goes oldest first across them */
+    /* the room is shared out evenly, each pass taking no more than its
+     * share (then it is starved again, and goes on at the next resume):
+     * the buckets drain side by side, so that the backlog goes oldest first
+     * across them */
     int n = 0;
     for (int i = 0; i < sc->nb; i++) n += sc->bk[i].starved && !sc->bk[i].active;
     int share = n ? sched_room(sc) / n : 0;
@@ -830,12 +845,7 @@ static void scan_resume(sched *sc)
     for (int i = 0; i < sc->nb; i++) {
         bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
         if (!bs->starved || bs->active) continue;
-        bs->share = share;
-        bs->starved = 0;
-        bs->active = 1;
-        sc->scans++;
-        bs->again = 0;
-        bs->failures = 0;
+        scan_begin(bs, share);
         bs->end_minute = end;
         if (bs->minute > end) bs->minute = end;
         scan_claim(bs);

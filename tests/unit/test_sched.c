@@ -37,7 +37,9 @@ typedef struct fake {
     int nl;
     int64_t fail_minute;         /* claims of this minute fail (-1: none) */
     int64_t claimed[256];        /* minutes claimed, in order */
+    int cbucket[256], climit[256]; /* their buckets and limits */
     int nclaimed;
+    int wm_gets;                 /* watermark reads */
     int settle_calls, settle_size[64];
     store_attempt settled[MAXL]; /* strings copied: the jobs go once settled */
     char sid[MAXL][TASK_ID_MAX], serr[MAXL][256];
@@ -101,6 +103,8 @@ static void fk_claim(store *s, int bucket, int64_t minute, int limit, store_clai
 {
     fake *f = FK(s);
     ans *a = answer(f, A_CLAIM, (void *)cb, priv);
+    f->cbucket[f->nclaimed] = bucket;
+    f->climit[f->nclaimed] = limit;
     f->claimed[f->nclaimed++] = minute;
     if (minute == f->fail_minute) {
         a->claim.err = "ERR this slice cannot be claimed";
@@ -166,6 +170,7 @@ static int fk_wm_init(store *s, int64_t minute, char *err, size_t errlen)
 
 static void fk_wm_get(store *s, int bucket, store_wm_fn *cb, void *priv)
 {
+    FK(s)->wm_gets++;
     answer(FK(s), A_WM, (void *)cb, priv)->v = FK(s)->wm[bucket];
 }
 
@@ -232,6 +237,7 @@ static int setup(void **state) { return setup_with(state, 1, 0, 0); }
 /* room for 8 claimed tasks, claimed 4 at a time */
 static int setup_small(void **state) { return setup_with(state, 1, 8, 4); }
 static int setup_small4(void **state) { return setup_with(state, 4, 8, 4); }
+static int setup_wide4(void **state) { return setup_with(state, 4, 16, 8); }
 
 static void pump(fixture *x, int ms);
 
@@ -264,6 +270,7 @@ static void pump(fixture *x, int ms)
 
 static void lease(fixture *x, int64_t minute, int64_t due_ms, const char *key, int attempt)
 {
+    assert_true(x->f.nl < MAXL);
     flease *l = &x->f.l[x->f.nl++];
     char slice[TASK_SLICE_MAX];
     task_slice_name(minute * 60000, 0, slice);
@@ -550,6 +557,75 @@ static void test_room_frees_when_callbacks_end(void **state)
     assert_true(taken > before);
 }
 
+/* A pass that stopped for lack of room goes on from the slice where it
+ * stopped once a place is free, without reading the watermark again or
+ * claiming the drained slices before it. */
+static void test_starved_pass_goes_on(void **state)
+{
+    fixture *x = *state;
+    int64_t m = x->m;
+    char key[16];
+    x->f.wm[0] = m - 5;
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "b%d", i);
+        lease(x, m - 3, x->f.now - 3 * 60000 + i, key, 1);
+    }
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    /* m-5, m-4, then m-3 a batch at a time until the room is gone */
+    assert_int_equal(x->f.wm_gets, 1);
+    assert_int_equal(sched_held(x->sc), 8);
+    assert_int_equal(x->f.claimed[0], m - 5);
+    assert_int_equal(x->f.wm[0], m - 3);
+    int mark = x->f.nclaimed;
+    x->f.now += 25; /* past the backlog's gathering */
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 8);
+    /* 3 places free (the least a claim takes): the pass goes on at m-3 */
+    for (int i = 0; i < 3; i++) finish(x, i, 1);
+    pump(x, 20);
+    assert_true(x->f.nclaimed > mark);
+    assert_int_equal(x->f.claimed[mark], m - 3);
+    for (int i = mark; i < x->f.nclaimed; i++) assert_true(x->f.claimed[i] >= m - 3);
+    assert_int_equal(x->f.wm_gets, 1);
+    int taken = 0;
+    for (int i = 0; i < x->f.nl; i++) taken += x->f.l[i].taken;
+    assert_int_equal(taken, 11);
+}
+
+/* Starved buckets going on share the room evenly, so a backlog drains
+ * side by side across them: with 16 places and 3 buckets, 5 each, not a
+ * whole batch for the first two and none for the third. */
+static void test_resumed_buckets_share_evenly(void **state)
+{
+    fixture *x = *state;
+    char key[16];
+    /* bucket 0: one batch; buckets 1-3: a backlog each */
+    for (int i = 0; i < 56; i++) {
+        snprintf(key, sizeof(key), "s%d", i);
+        lease(x, x->m, x->f.now, key, 1);
+        x->f.l[x->f.nl - 1].bucket = i < 8 ? 0 : 1 + i % 3;
+    }
+    for (int b = 0; b < 4; b++) sched_kick(x->sc, b);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 16);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 16);
+    /* every place frees while bucket 0's pass runs (it finds nothing):
+     * the starved passes go on once it has ended, buckets 2 and 3 from the
+     * empty slice before where they stopped */
+    int before[4] = {0, 0, 0, 0}, after[4] = {0, 0, 0, 0};
+    for (int i = 0; i < x->f.nl; i++) before[x->f.l[i].bucket] += x->f.l[i].taken;
+    sched_kick(x->sc, 0);
+    int mark = x->f.nclaimed;
+    for (int i = 0; i < 16; i++) finish(x, i, 1);
+    assert_int_equal(x->f.nclaimed, mark);
+    pump(x, 30);
+    for (int i = 0; i < x->f.nl; i++) after[x->f.l[i].bucket] += x->f.l[i].taken;
+    assert_int_equal(after[0], before[0]);
+    for (int b = 1; b < 4; b++) assert_int_equal(after[b] - before[b], 16 / 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +639,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claims_share_the_room, setup_small4, teardown),
         cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_starved_pass_goes_on, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
