@@ -26,7 +26,7 @@ typedef struct bucket_scan {
     int limit;           /* the LIMIT of the claim in flight */
     int failures;        /* claims failed in a row in this pass */
     int starved;         /* the pass stopped for lack of room, at minute */
-    int share;           /* what a resumed pass may still take (-1: no cap) */
+    int share;           /* the next claim asks for no more (0: no cap) */
 } bucket_scan;
 
 /* Flow control (flow.h): a task a limit may apply to asks the store before
@@ -699,7 +699,6 @@ static void scan_claim_cb(const store_claim *res, void *priv)
         bs->failures = 0;
         task_slice_name(bs->minute * 60000, bs->b, slice);
         for (int i = 0; i < res->n; i++) sched_take(sc, slice, &res->leases[i]);
-        if (bs->share > 0) bs->share -= res->taken < bs->share ? res->taken : bs->share;
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
             return;
@@ -724,16 +723,17 @@ static void scan_claim(bucket_scan *bs)
      * a few tasks a call */
     int room = sched_room(sc), least = (int)sc->cfg->batch / 2 + 1;
     if (least > (int)sc->cfg->max_inflight) least = (int)sc->cfg->max_inflight;
-    if (bs->share >= 0 && least > bs->share) least = bs->share;
-    if (room < least || bs->share == 0 || sc->stopping) {
-        /* out of room, or of its share of it: it goes on when room frees */
+    if (bs->share && least > bs->share) least = bs->share;
+    if (room < least || sc->stopping) {
+        /* out of room: it goes on when room frees */
         if (!sc->stopping) sc->starved = bs->starved = 1;
         if (bs->first_open < 0) bs->first_open = bs->minute;
         scan_finish(bs);
         return;
     }
     bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
-    if (bs->share >= 0 && bs->limit > bs->share) bs->limit = bs->share;
+    if (bs->share && bs->limit > bs->share) bs->limit = bs->share;
+    bs->share = 0;
     sc->claiming += bs->limit;
     sc->pending++;
     store_claim_slice(sc->s, bs->b, bs->minute, bs->limit, scan_claim_cb, bs);
@@ -813,7 +813,7 @@ static void scan_get_cb(int64_t wm, const char *err, void *priv)
 
 static void scan_start(bucket_scan *bs)
 {
-    scan_begin(bs, -1);
+    scan_begin(bs, 0);
     bs->sc->pending++;
     store_wm_get(bs->sc->s, bs->b, scan_get_cb, bs);
 }
@@ -834,10 +834,11 @@ void sched_kick(sched *sc, int bucket)
 static void scan_resume(sched *sc)
 {
     int64_t end = (store_now_ms(sc->s) + sc->cfg->lookahead_ms) / 60000;
-    /* the room is shared out evenly, each pass taking no more than its
-     * share (then it is starved again, and goes on at the next resume):
-     * the buckets drain side by side, so that the backlog goes oldest first
-     * across them */
+    /* the room is shared out evenly among their first claims: the buckets
+     * drain side by side, so that the backlog goes oldest first across them.
+     * Their claims after the first take what room there is, as a full pass
+     * does: kept to the share, each resume is a round of small claims, and a
+     * backlog at 10 M pending drained a third slower */
     int n = 0;
     for (int i = 0; i < sc->nb; i++) n += sc->bk[i].starved && !sc->bk[i].active;
     int share = n ? sched_room(sc) / n : 0;
