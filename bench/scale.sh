@@ -122,11 +122,23 @@ on_side() { # on_side empty|full ROUND: tickd on that Redis, measured
   fi
   measure "$1" "$2" "$([ "$1" = empty ] && echo "$EPORT" || echo "$RPORT")"
 }
+# CPU time (s) of the kernel's DAMON threads (kdamond.*), where the kernel
+# runs one: a memory monitor that may page out cold memory, and so works on
+# the full Redis's gigabytes
+kdamond_s() {
+  local d
+  for d in /proc/[0-9]*; do
+    [[ $(cat "$d/comm" 2>/dev/null) == kdamond* ]] && awk '{print $14 + $15}' "$d/stat" 2>/dev/null
+  done | awk -v hz="$(getconf CLK_TCK)" '{t += $1} END {printf "%.1f", t / hz}'
+}
+kd0=$(kdamond_s); r0=$(date +%s)
 # the sides take turns, the first of a round alternating too
 for round in $(seq "$ROUNDS"); do
   if ((round % 2)); then on_side empty "$round"; on_side full "$round"
   else on_side full "$round"; on_side empty "$round"; fi
 done
+put kdamond "$(awk -v a="$kd0" -v b="$(kdamond_s)" 'BEGIN {printf "%.1f", b - a}')"
+put rounds_s "$(($(date +%s) - r0))"
 for side in empty full; do
   for k in $KEYS; do put "${k}_$side" "$(median "${k}_$side")"; done
 done
@@ -203,6 +215,8 @@ notes=$(
   echo "- Redis used_memory with $(fmt "$pending") pending (the empty run's own tasks included): $(fmt "$(num mem_full)") bytes; the $(fmt "$SCALE_N") inserted took $(fmt "$mem_per") bytes a task"
   echo "- backlog: $(fmt "$(num backlog_count)") of $(fmt "$BACKLOG_N") arrived, $(fmt "$(num backlog_dups)") duplicates; the first $(fmt "$(num backlog_first)") ms after tickd was started; counted from the start, the drain rate is $(fmt "$(num backlog_rate_start)") tasks/s"
   ((SCALE_N == 10000000 && BACKLOG_N == 1000000)) || echo "- **a reduced run**: SCALE_N=$SCALE_N, BACKLOG_N=$BACKLOG_N"
+  [ "$(num kdamond)" = 0.0 ] ||
+    echo "- the kernel's DAMON monitor (kdamond) used $(num kdamond) s of CPU during the $(num rounds_s) s of the rounds"
   echo "- the run took $((secs / 60)) min $((secs % 60)) s"
 )
 echo
