@@ -215,8 +215,7 @@ notes=$(
   echo "- Redis used_memory with $(fmt "$pending") pending (the empty run's own tasks included): $(fmt "$(num mem_full)") bytes; the $(fmt "$SCALE_N") inserted took $(fmt "$mem_per") bytes a task"
   echo "- backlog: $(fmt "$(num backlog_count)") of $(fmt "$BACKLOG_N") arrived, $(fmt "$(num backlog_dups)") duplicates; the first $(fmt "$(num backlog_first)") ms after tickd was started; counted from the start, the drain rate is $(fmt "$(num backlog_rate_start)") tasks/s"
   ((SCALE_N == 10000000 && BACKLOG_N == 1000000)) || echo "- **a reduced run**: SCALE_N=$SCALE_N, BACKLOG_N=$BACKLOG_N"
-  [ "$(num kdamond)" = 0.0 ] ||
-    echo "- the kernel's DAMON monitor (kdamond) used $(num kdamond) s of CPU during the $(num rounds_s) s of the rounds"
+  echo "- the kernel's DAMON monitor (kdamond) used $(num kdamond) s of CPU during the $(num rounds_s) s of the rounds (0: none ran)"
   echo "- the run took $((secs / 60)) min $((secs % 60)) s"
 )
 echo
