@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/post_cpu.sh: where a single POST's CPU goes. The same wrk load as
+# make bench's single-POST row (wrk -t2 -c64, post.lua), ROUNDS times 5 s,
+# against tickd (on a fresh Redis) and against bench/noop_http.c (a server
+# that answers at once and stores nothing): CPU time a request of the
+# server, of Redis and of wrk, from /proc/PID/stat and wrk's own rusage.
+# It prints a table; it writes no results file.
+#
+#   bench/post_cpu.sh            (ROUNDS=2; BENCH_TICKD as for bench/run.sh)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+ROUNDS=${ROUNDS:-2}
+HZ=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+us_per() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}'; }
+measure() { # measure NAME URL SERVER_PID [REDIS_PID]
+  local f=$TMP/wrk-$1.txt s0 s1 r0=0 r1=0 n wu ws
+  s0=$(ticks "$3"); [ -z "${4:-}" ] || r0=$(ticks "$4")
+  BENCH_CB_URL=$CB/cb /usr/bin/time -f "%U %S" -o "$TMP/time" timeout 60 \
+    wrk -t2 -c64 -d5s --timeout 10s -s "$BENCH/post.lua" "$2" >"$f"
+  s1=$(ticks "$3"); [ -z "${4:-}" ] || r1=$(ticks "$4")
+  (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "$1: wrk saw errors"; }
+  n=$(wrk_reqs "$f")
+  read -r wu ws <"$TMP/time"
+  printf '| %s | %s | %s | %s | %s |\n' "$1" "$(us_per "$s0" "$s1" "$n")" \
+    "$([ -z "${4:-}" ] && echo "" || us_per "$r0" "$r1" "$n")" \
+    "$(awk -v u="$wu" -v s="$ws" -v n="$n" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}')" \
+    "$(wrk_rate "$f")"
+}
+command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (apt-get install time)"
+cc -O2 -o "$TMP/noop_http" "$BENCH/noop_http.c"
+nport=$(free_port)
+"$TMP/noop_http" "$nport" &
+echo $! >>"$WPIDS"
+npid=$!
+wait_until 5 "noop_http up" curl -s -o /dev/null "http://127.0.0.1:$nport/"
+tickd_start
+rpid=$(head -1 "$GPIDS")
+echo "| server | server us/request | Redis us/request | wrk us/request | requests/s |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+for r in $(seq "$ROUNDS"); do
+  measure "do-nothing ($r)" "http://127.0.0.1:$nport/v1/tasks" "$npid"
+  measure "tickd ($r)" "$TURL/v1/tasks" "$TICKD_PID" "$rpid"
+done
