@@ -136,8 +136,14 @@ static int sched_room(const sched *sc)
     return room < 0 ? 0 : room;
 }
 
-static void sched_kick_all(sched *sc);
 static void scan_resume(sched *sc);
+
+/* The least a claim asks for: half a batch (no more than max_inflight). */
+static int sched_least_claim(const sched *sc)
+{
+    int least = (int)sc->cfg->batch / 2 + 1;
+    return least < (int)sc->cfg->max_inflight ? least : (int)sc->cfg->max_inflight;
+}
 
 /* Room freed: the passes that stopped for lack of it go on, from the slice
  * where each stopped, once a quarter of max_inflight is free (at least half
@@ -148,7 +154,7 @@ static void scan_resume(sched *sc);
 static void sched_room_freed(sched *sc)
 {
     int want = (int)sc->cfg->max_inflight / 4;
-    if (want < (int)sc->cfg->batch / 2 + 1) want = (int)sc->cfg->batch / 2 + 1;
+    if (want < sched_least_claim(sc)) want = sched_least_claim(sc);
     if (sc->starved && !sc->stopping && sc->scans == 0 && sched_room(sc) >= want) {
         sc->starved = 0;
         scan_resume(sc);
@@ -721,8 +727,7 @@ static void scan_claim(bucket_scan *bs)
     /* no claim for less than half a batch: the room that freed while the
      * kick's passes ran is split among them, and each would otherwise take
      * a few tasks a call */
-    int room = sched_room(sc), least = (int)sc->cfg->batch / 2 + 1;
-    if (least > (int)sc->cfg->max_inflight) least = (int)sc->cfg->max_inflight;
+    int room = sched_room(sc), least = sched_least_claim(sc);
     if (bs->share && least > bs->share) least = bs->share;
     if (room < least || sc->stopping) {
         /* out of room: it goes on when room frees */
