@@ -205,4 +205,5 @@ wrk_ms() { # wrk_ms FILE P: the P % latency of wrk --latency, in ms
 wrk_errors() { # non-2xx responses + socket errors
   awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$1"
 }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # user + system, in 1/CLK_TCK s
 mem_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }

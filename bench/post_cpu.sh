@@ -11,14 +11,13 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 ROUNDS=${ROUNDS:-2}
 HZ=$(getconf CLK_TCK)
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 us_per() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}'; }
 measure() { # measure NAME URL SERVER_PID [REDIS_PID]
   local f=$TMP/wrk-$1.txt s0 s1 r0=0 r1=0 n wu ws
-  s0=$(ticks "$3"); [ -z "${4:-}" ] || r0=$(ticks "$4")
+  s0=$(cpu_ticks "$3"); [ -z "${4:-}" ] || r0=$(cpu_ticks "$4")
   BENCH_CB_URL=$CB/cb /usr/bin/time -f "%U %S" -o "$TMP/time" timeout 60 \
     wrk -t2 -c64 -d5s --timeout 10s -s "$BENCH/post.lua" "$2" >"$f"
-  s1=$(ticks "$3"); [ -z "${4:-}" ] || r1=$(ticks "$4")
+  s1=$(cpu_ticks "$3"); [ -z "${4:-}" ] || r1=$(cpu_ticks "$4")
   (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "$1: wrk saw errors"; }
   n=$(wrk_reqs "$f")
   read -r wu ws <"$TMP/time"

@@ -128,7 +128,7 @@ on_side() { # on_side empty|full ROUND: tickd on that Redis, measured
 kdamond_s() {
   local d
   for d in /proc/[0-9]*; do
-    if [[ $(cat "$d/comm" 2>/dev/null) == kdamond* ]]; then awk '{print $14 + $15}' "$d/stat" 2>/dev/null || true; fi
+    if [[ $(cat "$d/comm" 2>/dev/null) == kdamond* ]]; then cpu_ticks "${d#/proc/}" 2>/dev/null || true; fi
   done | awk -v hz="$(getconf CLK_TCK)" '{t += $1} END {printf "%.1f", t / hz}'
 }
 kd0=$(kdamond_s); r0=$(date +%s)
