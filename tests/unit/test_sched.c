@@ -103,6 +103,7 @@ static void fk_claim(store *s, int bucket, int64_t minute, int limit, store_clai
 {
     fake *f = FK(s);
     ans *a = answer(f, A_CLAIM, (void *)cb, priv);
+    assert_true(f->nclaimed < 256);
     f->cbucket[f->nclaimed] = bucket;
     f->climit[f->nclaimed] = limit;
     f->claimed[f->nclaimed++] = minute;
