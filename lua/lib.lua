@@ -60,6 +60,42 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Numbers in the JSON the scripts write. Redis's cjson writes 14
+-- significant digits (and refuses to be set to more): an integer of 15
+-- digits, a time in ms after the year 5138, would come back changed. A task's
+-- times never get there (at most ten years ahead: src/task.h), but a
+-- schedule's next run may be as late as 9999 (TASK_TIME_MAX_MS): its state is
+-- written by json_exact, which writes such integers in full and the rest as
+-- cjson does. An integer below 2^53 in full is what '%.0f' prints.
+local function json_big(v)
+  return type(v) == 'number' and v == math.floor(v) and (v >= 1e14 or v <= -1e14) and
+         v < 2^53 and v > -2^53
+end
+
+local function json_has_big(v)
+  if json_big(v) then return true end
+  if type(v) ~= 'table' then return false end
+  for _, x in pairs(v) do
+    if json_has_big(x) then return true end
+  end
+  return false
+end
+
+local function json_exact(v)
+  if not json_has_big(v) then return cjson.encode(v) end
+  if json_big(v) then return string.format('%.0f', v) end
+  local n, parts = 0, {}
+  for _ in pairs(v) do n = n + 1 end
+  if n == #v then
+    for i = 1, n do parts[i] = json_exact(v[i]) end
+    return '[' .. table.concat(parts, ',') .. ']'
+  end
+  for k, x in pairs(v) do
+    parts[#parts + 1] = cjson.encode(tostring(k)) .. ':' .. json_exact(x)
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 local function state_get(task, id)
   local s = redis.call('HGET', task, 's:' .. id)
   if not s then return nil end

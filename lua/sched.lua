@@ -19,7 +19,7 @@ end
 
 local function store(sid, def, st)
   if not st.fut or #st.fut == 0 then st.fut = nil end -- cjson writes {} for []
-  local s = cjson.encode(st)
+  local s = json_exact(st)
   redis.call('HSET', KEYS[1], sid, def, 's:' .. sid, s)
   if st.st == 'active' and st.next >= 0 and not st.ct then
     redis.call('ZADD', KEYS[2], st.next, sid)
@@ -68,9 +68,9 @@ if op == 'claim' then
       -- in is still open, so the runs it may have made get the same ids
       if not st.ct or now - st.ct > keep then st.ct = now end
       st.le = now + lease
-      redis.call('HSET', KEYS[1], 's:' .. sid, cjson.encode(st))
+      redis.call('HSET', KEYS[1], 's:' .. sid, json_exact(st))
       redis.call('ZADD', KEYS[2], now + lease, sid)
-      out[#out + 1] = sid; out[#out + 1] = def; out[#out + 1] = cjson.encode(st)
+      out[#out + 1] = sid; out[#out + 1] = def; out[#out + 1] = json_exact(st)
     end
   end
   return out
@@ -79,7 +79,7 @@ end
 local def, st = load(id)
 
 if op == 'create' then
-  if st then return {def == ARGV[3] and 'exists' or 'conflict', def, cjson.encode(st)} end
+  if st then return {def == ARGV[3] and 'exists' or 'conflict', def, json_exact(st)} end
   local nxt = tonumber(ARGV[4])
   local s = store(id, ARGV[3], {st = nxt >= 0 and 'active' or 'completed', next = nxt,
                                 runs = 0, skipped = 0, v = 1})
@@ -88,7 +88,7 @@ if op == 'create' then
 end
 
 if not st then return {'notfound'} end
-local prev = cjson.encode(st)
+local prev = json_exact(st)
 
 if op == 'advance' then
   if st.ct ~= tonumber(ARGV[3]) then return {'conflict', def, prev} end

@@ -179,8 +179,9 @@ static cJSON *api_created_body(const char *id, const task_input *t, const char *
 
 /* ---- request bodies ---------------------------------------------------- */
 
-/* Parse the JSON body; on failure answer and return NULL. */
-cJSON *api_body(http_req *req)
+/* Parse the JSON body; on failure answer and return NULL. The text itself
+ * is not checked for NULs and numbers (api_body does that). */
+static cJSON *api_body_parse(http_req *req)
 {
     const char *ct = http_header(req, "Content-Type");
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
@@ -210,6 +211,22 @@ cJSON *api_body(http_req *req)
             api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
             return NULL;
         }
+    return j;
+}
+
+cJSON *api_body(http_req *req)
+{
+    cJSON *j = api_body_parse(req);
+    size_t len;
+    const char *data = http_body(req, &len);
+    char err[400];
+    /* cJSON has cut a string at its NUL and read 1e-400 as 0: what it holds
+     * is not what was sent */
+    if (j && task_json_check(data, len, err, sizeof(err)) != 0) {
+        cJSON_Delete(j);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return NULL;
+    }
     return j;
 }
 
@@ -249,13 +266,6 @@ static void api_post_task(api *a, http_req *req)
     char err[400];
     cJSON *body = api_body(req);
     if (!body) return;
-    size_t len;
-    const char *data = http_body(req, &len);
-    if (task_json_check_nul(data, len, err, sizeof(err)) != 0) {
-        cJSON_Delete(body);
-        api_error(req, 400, "invalid_argument", "%s", err);
-        return;
-    }
     api_item *it = xcalloc(1, sizeof(*it));
     if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
@@ -270,17 +280,17 @@ static void api_post_task(api *a, http_req *req)
 
 /* ---- POST /v1/tasks/batch ---------------------------------------------- */
 
-/* NULs of a batch text: a task holding one gets its error (its first NUL's);
- * one outside the tasks refuses the whole batch (into whole[]). */
+/* NULs and numbers not held (task_json_scan) of a batch text: a task
+ * holding one gets its error (its first one's); one outside the tasks
+ * refuses the whole batch (into whole[]). */
 typedef struct api_batch_nul {
     int n;
     char **why;               /* per task, malloc'd */
     char whole[300];
 } api_batch_nul;
 
-static int api_batch_nul_cb(const char *path, void *priv)
+static int api_batch_found(api_batch_nul *b, const char *path, const char *why)
 {
-    api_batch_nul *b = priv;
     char *end;
     long i = -1;
     if (strncmp(path, "tasks[", 6) == 0) {
@@ -288,15 +298,25 @@ static int api_batch_nul_cb(const char *path, void *priv)
         if (*end != ']' || end == path + 6) i = -1;
     }
     if (i < 0 || i >= b->n) {
-        snprintf(b->whole, sizeof(b->whole), "%s: contains a NUL character (\\u0000)", path);
+        snprintf(b->whole, sizeof(b->whole), "%s: %s", *path ? path : "body", why);
         return 1;
     }
     if (!b->why[i]) {
         char msg[400];
-        snprintf(msg, sizeof(msg), "%s: contains a NUL character (\\u0000)", path);
+        snprintf(msg, sizeof(msg), "%s: %s", path, why);
         b->why[i] = xstrdup(msg);
     }
     return 0;
+}
+
+static int api_batch_nul_cb(const char *path, void *priv)
+{
+    return api_batch_found(priv, path, "contains a NUL character (\\u0000)");
+}
+
+static int api_batch_num_cb(const char *path, void *priv)
+{
+    return api_batch_found(priv, path, TASK_NUMBER_LOST);
 }
 
 static void api_batch_done(api_req *r)
@@ -336,7 +356,7 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
 static void api_post_batch(api *a, http_req *req)
 {
     char err[400], why[300];
-    cJSON *body = api_body(req);
+    cJSON *body = api_body_parse(req);
     if (!body) return;
     cJSON *tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
     int n = cJSON_IsArray(tasks) ? cJSON_GetArraySize(tasks) : 0;
@@ -345,7 +365,7 @@ static void api_post_batch(api *a, http_req *req)
     size_t len;
     const char *data = http_body(req, &len);
     api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
-    task_json_nuls(data, len, api_batch_nul_cb, &nuls);
+    task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
     if (nuls.whole[0]) {
         snprintf(why, sizeof(why), "%s", nuls.whole);
         goto refuse;
@@ -688,12 +708,9 @@ static void api_put_schedule(api *a, http_req *req, const char *id)
      * (rather than for a random key, refused as another schedule's) */
     if (id && cJSON_IsObject(body) && !cJSON_GetObjectItemCaseSensitive(body, "key"))
         cJSON_AddStringToObject(body, "key", schedule_id_key(id));
-    size_t len;
-    const char *data = http_body(req, &len);
     schedule_def d;
     int64_t now = store_now_ms(a->s);
-    if (task_json_check_nul(data, len, err, sizeof(err)) != 0 ||
-        schedule_def_parse(body, now, &d, err, sizeof(err)) != 0) {
+    if (schedule_def_parse(body, now, &d, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
         api_error(req, 400, "invalid_argument", "%s", err);
         return;

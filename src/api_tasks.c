@@ -37,18 +37,22 @@ static int api_status_ok(const char *s)
     return 0;
 }
 
-/* A time parameter: Unix ms or RFC 3339. 0 or -1 + err. */
-static int api_time(const char *name, const char *v, int64_t *out, char *err, size_t errlen)
+/* A cursor as next_cursor gives it, "<slice>~<score>~<id>": a slice name
+ * (task_slice_name), an integer score (ms) and a task id, each checked whole
+ * here, since the store's script takes them as they are. */
+static int api_cursor_valid(const char *v)
 {
-    char why[160], *end;
-    long long n = strtoll(v, &end, 10);
-    if (*v && !*end && n >= 0) {
-        *out = n;
+    const char *a = strchr(v, '~'), *b = a ? strchr(a + 1, '~') : NULL;
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    if (!a || !b || (size_t)(a - v) >= TASK_SLICE_MAX || strlen(v) >= STORE_CURSOR_MAX)
         return 0;
-    }
-    if (task_parse_rfc3339(v, out, why, sizeof(why)) == 0) return 0;
-    snprintf(err, errlen, "%s: must be Unix milliseconds or an RFC 3339 timestamp", name);
-    return -1;
+    snprintf(slice, sizeof(slice), "%.*s", (int)(a - v), v);
+    if (task_slice_minute(slice) < 0) return 0;
+    size_t bucket = strspn(slice + 13, "0123456789");
+    size_t score = strspn(a + 1, "0123456789");
+    return bucket >= 1 && bucket <= 4 && !slice[13 + bucket] && score >= 1 && score <= 16 &&
+           a + 1 + score == b && task_id_parse(b + 1, slice, &at, key) == 0;
 }
 
 /* Fill f from a name -> value source; the same checks for both sources.
@@ -91,14 +95,7 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
         f->limit = n;
     }
     if (get(src, "cursor", v, sizeof(v)) && *v) {
-        /* "<slice>~<score>~<id>", as given in next_cursor */
-        const char *a = strchr(v, '~'), *b = a ? strchr(a + 1, '~') : NULL;
-        char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
-        int64_t at;
-        if (!a || !b || (size_t)(a - v) >= TASK_SLICE_MAX || strlen(v) >= sizeof(f->cursor) ||
-            (snprintf(slice, sizeof(slice), "%.*s", (int)(a - v), v), task_slice_minute(slice) < 0) ||
-            strspn(a + 1, "0123456789.e+-") != (size_t)(b - a - 1) ||
-            task_id_parse(b + 1, slice, &at, key) != 0) {
+        if (!api_cursor_valid(v)) {
             snprintf(err, errlen, "cursor: malformed (pass next_cursor as given)");
             return -1;
         }
@@ -125,8 +122,10 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
         /* a schedule's runs have the keys s:<key>:<version> */
         snprintf(f->prefix, sizeof(f->prefix), "s:%s:", key);
     }
-    if (get(src, "from", v, sizeof(v)) && api_time("from", v, &f->from, err, errlen) != 0) return -1;
-    if (get(src, "to", v, sizeof(v)) && api_time("to", v, &f->to, err, errlen) != 0) return -1;
+    if (get(src, "from", v, sizeof(v)) && task_text_time(v, "from", &f->from, err, errlen) != 0)
+        return -1;
+    if (get(src, "to", v, sizeof(v)) && task_text_time(v, "to", &f->to, err, errlen) != 0)
+        return -1;
     if (f->from >= 0 && f->to >= 0 && f->to <= f->from) {
         snprintf(err, errlen, "to: must be after from");
         return -1;
@@ -316,14 +315,14 @@ void api_move_task(api *a, http_req *req, const char *id, int retry)
             return;
         }
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(body, "execute_at");
-        int bad = 0;
-        if (e && cJSON_IsString(e)) bad = api_time("execute_at", e->valuestring, &at, err, sizeof(err));
-        else if (e) bad = task_json_int(e, 0, now + TASK_MAX_AHEAD_MS, &at);
+        int bad = e && task_json_time(e, "execute_at", &at, err, sizeof(err)) != 0;
+        if (!bad && at > now + TASK_MAX_AHEAD_MS) {
+            snprintf(err, sizeof(err), "execute_at: more than ten years ahead");
+            bad = 1;
+        }
         cJSON_Delete(body);
         if (bad) {
-            api_error(req, 400, "invalid_argument",
-                      "execute_at: must be Unix milliseconds or an RFC 3339 timestamp, at most "
-                      "ten years ahead");
+            api_error(req, 400, "invalid_argument", "%s", err);
             return;
         }
     }
@@ -416,10 +415,10 @@ static void bulk_page(bulk_req *b)
 static int api_json_get(void *src, const char *name, char *out, size_t outlen)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, name);
+    int64_t n;
     if (!v) return 0;
     if (cJSON_IsString(v)) snprintf(out, outlen, "%s", v->valuestring);
-    else if (cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble)
-        snprintf(out, outlen, "%lld", (long long)v->valuedouble);
+    else if (task_json_int(v, 0, TASK_TIME_MAX_MS, &n) == 0) snprintf(out, outlen, "%lld", (long long)n);
     else snprintf(out, outlen, "?");  /* refused by the checks */
     return 1;
 }

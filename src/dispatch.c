@@ -341,9 +341,13 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     char err[sizeof(x->j->err)];
     int local = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    curl_off_t ra = -1;
-    if (curl_easy_getinfo(x->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
-        x->j->retry_after_ms = (int64_t)ra * 1000;
+    /* read by the own client's parser (libcurl's drops a delay too long for
+     * its offset type), so that both clients hold the same */
+    struct curl_header *ra;
+    if (curl_easy_header(x->easy, "Retry-After", 0, CURLH_HEADER, -1, &ra) == CURLHE_OK) {
+        int64_t ms = h1_retry_after(ra->value, strlen(ra->value), (int64_t)time(NULL));
+        if (ms > 0) x->j->retry_after_ms = ms;
+    }
     if (rc == CURLE_WRITE_ERROR && x->got > H1_DRAIN_MAX && code) {
         rc = CURLE_OK; /* a body over the bound, not read on: the status stands */
     } else if (rc != CURLE_OK && x->ndenied && x->ndenied == x->nopen) {

@@ -14,15 +14,6 @@
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
 
-static int flow_int(const cJSON *v, int64_t *out)
-{
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
-        v->valuedouble > FLOW_INT_MAX)
-        return -1;
-    *out = (int64_t)v->valuedouble;
-    return 0;
-}
-
 int flow_settings_parse(const cJSON *body, int queue, flow_settings *out, char *err,
                         size_t errlen)
 {
@@ -36,17 +27,16 @@ int flow_settings_parse(const cJSON *body, int queue, flow_settings *out, char *
         int is_null = cJSON_IsNull(f);
         if (strcmp(f->string, "rate") == 0) {
             if (is_null) continue;
-            if (!cJSON_IsNumber(f) || !(f->valuedouble > 0) || f->valuedouble > FLOW_RATE_MAX)
-                FAIL("rate: must be a number of callbacks a second, above 0 and at most %.0f",
-                     FLOW_RATE_MAX);
-            out->rate = f->valuedouble;
+            if (task_json_num(f, FLOW_RATE_MIN, FLOW_RATE_MAX, 0, &out->rate) != 0)
+                FAIL("rate: must be a number of callbacks a second from %g to %.0f, of at most "
+                     "14 significant digits", FLOW_RATE_MIN, FLOW_RATE_MAX);
         } else if (strcmp(f->string, "burst") == 0) {
             if (is_null) continue;
-            if (flow_int(f, &out->burst) != 0)
+            if (task_json_int(f, 1, FLOW_INT_MAX, &out->burst) != 0)
                 FAIL("burst: must be an integer from 1 to %d", FLOW_INT_MAX);
         } else if (strcmp(f->string, "max_concurrency") == 0) {
             if (is_null) continue;
-            if (flow_int(f, &out->max_concurrency) != 0)
+            if (task_json_int(f, 1, FLOW_INT_MAX, &out->max_concurrency) != 0)
                 FAIL("max_concurrency: must be an integer from 1 to %d", FLOW_INT_MAX);
         } else if (queue && strcmp(f->string, "paused") == 0) {
             if (!cJSON_IsBool(f)) FAIL("paused: must be true or false");

@@ -34,6 +34,9 @@
 #define FLOW_PARK_MS 30000
 /* the longest Retry-After obeyed */
 #define FLOW_RETRY_AFTER_MAX_MS 3600000
+/* a rate's bounds: the slowest, one callback in 10,000 s, keeps the time
+ * between two callbacks (1000 / rate ms) a finite number of ms */
+#define FLOW_RATE_MIN 0.0001
 #define FLOW_RATE_MAX 1000000.0
 #define FLOW_INT_MAX 1000000
 

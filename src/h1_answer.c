@@ -52,9 +52,13 @@ int64_t h1_retry_after(const char *v, size_t n, int64_t now_s)
     char buf[64];
     int64_t x = 0;
     size_t i = 0;
-    if (n == 0 || n >= sizeof(buf)) return -1;
-    while (i < n && v[i] >= '0' && v[i] <= '9' && x < 100000000000LL) x = x * 10 + (v[i++] - '0');
+    if (n == 0) return -1;
+    /* delay-seconds of any length: a delay past H1_RETRY_AFTER_MAX_S is
+     * that long (the caller caps it further), never unreadable */
+    for (; i < n && v[i] >= '0' && v[i] <= '9'; i++)
+        if ((x = x * 10 + (v[i] - '0')) > H1_RETRY_AFTER_MAX_S) x = H1_RETRY_AFTER_MAX_S;
     if (i == n) return x * 1000;
+    if (n >= sizeof(buf)) return -1;
     /* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" */
     memcpy(buf, v, n);
     buf[n] = '\0';
@@ -63,7 +67,8 @@ int64_t h1_retry_after(const char *v, size_t n, int64_t now_s)
     const char *end = strptime(buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
     if (!end || *end) return -1;
     int64_t at = (int64_t)timegm(&tm);
-    return at > now_s ? (at - now_s) * 1000 : 0;
+    if (at <= now_s) return 0;
+    return at - now_s > H1_RETRY_AFTER_MAX_S ? H1_RETRY_AFTER_MAX_S * 1000 : (at - now_s) * 1000;
 }
 
 /* An answer head of n bytes: status and framing. */

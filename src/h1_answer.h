@@ -38,7 +38,9 @@ typedef struct h1_answer {
 } h1_answer;
 
 /* A Retry-After value, v[0..n): delay-seconds or an HTTP-date (IMF-fixdate),
- * as ms from now_s (>= 0), or -1 when it is neither. */
+ * as ms from now_s (>= 0, a delay past H1_RETRY_AFTER_MAX_S saturated to
+ * it), or -1 when it is neither. */
+#define H1_RETRY_AFTER_MAX_S INT64_C(100000000000)
 int64_t h1_retry_after(const char *v, size_t n, int64_t now_s);
 
 /* Read what has arrived, data[0..len): 1 when the answer is complete, 0 when

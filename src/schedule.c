@@ -27,16 +27,15 @@ const char *schedule_id_key(const char *id)
     return id + 4;
 }
 
-/* A time field: integer Unix ms or RFC 3339. */
-static int sched_time(const cJSON *v, const char *name, int64_t *out, char *err, size_t errlen)
+/* A time field: from the API, task_json_time's bounds; as stored, any
+ * integer a double holds (tickds before those bounds stored start_at from
+ * before 1970: such a schedule still reads back, runs and shows). */
+static int sched_time(const cJSON *v, const char *name, int stored, int64_t *out, char *err,
+                      size_t errlen)
 {
-    char why[160];
-    if (cJSON_IsString(v)) {
-        if (task_parse_rfc3339(v->valuestring, out, why, sizeof(why)) != 0)
-            FAIL("%s: %s", name, why);
-    } else if (task_json_int(v, 0, INT64_C(1) << 52, out) != 0) {
-        FAIL("%s: must be integer Unix milliseconds or an RFC 3339 timestamp", name);
-    }
+    if (!stored) return task_json_time(v, name, out, err, errlen);
+    if (task_json_int(v, -TASK_TIME_MAX_MS, INT64_C(1) << 52, out) != 0)
+        FAIL("%s: not integer Unix milliseconds", name);
     return 0;
 fail:
     return -1;
@@ -119,7 +118,8 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
                  (long long)TASK_MAX_AHEAD_MS);
         if (tzv) FAIL("tz: only with cron (every_ms ignores time zones)");
         if (start) {
-            if (sched_time(start, "start_at", &out->start_at_ms, err, errlen) != 0) goto fail;
+            if (sched_time(start, "start_at", stored, &out->start_at_ms, err, errlen) != 0)
+                goto fail;
         } else if (stored) {
             FAIL("start_at: missing");
         } else {
@@ -147,7 +147,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
         task_json_int(v, 1, INT64_C(1) << 52, &out->times) != 0)
         FAIL("times: must be an integer >= 1 (leave it out to run for ever)");
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "end_at"))) {
-        if (sched_time(v, "end_at", &out->end_at_ms, err, errlen) != 0) goto fail;
+        if (sched_time(v, "end_at", stored, &out->end_at_ms, err, errlen) != 0) goto fail;
         if (out->end_at_ms == 0) FAIL("end_at: must be after 1970");
         if (out->every_ms && out->end_at_ms < out->start_at_ms)
             FAIL("end_at: before start_at");
@@ -230,7 +230,8 @@ int64_t schedule_after(const schedule_def *d, int64_t t)
 /* Whether a run at `at`, after `runs` made, is allowed by times and end_at. */
 static int sched_allowed(const schedule_def *d, int64_t at, int64_t runs)
 {
-    return at >= 0 && (!d->times || runs < d->times) && (!d->end_at_ms || at <= d->end_at_ms);
+    /* a run is a task: none after the last time a task may have */
+    return at >= 0 && at <= TASK_TIME_MAX_MS && (!d->times || runs < d->times) && (!d->end_at_ms || at <= d->end_at_ms);
 }
 
 int64_t schedule_first(const schedule_def *d, int64_t now)

@@ -187,7 +187,45 @@ int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen)
     if (sec == 60) sec = 59; /* a leap second is held on :59 */
     struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D,
                     .tm_hour = h, .tm_min = m, .tm_sec = sec};
-    *ms = ((int64_t)timegm(&tm) - (int64_t)off_min * 60) * 1000 + frac_ms;
+    int64_t t = ((int64_t)timegm(&tm) - (int64_t)off_min * 60) * 1000 + frac_ms;
+    /* an offset can carry a time of year 0000 or 9999 out of the bounds */
+    if (t < 0) FAIL("before 1970");
+    if (t > TASK_TIME_MAX_MS) FAIL("after " TASK_TIME_MAX_TEXT);
+    *ms = t;
+    return 0;
+fail:
+    return -1;
+}
+
+int task_json_time(const cJSON *v, const char *name, int64_t *ms, char *err, size_t errlen)
+{
+    char why[160];
+    if (cJSON_IsString(v)) {
+        if (task_parse_rfc3339(v->valuestring, ms, why, sizeof(why)) != 0) FAIL("%s: %s", name, why);
+    } else if (task_json_int(v, 0, TASK_TIME_MAX_MS, ms) != 0) {
+        FAIL("%s: must be integer Unix milliseconds from 0 to %lld or an RFC 3339 timestamp up "
+             "to " TASK_TIME_MAX_TEXT, name, (long long)TASK_TIME_MAX_MS);
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+int task_text_time(const char *s, const char *name, int64_t *ms, char *err, size_t errlen)
+{
+    size_t digits = strspn(s, "0123456789");
+    if (digits && !s[digits]) {
+        /* at most the digits of TASK_TIME_MAX_MS, so that no value wraps */
+        int64_t x = 0;
+        for (size_t i = 0; i < digits && x <= TASK_TIME_MAX_MS; i++) x = x * 10 + (s[i] - '0');
+        if (x > TASK_TIME_MAX_MS)
+            FAIL("%s: must be Unix milliseconds from 0 to %lld or an RFC 3339 timestamp up to "
+                 TASK_TIME_MAX_TEXT, name, (long long)TASK_TIME_MAX_MS);
+        *ms = x;
+        return 0;
+    }
+    char why[160];
+    if (task_parse_rfc3339(s, ms, why, sizeof(why)) != 0) FAIL("%s: %s", name, why);
     return 0;
 fail:
     return -1;
@@ -210,12 +248,28 @@ int64_t task_backoff_ms(int64_t backoff_ms, int attempt, double jitter01)
     return d - cut < 1 ? 1 : d - cut;
 }
 
-/* An integer held exactly in a JSON number, in [min, max]. */
-int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out)
+int task_json_num(const cJSON *v, double min, double max, int integer, double *out)
 {
     if (!cJSON_IsNumber(v)) return -1;
     double d = v->valuedouble;
-    if (d != floor(d) || d < (double)min || d > (double)max) return -1;
+    if (!isfinite(d) || d < min || d > max) return -1;
+    if (integer) {
+        /* past 2^53 a double skips integers: 2^53 + 1 would read as 2^53 */
+        if (d != floor(d) || fabs(d) >= 9007199254740992.0) return -1;
+    } else {
+        /* Lua's cjson writes 14 significant digits: more would change */
+        char s[32];
+        snprintf(s, sizeof(s), "%.14g", d);
+        if (strtod(s, NULL) != d) return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out)
+{
+    double d;
+    if (task_json_num(v, (double)min, (double)max, 1, &d) != 0) return -1;
     *out = (int64_t)d;
     return 0;
 }
@@ -502,21 +556,15 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
     at = now_ms;
     if (ea) {
-        if (cJSON_IsString(ea)) {
-            char why[160];
-            if (task_parse_rfc3339(ea->valuestring, &at, why, sizeof(why)) != 0)
-                FAIL("execute_at: %s", why);
-        } else if (task_json_int(ea, 0, INT64_C(1) << 52, &at) != 0) {
-            FAIL("execute_at: must be integer Unix milliseconds or an RFC 3339 timestamp");
-        }
+        if (task_json_time(ea, "execute_at", &at, err, errlen) != 0) goto fail;
     } else if (dl) {
         int64_t d;
         if (task_json_int(dl, 0, TASK_MAX_AHEAD_MS, &d) != 0)
             FAIL("delay_ms: must be an integer from 0 to %lld", (long long)TASK_MAX_AHEAD_MS);
         at = now_ms + d;
     }
-    if (at < 0) FAIL("execute_at: before 1970");
     if (at > now_ms + TASK_MAX_AHEAD_MS) FAIL("execute_at: more than ten years ahead");
+    if (at > TASK_TIME_MAX_MS) FAIL("execute_at: after " TASK_TIME_MAX_TEXT);
 
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "retry"))) {
         const cJSON *r;
@@ -724,7 +772,8 @@ typedef struct task_scan {
     const char *p, *end;
     char path[TASK_PATH_MAX];
     size_t plen;            /* the path is cut at TASK_PATH_MAX - 1 bytes */
-    task_nul_fn *fn;
+    task_nul_fn *fn;        /* a string holding a NUL */
+    task_nul_fn *numfn;     /* a number cJSON does not hold (NULL: not looked for) */
     void *priv;
     size_t found;
     int stop;
@@ -749,6 +798,22 @@ static void task_scan_found(task_scan *sc)
 {
     sc->found++;
     if (sc->fn(sc->path, sc->priv)) sc->stop = 1;
+}
+
+/* 1 when the number token s[0..n) is read by strtod (as cJSON reads it) as
+ * inf, or as 0 though a digit of its mantissa is not 0. */
+static int task_number_lost(const char *s, size_t n)
+{
+    if (!n || (*s != '-' && !isdigit((unsigned char)*s))) return 0;
+    int nonzero = 0;
+    for (size_t i = 0; i < n && s[i] != 'e' && s[i] != 'E'; i++)
+        nonzero |= s[i] >= '1' && s[i] <= '9';
+    char small[64], *buf = n < sizeof(small) ? small : xmalloc(n + 1);
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    double d = strtod(buf, NULL);
+    if (buf != small) free(buf);
+    return isinf(d) || (d == 0 && nonzero);
 }
 
 /* The rest of a string, sc->p just past its opening quote. 1 if it holds a
@@ -795,7 +860,12 @@ static void task_scan_value(task_scan *sc, int depth)
         return;
     }
     if (open != '{' && open != '[') {
+        const char *tok = sc->p;
         while (sc->p < sc->end && !strchr(" \t\r\n,:]}\"{[", *sc->p)) sc->p++;
+        if (sc->numfn && task_number_lost(tok, (size_t)(sc->p - tok))) {
+            sc->found++;
+            if (sc->numfn(sc->path, sc->priv)) sc->stop = 1;
+        }
         return;
     }
     if (depth >= CJSON_NESTING_LIMIT) {  /* cJSON refuses deeper texts */
@@ -837,15 +907,26 @@ static void task_scan_value(task_scan *sc, int depth)
     }
 }
 
+/* Every value of the text, until a callback says stop. */
+static void task_scan_all(task_scan *sc)
+{
+    while (sc->p < sc->end && !sc->stop) {
+        const char *at = sc->p;
+        task_scan_value(sc, 0);
+        if (sc->p == at) sc->p++;
+    }
+}
+
+size_t task_json_scan(const char *s, size_t len, task_nul_fn *nul, task_nul_fn *num, void *priv)
+{
+    task_scan sc = {.p = s, .end = s + len, .fn = nul, .numfn = num, .priv = priv};
+    task_scan_all(&sc);
+    return sc.found;
+}
+
 size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv)
 {
-    task_scan sc = {.p = s, .end = s + len, .fn = fn, .priv = priv};
-    while (sc.p < sc.end && !sc.stop) {
-        const char *at = sc.p;
-        task_scan_value(&sc, 0);
-        if (sc.p == at) sc.p++;
-    }
-    return sc.found;
+    return task_json_scan(s, len, fn, NULL, priv);
 }
 
 typedef struct task_nul_err {
@@ -860,8 +941,15 @@ static int task_nul_first(const char *path, void *priv)
     return 1;
 }
 
-int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen)
+static int task_number_first(const char *path, void *priv)
+{
+    task_nul_err *e = priv;
+    snprintf(e->err, e->errlen, "%s: " TASK_NUMBER_LOST, *path ? path : "body");
+    return 1;
+}
+
+int task_json_check(const char *s, size_t len, char *err, size_t errlen)
 {
     task_nul_err e = {err, errlen};
-    return task_json_nuls(s, len, task_nul_first, &e) ? -1 : 0;
+    return task_json_scan(s, len, task_nul_first, task_number_first, &e) ? -1 : 0;
 }

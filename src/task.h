@@ -79,20 +79,52 @@ void task_input_free(task_input *t);
 typedef int task_nul_fn(const char *path, void *priv);
 size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv);
 
-/* The first such string as an error: -1 with "path: contains a NUL character
- * (\u0000)" in err, or 0 when there is none. */
-int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen);
+/* task_json_nuls, and num (NULL: none) called the same way for each number
+ * written in the text that cJSON would store as another: one past a
+ * double's range (1e400, read as inf) or one whose digits are not all zero
+ * read as 0 (1e-400). Returns the count of both. */
+size_t task_json_scan(const char *s, size_t len, task_nul_fn *nul, task_nul_fn *num, void *priv);
+
+/* The first such string or number as an error: -1 with "path: contains a
+ * NUL character (\u0000)" or "path: a number that would not be stored
+ * exactly (...)" in err, or 0 when there is none. */
+int task_json_check(const char *s, size_t len, char *err, size_t errlen);
+#define TASK_NUMBER_LOST "a number that would not be stored exactly (too large for a double, " \
+                         "or so small it would read as 0)"
+
+/* Numbers from outside: one bounded parser for every time and rate field.
+ *
+ * Times are Unix ms from 0 (1970) to TASK_TIME_MAX_MS, the last ms of the
+ * year 9999: every such time has four year digits in RFC 3339 and is an
+ * integer below 2^53, held exactly by a double (cJSON, Redis scores) and
+ * written exactly by the Lua scripts (lua/lib.lua: json_exact). */
+#define TASK_TIME_MAX_MS INT64_C(253402300799999) /* 9999-12-31T23:59:59.999Z */
+#define TASK_TIME_MAX_TEXT "9999-12-31T23:59:59.999Z"
 
 /* Parse an RFC 3339 timestamp ("2026-11-22T05:00:00.250Z", "...+02:00") to
- * Unix ms. Returns 0, or -1 with the reason in err. */
+ * Unix ms (digits past the ms dropped), in [0, TASK_TIME_MAX_MS]. Returns 0,
+ * or -1 with the reason in err. */
 int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen);
+
+/* A time given in JSON: an integer number of Unix ms or an RFC 3339 string,
+ * in [0, TASK_TIME_MAX_MS]. 0, or -1 with "name: reason" in err. */
+int task_json_time(const cJSON *v, const char *name, int64_t *ms, char *err, size_t errlen);
+/* The same given as text (a query parameter): Unix ms in digits, or RFC
+ * 3339. */
+int task_text_time(const char *s, const char *name, int64_t *ms, char *err, size_t errlen);
+
+/* A JSON number in [min, max] that tickd holds exactly: finite; when
+ * `integer`, an integer below 2^53 in magnitude; else one of at most 14
+ * significant digits, which is what Redis's Lua JSON writes back. 0, else
+ * -1 (the caller names the field and the bounds). */
+int task_json_num(const cJSON *v, double min, double max, int integer, double *out);
 
 /* Every member of obj is one of fields[0..n), once: 0, or -1 with
  * "name: unknown field" / "name: given more than once" in err. */
 int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
                       size_t errlen);
 
-/* An integer held exactly in a JSON number, in [min, max]: 0, else -1. */
+/* task_json_num of an integer, into an int64_t. */
 int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out);
 
 /* Bucket of a key: FNV-1a 32 modulo buckets. */

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON *j = cJSON_ParseWithLength(s, size);
     if (!j) return 0;
     schedule_def d, back;
-    if (task_json_check_nul(s, size, err, sizeof(err)) != 0 ||
+    if (task_json_check(s, size, err, sizeof(err)) != 0 ||
         schedule_def_parse(j, NOW_MS, &d, err, sizeof(err)) != 0) {
         if (!strchr(err, ':')) abort();
         cJSON_Delete(j);

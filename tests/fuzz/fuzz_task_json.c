@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     cJSON *j = cJSON_ParseWithLength(s, size);
     if (!j) return 0;
-    if (task_json_check_nul(s, size, err, sizeof(err)) != 0) {
+    if (task_json_check(s, size, err, sizeof(err)) != 0) {
         if (!strstr(err, ": contains a NUL character")) abort();
         cJSON_Delete(j);
         return 0;
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (!task_key_valid(t.key) || t.due_ms < NOW_MS || !t.spec) abort();
     cJSON *again = cJSON_Parse(t.spec);
-    if (!again || task_json_check_nul(t.spec, strlen(t.spec), err, sizeof(err)) != 0) abort();
+    if (!again || task_json_check(t.spec, strlen(t.spec), err, sizeof(err)) != 0) abort();
     task_input t2;
     if (task_input_parse(again, NOW_MS, &t2, err, sizeof(err)) != 0) {
         fprintf(stderr, "stored spec refused: %s\n%s\n", err, t.spec);

@@ -283,7 +283,15 @@ static void test_retry_after(void **state)
     assert_int_equal(h1_retry_after("Sun, 06 Nov 1994 08:49:47 GMTx", 30, now), -1);
     assert_int_equal(h1_retry_after("-5", 2, now), -1);
     assert_int_equal(h1_retry_after("", 0, now), -1);
-    assert_int_equal(h1_retry_after("99999999999999999999", 20, now), -1);
+    /* past any range: the longest delay, never none (the caller caps it) */
+    assert_int_equal(h1_retry_after("99999999999999999999", 20, now), H1_RETRY_AFTER_MAX_S * 1000);
+    char many[200];
+    memset(many, '9', sizeof(many));
+    assert_int_equal(h1_retry_after(many, sizeof(many), now), H1_RETRY_AFTER_MAX_S * 1000);
+    assert_int_equal(h1_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", 29, now),
+                     H1_RETRY_AFTER_MAX_S * 1000);
+    r = feed("HTTP/1.1 429 x\r\nRetry-After: 99999999999999999999\r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(r.retry_after_ms, H1_RETRY_AFTER_MAX_S * 1000 + 1);
 }
 
 int main(void)

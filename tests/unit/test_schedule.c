@@ -103,6 +103,38 @@ static void test_errors(void **state)
     }
 }
 
+/* Times from the API are 1970 to the end of 9999; a definition stored by a
+ * tickd before those bounds (start_at before 1970) still reads back and runs,
+ * rather than failing every pass for ever. */
+static void test_time_bounds(void **state)
+{
+    (void)state;
+    const char *got = refuse("{\"every_ms\":1000,\"start_at\":\"1969-12-31T23:59:59Z\","
+                             "\"task\":{\"callback_url\":\"http://h/\"}}");
+    assert_string_equal(got, "start_at: before 1970");
+    got = refuse("{\"every_ms\":1000,\"end_at\":253402300800000,"
+                 "\"task\":{\"callback_url\":\"http://h/\"}}");
+    assert_true(strncmp(got, "end_at: must be integer Unix milliseconds", 41) == 0);
+    /* the last time: its only run, none after */
+    schedule_def d = def("{\"every_ms\":1000,\"start_at\":\"9999-12-31T23:59:59.999Z\","
+                         "\"task\":{\"callback_url\":\"http://h/\"}}");
+    assert_int_equal(schedule_first(&d, NOW), TASK_TIME_MAX_MS);
+    int64_t at[3];
+    assert_int_equal(schedule_upcoming(&d, TASK_TIME_MAX_MS, 0, 3, at), 1);
+    schedule_def_free(&d);
+
+    const char *old = "{\"key\":\"old\",\"every_ms\":1000,\"start_at\":-1000,"
+                      "\"catch_up\":\"latest\",\"task\":{\"callback_url\":\"http://h/\"}}";
+    assert_int_equal(schedule_def_load(old, &d, err, sizeof(err)), 0);
+    assert_string_equal(d.json, old);
+    assert_int_equal(schedule_first(&d, NOW), NOW + 1000);
+    schedule_plan p;
+    schedule_plan_runs(&d, NOW, 0, NOW, LEAD, 5500, &p);
+    assert_int_equal(p.n, 4);
+    assert_int_equal(p.at[0], NOW);
+    schedule_def_free(&d);
+}
+
 static schedule_def every(int64_t every_ms, int64_t start, const char *extra)
 {
     char json[512];
@@ -214,6 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_and_load),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_time_bounds),
         cmocka_unit_test(test_plan_ahead_times_end),
         cmocka_unit_test(test_plan_catch_up),
         cmocka_unit_test(test_run_task),

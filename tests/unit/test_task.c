@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -479,8 +480,87 @@ static void test_rfc3339_valid(void **state)
     rfc_ok("2025-04-30T00:00:00Z", INT64_C(1745971200000));
     /* a leap second is held on :59 */
     rfc_ok("2016-12-31T23:59:60Z", INT64_C(1483228799000));
-    /* before 1970 parses (task_input_parse rejects it, not the parser) */
-    rfc_ok("1969-12-31T23:59:59Z", -1000);
+    /* the bounds: 1970 to the last ms of 9999, offsets included */
+    rfc_ok("1970-01-01T01:00:00+01:00", 0);
+    rfc_ok("9999-12-31T23:59:59.999Z", TASK_TIME_MAX_MS);
+    rfc_ok("9999-12-31T23:59:59.999999Z", TASK_TIME_MAX_MS);
+    rfc_ok("9999-12-31T23:59:60.999Z", TASK_TIME_MAX_MS);
+    rfc_ok("9999-12-31T00:00:00-23:59", TASK_TIME_MAX_MS - 999 - 60000 + 1000);
+}
+
+static void test_time_bounds(void **state)
+{
+    (void)state;
+    rfc_bad("1969-12-31T23:59:59Z", "before 1970");
+    rfc_bad("1970-01-01T00:59:59+01:00", "before 1970");
+    rfc_bad("0000-01-01T00:00:00Z", "before 1970");
+    rfc_bad("9999-12-31T23:59:59.999-00:01", "after 9999-12-31T23:59:59.999Z");
+    /* one parser for JSON numbers, JSON strings and query text */
+    char err[300];
+    int64_t ms = -5;
+    cJSON *v = cJSON_Parse("[253402300799999, 253402300800000, -1, 1.5, 1e-400, 1e400, "
+                           "\"9999-12-31T23:59:59.999Z\", \"99999999999999999999\", "
+                           "\"1969-12-31T23:59:59Z\", true, 0]");
+    const int ok[] = {1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
+    int i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        err[0] = '\0';
+        int rc = task_json_time(e, "start_at", &ms, err, sizeof(err));
+        if ((rc == 0) != ok[i]) fail_msg("item %d: rc %d: %s", i, rc, err);
+        if (rc != 0 && strncmp(err, "start_at: ", 10) != 0) fail_msg("item %d: %s", i, err);
+    }
+    cJSON_Delete(v);
+    assert_int_equal(task_text_time("253402300799999", "to", &ms, err, sizeof(err)), 0);
+    assert_int_equal(ms, TASK_TIME_MAX_MS);
+    assert_int_equal(task_text_time("0", "to", &ms, err, sizeof(err)), 0);
+    assert_int_equal(ms, 0);
+    const char *bad[] = {"253402300800000", "99999999999999999999", "-1", "", "1e5", " 5",
+                         "1969-12-31T23:59:59Z", "0x10"};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(*bad); k++) {
+        if (task_text_time(bad[k], "from", &ms, err, sizeof(err)) == 0)
+            fail_msg("accepted \"%s\" as %lld", bad[k], (long long)ms);
+        assert_true(strncmp(err, "from: ", 6) == 0);
+    }
+}
+
+static void test_json_num_bounds(void **state)
+{
+    (void)state;
+    double d;
+    int64_t n;
+    cJSON *v = cJSON_Parse("[0.0001, 1000000, 0.12345678901234, 0.123456789012345, 5e-324, "
+                           "1e400, 9007199254740991, 9007199254740993, 1.5, -0.0]");
+    const cJSON *e = v->child;
+    assert_int_equal(task_json_num(e, 0.0001, 1e6, 0, &d), 0);
+    assert_true(d == 0.0001);
+    assert_int_equal(task_json_num(e = e->next, 0.0001, 1e6, 0, &d), 0);
+    assert_int_equal(task_json_num(e = e->next, 0.0001, 1e6, 0, &d), 0);   /* 14 digits */
+    assert_int_equal(task_json_num(e = e->next, 0.0001, 1e6, 0, &d), -1);  /* 15 */
+    assert_int_equal(task_json_num(e = e->next, 0.0001, 1e6, 0, &d), -1);  /* 5e-324 */
+    assert_int_equal(task_json_num(e = e->next, 0, HUGE_VAL, 0, &d), -1);  /* inf */
+    assert_int_equal(task_json_int(e = e->next, 0, INT64_MAX, &n), 0);
+    assert_int_equal(n, INT64_C(9007199254740991));
+    assert_int_equal(task_json_int(e = e->next, 0, INT64_MAX, &n), -1);    /* past 2^53 */
+    assert_int_equal(task_json_int(e = e->next, 0, 10, &n), -1);           /* 1.5 */
+    assert_int_equal(task_json_int(e = e->next, 0, 10, &n), 0);            /* -0 */
+    assert_int_equal(n, 0);
+    cJSON_Delete(v);
+    /* what cJSON reads as another number is found in the text */
+    char err[300];
+    const char *lost[][2] = {{"{\"req\":{\"x\":1e-400}}", "req.x: a number"},
+                             {"[0, -1E-999]", "[1]: a number"},
+                             {"{\"a\":[{\"b\":2e308}]}", "a[0].b: a number"},
+                             {"1e-400", "body: a number"},
+                             {"{\"s\":\"1e-400\",\"z\":[0,0e-400,-0.0,0.000]}", NULL}};
+    for (size_t k = 0; k < sizeof(lost) / sizeof(*lost); k++) {
+        err[0] = '\0';
+        int rc = task_json_check(lost[k][0], strlen(lost[k][0]), err, sizeof(err));
+        if (!lost[k][1]) {
+            if (rc != 0) fail_msg("%s: %s", lost[k][0], err);
+        } else if (rc != -1 || strncmp(err, lost[k][1], strlen(lost[k][1])) != 0) {
+            fail_msg("%s: %d %s", lost[k][0], rc, err);
+        }
+    }
 }
 
 static void test_rfc3339_invalid(void **state)
@@ -1306,7 +1386,7 @@ static const char *nul_err(const char *json, size_t len)
 {
     static char err[400];
     err[0] = '\0';
-    if (task_json_check_nul(json, len, err, sizeof(err)) == 0) assert_string_equal(err, "");
+    if (task_json_check(json, len, err, sizeof(err)) == 0) assert_string_equal(err, "");
     else assert_true(err[0] != '\0');
     return err;
 }
@@ -1543,6 +1623,8 @@ int main(void)
         cmocka_unit_test(test_bucket_known_and_stable),
         cmocka_unit_test(test_bucket_spread),
         cmocka_unit_test(test_rfc3339_valid),
+        cmocka_unit_test(test_time_bounds),
+        cmocka_unit_test(test_json_num_bounds),
         cmocka_unit_test(test_rfc3339_invalid),
         cmocka_unit_test(test_backoff_doubling_and_cap),
         cmocka_unit_test(test_backoff_jitter),
