@@ -37,24 +37,6 @@ static int api_status_ok(const char *s)
     return 0;
 }
 
-/* A cursor as next_cursor gives it, "<slice>~<score>~<id>": a slice name
- * (task_slice_name), an integer score (ms) and a task id, each checked whole
- * here, since the store's script takes them as they are. */
-static int api_cursor_valid(const char *v)
-{
-    const char *a = strchr(v, '~'), *b = a ? strchr(a + 1, '~') : NULL;
-    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
-    int64_t at;
-    if (!a || !b || (size_t)(a - v) >= TASK_SLICE_MAX || strlen(v) >= STORE_CURSOR_MAX)
-        return 0;
-    snprintf(slice, sizeof(slice), "%.*s", (int)(a - v), v);
-    if (task_slice_minute(slice) < 0) return 0;
-    size_t bucket = strspn(slice + 13, "0123456789");
-    size_t score = strspn(a + 1, "0123456789");
-    return bucket >= 1 && bucket <= 4 && !slice[13 + bucket] && score >= 1 && score <= 16 &&
-           a + 1 + score == b && task_id_parse(b + 1, slice, &at, key) == 0;
-}
-
 /* Fill f from a name -> value source; the same checks for both sources.
  * get(name, out, outlen) answers 1 when the name is given. */
 typedef int api_get_fn(void *src, const char *name, char *out, size_t outlen);
@@ -95,11 +77,11 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
         f->limit = n;
     }
     if (get(src, "cursor", v, sizeof(v)) && *v) {
-        if (!api_cursor_valid(v)) {
+        if (!task_cursor_valid(v) || strlen(v) >= sizeof(f->cursor)) {
             snprintf(err, errlen, "cursor: malformed (pass next_cursor as given)");
             return -1;
         }
-        snprintf(f->cursor, sizeof(f->cursor), "%s", v);
+        memcpy(f->cursor, v, strlen(v) + 1);
     }
     if (get(src, "key_prefix", v, sizeof(v))) {
         if (strlen(v) > TASK_KEY_MAX || (*v && !task_key_valid(v))) {

@@ -136,6 +136,20 @@ int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key
     return 0;
 }
 
+int task_cursor_valid(const char *s)
+{
+    const char *a = strchr(s, '~'), *b = a ? strchr(a + 1, '~') : NULL;
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    if (!a || !b || (size_t)(a - s) >= TASK_SLICE_MAX) return 0;
+    snprintf(slice, sizeof(slice), "%.*s", (int)(a - s), s);
+    if (task_slice_minute(slice) < 0) return 0;
+    size_t bucket = strspn(slice + 13, "0123456789");
+    size_t score = strspn(a + 1, "0123456789");
+    return bucket >= 1 && bucket <= 4 && !slice[13 + bucket] && score >= 1 && score <= 16 &&
+           a + 1 + score == b && task_id_parse(b + 1, slice, &at, key) == 0;
+}
+
 static int task_digits(const char *s, int n, int *v)
 {
     *v = 0;

@@ -161,6 +161,12 @@ void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
                   char *out, size_t outlen);
 int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key);
 
+/* 1 if s is a listing's cursor as next_cursor gives it (store.h),
+ * "<slice>~<score>~<id>": a slice name as task_slice_name makes, an integer
+ * score (ms) and a task id. Checked whole before a store's script takes the
+ * parts as they are; one that passes fits STORE_CURSOR_MAX. */
+int task_cursor_valid(const char *s);
+
 /* 1 if s is a valid queue name: 1..64 of [A-Za-z0-9._-]. */
 int task_queue_valid(const char *s);
 

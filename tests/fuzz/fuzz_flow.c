@@ -6,6 +6,7 @@
  *
  * Input: "<body JSON>\n<destination>\n<Retry-After>" (parts may be missing). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             back.rate != fs.rate || back.max_concurrency != fs.max_concurrency ||
             back.paused != fs.paused)
             abort();
+        /* a rate is bounded and reads back from 14 digits (Lua's JSON) */
+        char r14[32];
+        snprintf(r14, sizeof(r14), "%.14g", fs.rate);
+        if ((fs.rate && (fs.rate < FLOW_RATE_MIN || fs.rate > FLOW_RATE_MAX)) ||
+            strtod(r14, NULL) != fs.rate)
+            abort();
         cJSON *o = cJSON_CreateObject();
         flow_settings_render(json, queue, o);
         cJSON_Delete(o);
@@ -47,7 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON_Delete(body);
     if (flow_dest_valid(dest) && strlen(dest) >= FLOW_DEST_MAX) abort();
     if (flow_dest_of_url(dest, out) == 0 && strlen(out) >= FLOW_DEST_MAX) abort();
-    if (h1_retry_after(ra, strlen(ra), 1700000000) < -1) abort();
+    int64_t ms = h1_retry_after(ra, strlen(ra), 1700000000);
+    if (ms < -1 || ms > H1_RETRY_AFTER_MAX_S * 1000) abort();
+    /* delay-seconds of any length are a delay, saturated */
+    if (*ra && strspn(ra, "0123456789") == strlen(ra) && ms < 0) abort();
     free(s);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* fuzz_schedule_json.c -- the API's schedule JSON on arbitrary bytes, as
- * api.c takes it: cJSON, the NUL check, schedule_def_parse; then what the
+ * api.c takes it: cJSON, the check of NULs and numbers, schedule_def_parse; then what the
  * runner does with an accepted one: read back, plan a pass (with missed runs
  * and without), make the runs' tasks. Invariants beyond the sanitizers: an
  * error names a field ("field: reason"); the stored definition reads back to
@@ -57,6 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     cJSON_Delete(j);
+    /* times from the API are within the bounds (task.h) */
+    if (d.start_at_ms < 0 || d.start_at_ms > TASK_TIME_MAX_MS || d.end_at_ms < 0 ||
+        d.end_at_ms > TASK_TIME_MAX_MS)
+        abort();
     if (schedule_def_load(d.json, &back, err, sizeof(err)) != 0) {
         fprintf(stderr, "stored definition refused: %s\n%s\n", err, d.json);
         abort();

@@ -1,6 +1,8 @@
 /* fuzz_task_json.c -- the API's task JSON on arbitrary bytes, as api.c takes
- * it: a raw NUL refused, cJSON, the NUL scan of the text, then
- * task_input_parse. The NUL scan also runs on every input, JSON or not.
+ * it: a raw NUL refused, cJSON, the scan of the text for NULs and numbers
+ * cJSON does not hold, then task_input_parse. The scan also runs on every
+ * input, JSON or not; so do the bounded time parsers (the text as a query
+ * parameter, the JSON as a field) and the listing cursor's check.
  * Invariants checked beyond the sanitizers: an error names a field
  * ("field: reason"); an accepted task's stored spec is JSON that is accepted
  * again and stored unchanged (what is stored is what was sent); its record
@@ -41,6 +43,20 @@ static int fuzz_same_members(const cJSON *a, const cJSON *b)
     return 1;
 }
 
+/* The text (no NUL) as a query parameter's time and as a cursor. */
+static void fuzz_text(const char *s, size_t size)
+{
+    char *t = malloc(size + 1), err[300];
+    int64_t ms;
+    memcpy(t, s, size);
+    t[size] = '\0';
+    if (task_text_time(t, "from", &ms, err, sizeof(err)) == 0 ? ms < 0 || ms > TASK_TIME_MAX_MS
+                                                              : strncmp(err, "from: ", 6) != 0)
+        abort();
+    if (task_cursor_valid(t) && size >= TASK_SLICE_MAX + 17 + TASK_ID_MAX) abort();
+    free(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -51,12 +67,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = task_json_nuls(s, size, fuzz_count, &seen);
     if (n != seen) abort();
     free(task_rec_spec(s, size, "202611221000.3.1795000030000.abc"));
+    size_t both = 0;
+    if (task_json_scan(s, size, fuzz_count, fuzz_count, &both) != both || both < seen) abort();
     if (memchr(s, '\0', size)) return 0;
+    fuzz_text(s, size);
 
     cJSON *j = cJSON_ParseWithLength(s, size);
     if (!j) return 0;
+    int64_t ms;
+    if (task_json_time(j, "t", &ms, err, sizeof(err)) == 0 ? ms < 0 || ms > TASK_TIME_MAX_MS
+                                                           : strncmp(err, "t: ", 3) != 0)
+        abort();
     if (task_json_check(s, size, err, sizeof(err)) != 0) {
-        if (!strstr(err, ": contains a NUL character")) abort();
+        if (!strstr(err, ": contains a NUL character") && !strstr(err, ": a number")) abort();
         cJSON_Delete(j);
         return 0;
     }

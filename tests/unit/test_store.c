@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "flow.h"
 #include "schedule.h"
 #include "store.h"
 #include "util.h"
@@ -31,7 +32,7 @@ typedef struct fixture {
     int answers;                 /* callbacks run */
     /* the last answer */
     store_status st;
-    char id[TASK_ID_MAX], state[512], spec[512], detail[256];
+    char id[TASK_ID_MAX], state[1024], spec[1024], detail[256];
     int ok;
     int64_t wm;
     store_claim claim;
@@ -49,6 +50,7 @@ typedef struct fixture {
     int nlist;
     char cursor[STORE_CURSOR_MAX];
     char sstates[8][1024];
+    char flow[256];              /* the last flow settings read */
 } fixture;
 
 static pid_t redis_pid;
@@ -873,6 +875,120 @@ static void test_schedule_claim_lease_advance(void **state)
     assert_int_equal(f->nsched, 0);
 }
 
+/* ---- every record reads back ---------------------------------------- */
+
+static void flow_done_cb(int n, const char *err, void *priv)
+{
+    fixture *f = priv;
+    (void)n;
+    assert_null(err);
+    f->answers++;
+}
+
+static void flow_info_cb(const store_flow_info *items, int n, const char *err, void *priv)
+{
+    fixture *f = priv;
+    assert_null(err);
+    snprintf(f->flow, sizeof(f->flow), "%s", n > 0 && items[0].settings ? items[0].settings : "");
+    f->answers++;
+}
+
+/* The spec read back is the spec stored: the same members, the same values. */
+static void spec_same(fixture *f, const char *id, const char *want)
+{
+    store_get(f->s, id, get_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    cJSON *a = cJSON_Parse(want), *b = cJSON_Parse(f->spec);
+    if (!a || !b || !cJSON_Compare(a, b, 1)) fail_msg("stored:\n%s\nread back:\n%s", want, f->spec);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+/* Records written with the extreme values the API takes read back the same:
+ * the latest times (a task ten years ahead and retried there, a schedule's
+ * run in 9999), the most attempts, the longest backoff and timeout, numbers
+ * of req at a double's edges, rates and limits at their bounds. */
+static void test_round_trip_extremes(void **state)
+{
+    fixture *f = *state;
+    char json[1024], err[300], id[TASK_ID_MAX];
+    int64_t at = store_now_ms(f->s) + TASK_MAX_AHEAD_MS;
+    snprintf(json, sizeof(json),
+             "{\"key\":\"x1\",\"callback_url\":\"http://127.0.0.1:1/\",\"execute_at\":%lld,"
+             "\"timeout_ms\":300000,\"retry\":{\"max_attempts\":100,\"backoff_ms\":86400000},"
+             "\"req\":{\"int\":999999999999999,\"neg\":-999999999999999,"
+             "\"max\":1.79769313486231e308,\"min\":-2.2250738585072e-308,\"sub\":4.94065645841247e-324,"
+             "\"frac\":0.123456789012345,\"big\":1e300,\"zero\":-0.0,\"a\":[1e-300,123456789012345]}}",
+             (long long)at);
+    cJSON *o = cJSON_Parse(json);
+    task_input t;
+    if (task_input_parse(o, store_now_ms(f->s), &t, err, sizeof(err)) != 0) fail_msg("%s", err);
+    cJSON_Delete(o);
+    store_add(f->s, &t, add_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    snprintf(id, sizeof(id), "%s", f->id);
+    spec_same(f, id, t.spec);
+    assert_int_equal(num_of(f->state, "due"), at);
+    /* cancelled, then retried at the farthest time a retry may have */
+    store_cancel(f->s, id, cancel_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->st, ST_OK);
+    move(f, id, MOVE_RETRY, at);
+    assert_int_equal(f->st, ST_OK);
+    assert_string_equal(status_of(f, id), "scheduled");
+    assert_int_equal(num_of(f->state, "due"), at);
+    spec_same(f, id, t.spec);
+    task_input_free(&t);
+
+    /* a schedule whose run is the last ms of 9999 */
+    schedule_def d;
+    o = cJSON_Parse("{\"key\":\"late\",\"every_ms\":316224000000,"
+                    "\"start_at\":\"9999-12-31T23:59:59.999Z\",\"times\":4503599627370496,"
+                    "\"task\":{\"callback_url\":\"http://127.0.0.1:1/\","
+                    "\"retry\":{\"max_attempts\":100}}}");
+    if (schedule_def_parse(o, store_now_ms(f->s), &d, err, sizeof(err)) != 0) fail_msg("%s", err);
+    cJSON_Delete(o);
+    sch_write(f, SCH_CREATE, "sch.late", d.json, TASK_TIME_MAX_MS);
+    assert_int_equal(f->st, ST_OK);
+    assert_int_equal(num_of(f->sstate, "next"), TASK_TIME_MAX_MS);
+    store_sch_get(f->s, "sch.late", sch_cb, f);
+    wait_answers(f, 1);
+    assert_string_equal(f->sdef, d.json);
+    assert_int_equal(num_of(f->sstate, "next"), TASK_TIME_MAX_MS);
+    sch_write(f, SCH_PAUSE, "sch.late", NULL, -1);
+    sch_write(f, SCH_RESUME, "sch.late", NULL, TASK_TIME_MAX_MS);
+    assert_int_equal(num_of(f->sstate, "next"), TASK_TIME_MAX_MS);
+    assert_int_equal(num_of(f->sprev, "next"), TASK_TIME_MAX_MS);
+    schedule_def_free(&d);
+
+    /* flow settings at their bounds, written again by a pause */
+    if (!store_has_flow(f->s)) return;
+    const char *bodies[] = {"{\"rate\":0.0001,\"burst\":1000000,\"max_concurrency\":1000000}",
+                            "{\"rate\":1000000}", "{\"rate\":0.12345678901234,\"burst\":7}"};
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(*bodies); i++) {
+        flow_settings fs, back;
+        o = cJSON_Parse(bodies[i]);
+        assert_int_equal(flow_settings_parse(o, 1, &fs, err, sizeof(err)), 0);
+        cJSON_Delete(o);
+        char *js = flow_settings_json(&fs, 1);
+        store_flow_put(f->s, "q:rt", js, flow_done_cb, f);
+        wait_answers(f, 1);
+        free(js);
+        store_flow_put(f->s, "q:rt", "+paused", flow_done_cb, f);
+        wait_answers(f, 1);
+        store_flow_get(f->s, "q:rt", flow_info_cb, f);
+        wait_answers(f, 1);
+        o = cJSON_Parse(f->flow);
+        assert_int_equal(flow_settings_parse(o, 1, &back, err, sizeof(err)), 0);
+        cJSON_Delete(o);
+        if (back.rate != fs.rate || back.burst != (fs.burst ? fs.burst : 1) ||
+            back.max_concurrency != fs.max_concurrency || !back.paused)
+            fail_msg("%s read back as %s", bodies[i], f->flow);
+    }
+}
+
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup_memory, teardown), \
                 cmocka_unit_test_setup_teardown(t, setup_redis, teardown)
 
@@ -884,6 +1000,7 @@ int main(void)
         BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
         BOTH(test_list_pages), BOTH(test_retry_and_run_now), BOTH(test_keyless_tasks),
+        BOTH(test_round_trip_extremes),
     };
     if (redis_start() != 0) {
         fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");

@@ -268,6 +268,27 @@ static void test_id_round_trip(void **state)
     assert_string_equal(id, id2);
 }
 
+static void test_cursor_valid(void **state)
+{
+    (void)state;
+    const char *id = "202611261200.3.1795000000000.k:1";
+    char c[400];
+    snprintf(c, sizeof(c), "202611261200.3~1795000000000~%s", id);
+    assert_true(task_cursor_valid(c));
+    const char *bad[] = {"202611261200.3~..~", "202611261200.3~1e5~", "202611261200.3~+5~",
+                         "202611261200.3~~", "202611261200.~5~", "202611261200.12345~5~",
+                         "202611261200.3x~5~", "202613261200.3~5~", "202611261200.3~-5~",
+                         "202611261200.3~12345678901234567~", "~5~", "202611261200.3~5"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        snprintf(c, sizeof(c), "%s%s", bad[i], id);
+        if (task_cursor_valid(c)) fail_msg("valid: %s", c);
+    }
+    snprintf(c, sizeof(c), "202611261200.3~5~%s~", id);
+    assert_false(task_cursor_valid(c));
+    assert_false(task_cursor_valid("202611261200.3~5~202611261200.3.1.a/b"));
+    assert_false(task_cursor_valid(""));
+}
+
 static void test_id_malformed(void **state)
 {
     (void)state;
@@ -1624,6 +1645,7 @@ int main(void)
         cmocka_unit_test(test_bucket_spread),
         cmocka_unit_test(test_rfc3339_valid),
         cmocka_unit_test(test_time_bounds),
+        cmocka_unit_test(test_cursor_valid),
         cmocka_unit_test(test_json_num_bounds),
         cmocka_unit_test(test_rfc3339_invalid),
         cmocka_unit_test(test_backoff_doubling_and_cap),
