@@ -239,7 +239,8 @@ int task_text_time(const char *s, const char *name, int64_t *ms, char *err, size
         return 0;
     }
     char why[160];
-    if (task_parse_rfc3339(s, ms, why, sizeof(why)) != 0) FAIL("%s: %s", name, why);
+    if (task_parse_rfc3339(s, ms, why, sizeof(why)) != 0)
+        FAIL("%s: must be Unix milliseconds or an RFC 3339 timestamp: %s", name, why);
     return 0;
 fail:
     return -1;
