@@ -125,3 +125,24 @@ def test_retry_after_past_any_range_holds_for_the_cap(tickd):
     finally:
         own.close()
         curl.close()
+
+
+def test_a_stored_schedule_from_before_1970_reads_back_and_runs(tickd, redis, receiver):
+    # stored as an earlier tickd took it (start_at before 1970): it shows,
+    # lists and runs, rather than answering 500 and being claimed for ever
+    body = {"key": "old", "every_ms": 1000, "start_at": 0, "times": 2,
+            "task": {"callback_url": receiver.url()}}
+    code, res = tickd.request("POST", "/v1/schedules", body)
+    assert code == 201, res
+    key = next(k for k in redis.cli("--scan", "--pattern", "tickd:{sc.*}:sdef").split()
+               if redis.cli("HEXISTS", k, "sch.old") == "1")
+    stored = json.loads(redis.cli("HGET", key, "sch.old"))
+    stored["start_at"] = -1000
+    redis.cli("HSET", key, "sch.old", json.dumps(stored, separators=(",", ":")))
+    code, res = tickd.request("GET", "/v1/schedules/sch.old")
+    assert code == 200 and res["start_at"] == -1000, res
+    code, res = tickd.request("GET", "/v1/schedules")
+    assert code == 200 and [s["id"] for s in res["schedules"]] == ["sch.old"], res
+    wait_for(lambda: len(receiver.calls) >= 2, 15, what="its two runs")
+    code, res = tickd.request("GET", "/v1/schedules/sch.old")
+    assert code == 200 and res["runs"] == 2 and res["state"] == "completed", res
