@@ -27,9 +27,10 @@ const char *schedule_id_key(const char *id)
     return id + 4;
 }
 
-/* A time field: from the API, task_json_time's bounds; as stored, any
- * integer a double holds (tickds before those bounds stored start_at from
- * before 1970: such a schedule still reads back, runs and shows). */
+/* A time field: from the API, task_json_time's bounds; as stored, integer
+ * Unix ms from the year 0000 on (tickds before those bounds stored a start_at
+ * before 1970 that an RFC 3339 string gave: such a schedule still reads
+ * back, runs and shows, rather than failing on every pass). */
 static int sched_time(const cJSON *v, const char *name, int stored, int64_t *out, char *err,
                       size_t errlen)
 {
@@ -231,7 +232,8 @@ int64_t schedule_after(const schedule_def *d, int64_t t)
 static int sched_allowed(const schedule_def *d, int64_t at, int64_t runs)
 {
     /* a run is a task: none after the last time a task may have */
-    return at >= 0 && at <= TASK_TIME_MAX_MS && (!d->times || runs < d->times) && (!d->end_at_ms || at <= d->end_at_ms);
+    return at >= 0 && at <= TASK_TIME_MAX_MS && (!d->times || runs < d->times) &&
+           (!d->end_at_ms || at <= d->end_at_ms);
 }
 
 int64_t schedule_first(const schedule_def *d, int64_t now)
