@@ -123,7 +123,7 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
             return -1;
         }
         /* a schedule's runs have the keys s:<key>:<version> */
-        snprintf(f->prefix, sizeof(f->prefix), "s:%s:", key);
+        snprintf(f->prefix, sizeof(f->prefix), TASK_RUN_PREFIX "%s:", key);
     }
     if (get(src, "from", v, sizeof(v)) && api_time("from", v, &f->from, err, errlen) != 0) return -1;
     if (get(src, "to", v, sizeof(v)) && api_time("to", v, &f->to, err, errlen) != 0) return -1;
