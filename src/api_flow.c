@@ -153,7 +153,7 @@ void api_flow(api *a, http_req *req, const char *path)
     const char *m = http_method(req);
     int queues = strncmp(path, "/v1/queues", 10) == 0;
     const char *rest = path + (queues ? 10 : 16);
-    char name[FLOW_DEST_MAX], key[FLOW_KEY_MAX], seg[FLOW_DEST_MAX * 3];
+    char name[FLOW_DEST_MAX], given[FLOW_DEST_MAX], key[FLOW_KEY_MAX], seg[FLOW_DEST_MAX * 3];
     if (!store_has_flow(a->s)) {
         api_error(req, 501, "not_implemented",
                   "flow control: queues and destinations need the Redis store");
@@ -181,7 +181,7 @@ void api_flow(api *a, http_req *req, const char *path)
                       TASK_QUEUE_MAX - 1);
             return;
         }
-    } else if (api_segment(seg, name, sizeof(name)) != 0 || !flow_dest_valid(name)) {
+    } else if (api_segment(seg, given, sizeof(given)) != 0 || flow_dest_canon(given, name) != 0) {
         api_error(req, 400, "invalid_argument",
                   "destination: must be host or host:port (lower case, no scheme, path or "
                   "user; an IPv6 address in brackets)");
