@@ -47,7 +47,9 @@ int task_key_valid(const char *s)
  *   id's owner re-POSTing, not another kind.
  * - a schedule's run: a task keyed "s:<schedule key>:<version>"
  *   (schedule_run_task); the prefix below keeps it for runs alone. Runs of
- *   two schedules differ too: the version, after the last ':', has no ':'.
+ *   two schedules differ too: the version, after the last ':', is digits
+ *   alone, and so is what a listing by schedule_id takes after
+ *   "s:<key>:" (store_list_query.runs): s:ab:1:2 is a run of ab:1, not of ab.
  * - a schedule id, "sch.<key>": a space of its own (its own URLs, its own
  *   hashes, lua/sched.lua), never a task's.
  * - a retry, a run now: the same task, its id unchanged (lua/move.lua).
