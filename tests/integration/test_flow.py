@@ -460,3 +460,19 @@ def test_a_destination_is_one_whatever_the_urls_spelling(tickd, receiver):
     assert receiver.count() == 1
     code, res = tickd.request("GET", "/v1/destinations")
     assert [d["destination"] for d in res["destinations"]] == [f"127.0.0.1:{port}"]
+
+
+def test_settings_stored_under_another_spelling_can_still_be_deleted(redis, tickd):
+    """Settings stored before destinations took one form keep their spelling:
+    no task finds them, and DELETE by that spelling removes them."""
+    redis.cli("HSET", "tickd:{flow}:cfg", "d:[::ffff:127.0.0.1]:9000",
+              '{"rate":1,"burst":1}')
+    code, res = tickd.request("GET", "/v1/destinations")
+    assert [d["destination"] for d in res["destinations"]] == ["[::ffff:127.0.0.1]:9000"]
+    put(tickd, "/v1/destinations/127.0.0.1:9000", {"max_concurrency": 3})
+    code, _ = tickd.request("DELETE", "/v1/destinations/%5B::ffff:127.0.0.1%5D:9000")
+    assert code == 204
+    code, res = tickd.request("GET", "/v1/destinations")
+    assert res["destinations"] == []
+    code, _ = tickd.request("DELETE", "/v1/destinations/%5B::ffff:127.0.0.1%5D:9000")
+    assert code == 404
