@@ -128,7 +128,7 @@ int flow_dest_valid(const char *s)
 }
 
 /* A host as libcurl's URL parser gives it, in place (cap bytes): the
- * destination's host. 0, or -1 when it does not fit. */
+ * destination's host. 0, or -1 when its address form does not fit. */
 static int flow_dest_host(char *host, size_t cap)
 {
     for (;;) {
@@ -146,7 +146,7 @@ static int flow_dest_host(char *host, size_t cap)
         if (ok) memcpy(host, h, strlen(h) + 1);
         curl_free(h);
         curl_url_cleanup(u);
-        if (!ok) return -1;
+        if (!ok) break;       /* not a URL's host without it: the name as it is */
     }
     char a[FLOW_DEST_MAX];
     if (netpolicy_address_form(host, a, sizeof(a)) == 0) {
