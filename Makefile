@@ -10,6 +10,8 @@
 #                   FUZZ_SECONDS (default 60) on tests/fuzz/corpus/<name>/
 #   make fuzz-replay  every target once over its kept corpus (part of test)
 #   make bench      benchmarks (bench/README.md)
+#   make deb        the Debian package build/deb/tickd_<version>_<arch>.deb
+#                   (debian/; tested by make test)
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -174,7 +176,7 @@ soak: deps build/tickd-san
 # everything built first, two at a time; then the tests, one suite after another
 test: deps
 	$(MAKE) --no-print-directory -j2 boundary $(UBINS) $(SUBINS) $(FBINS) build/tickd \
-	  build/tickd-san build/tickctl build/tools/cron_next
+	  build/tickd-san build/tickctl build/tools/cron_next deb
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration integration-san
 
 run: deps build/tickd build/tickctl
