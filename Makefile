@@ -234,7 +234,8 @@ uninstall:
 # built in a copy of the sources in build/deb/tickd/ so that nothing is
 # written outside build/: build/deb/tickd_<version>_<arch>.deb, with its
 # .buildinfo, .changes and build.log. As root it installs Debian's packaging
-# tools when missing, as make deps does.
+# tools when missing, as make deps does. debian/rules alone decides how it is
+# built (no variables or jobs of this make reach it; all CPUs are used).
 DEB_TOOLS   = debhelper dpkg-dev fakeroot lintian
 DEB_SOURCES = Makefile README.md $(SRCS) $(wildcard src/*.h cmd/*/* lua/*.lua conf/* doc/* debian/* debian/source/*) \
               scripts/openapi_c.py
@@ -245,7 +246,8 @@ deb-deps:
 build/deb/stamp: $(DEB_SOURCES) | deb-deps
 	rm -rf build/deb && mkdir -p build/deb/tickd
 	cp -a Makefile README.md src cmd lua conf doc scripts debian build/deb/tickd/
-	cd build/deb/tickd && DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
+	cd build/deb/tickd && unset MAKEFLAGS MFLAGS MAKELEVEL && \
+	  DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
 	  dpkg-buildpackage -us -uc -b >../build.log 2>&1 || { tail -40 ../build.log; exit 1; }
 	rm -rf build/deb/tickd
 	@ls build/deb/*.deb
