@@ -118,6 +118,13 @@ def test_extracted_package_delivers_a_callback(deb, tmp_path, redis, receiver):
     # built with SYSCONFDIR=/etc: reads /etc/tickd/tickd.ini without -c
     h = subprocess.run([tickd, "--help"], capture_output=True, text=True)
     assert "without -c: /etc/tickd/tickd.ini when it exists" in h.stdout
+    # built with dpkg-buildflags' hardening: PIE, full RELRO, fortified calls
+    for b in (tickd, tickctl):
+        elf = subprocess.run(["readelf", "-hldW", "--dyn-syms", b], capture_output=True,
+                             text=True, check=True).stdout
+        assert "DYN (Position-Independent Executable" in elf, b
+        assert "GNU_RELRO" in elf and re.search(r"\(FLAGS\)\s+BIND_NOW", elf), b
+        assert re.search(r"__\w+_chk@", elf), b
     unit = (root / "lib/systemd/system/tickd.service").read_text()
     assert "ExecStart=/usr/bin/tickd -c /etc/tickd/tickd.ini" in unit
     assert "EnvironmentFile=-/etc/tickd/env" in unit
