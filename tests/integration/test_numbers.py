@@ -68,6 +68,9 @@ def test_retry_execute_at_is_bounded_in_both_forms(tickd):
                "9999-12-31T23:59:59.999Z", now_ms() + 11 * 366 * 86400 * 1000, -1, 1.5):
         refused(tickd, "POST", path, {"execute_at": at}, field="execute_at")
     refused(tickd, "POST", path, raw=b'{"execute_at": 1e-400}', field="execute_at")
+    for at in (TIME_MAX + 1, "1969-12-31T23:59:59Z", "9999-12-31T23:59:59.999-00:01"):
+        refused(tickd, "POST", "/v1/tasks",
+                {"callback_url": "http://127.0.0.1:9/x", "expires_at": at}, field="expires_at")
     code, res = tickd.request("POST", path, {"execute_at": now_ms() + HOUR_MS})
     assert code == 200 and res["status"] == "scheduled", res
 
