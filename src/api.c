@@ -46,6 +46,11 @@ void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
+    /* every answer is UTF-8 (RFC 8259): text from outside is checked or
+     * cleaned where it comes in, and a record stored before that was (by an
+     * older build) is cleaned here; cJSON escapes control bytes in strings
+     * and prints none outside them, so only such bytes change */
+    if (s && !util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
     if (s) {
         s = xrealloc(s, n + 2);
         s[n++] = '\n';
@@ -210,6 +215,17 @@ cJSON *api_body(http_req *req)
             api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
             return NULL;
         }
+    /* RFC 8259 section 8.1: a JSON text is UTF-8, and cJSON takes any bytes
+     * in strings; every string is text that may be stored and printed, so a
+     * body with one that is not UTF-8 is refused whole, naming it */
+    if (!util_utf8_valid(data, len, NULL)) {
+        char err[400];
+        if (task_json_check_utf8(data, len, err, sizeof(err)) == 0)
+            snprintf(err, sizeof(err), "body: not valid UTF-8");
+        cJSON_Delete(j);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return NULL;
+    }
     return j;
 }
 

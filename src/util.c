@@ -80,16 +80,52 @@ int util_fmt_int(char *buf, long long v)
     return n;
 }
 
-/* The length of the valid UTF-8 sequence at p (up to end), 0 if none. */
-static size_t util_utf8_len(const unsigned char *p, const unsigned char *end)
+size_t util_utf8_seq(const char *s, size_t n)
 {
-    size_t n = *p >= 0xf0 && *p <= 0xf4 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc2 && *p <= 0xdf ? 2 : 0;
-    if (!n || (size_t)(end - p) < n) return 0;
-    for (size_t i = 1; i < n; i++)
+    const unsigned char *p = (const unsigned char *)s;
+    if (!n) return 0;
+    if (p[0] < 0x80) return 1;
+    /* RFC 3629 section 4: the lead byte gives the length and the range of
+     * the second byte, which is where overlongs (E0, F0), surrogates (ED)
+     * and code points past U+10FFFF (F4) are cut off; C0, C1 and F5-FF
+     * lead nothing */
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        len = 2;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        if (p[0] == 0xe0) lo = 0xa0;
+        else if (p[0] == 0xed) hi = 0x9f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        if (p[0] == 0xf0) lo = 0x90;
+        else if (p[0] == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
         if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((*p == 0xe0 && p[1] < 0xa0) || (*p == 0xed && p[1] > 0x9f))) return 0;
-    if (n == 4 && ((*p == 0xf0 && p[1] < 0x90) || (*p == 0xf4 && p[1] > 0x8f))) return 0;
-    return n;
+    return len;
+}
+
+int util_utf8_valid(const char *s, size_t n, size_t *bad)
+{
+    size_t i = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = util_utf8_seq(s + i, n - i);
+        if (!k) {
+            if (bad) *bad = i;
+            return 0;
+        }
+        i += k;
+    }
+    return 1;
 }
 
 void util_text_clean(char *buf, size_t len)
@@ -97,7 +133,7 @@ void util_text_clean(char *buf, size_t len)
     unsigned char *p = (unsigned char *)buf, *end = p + len;
     while (p < end) {
         if (*p >= 0x80) {
-            size_t n = util_utf8_len(p, end);
+            size_t n = util_utf8_seq((const char *)p, (size_t)(end - p));
             if (n) {
                 p += n;
                 continue;
@@ -109,3 +145,4 @@ void util_text_clean(char *buf, size_t len)
         p++;
     }
 }
+
