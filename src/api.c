@@ -825,6 +825,8 @@ static void api_sch_list_cb(const store_schedule *items, int n, const char *err,
     }
     for (int i = 0; i < n; i++) {
         cJSON *o = api_render_schedule(&items[i]);
+        /* a listing shows URLs redacted; GET of one schedule shows them whole */
+        if (o) task_redact_urls(cJSON_GetObjectItemCaseSensitive(o, "task"));
         if (o) cJSON_AddItemToArray(q->items, o);
     }
     int have = cJSON_GetArraySize(q->items);

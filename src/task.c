@@ -718,6 +718,23 @@ void task_input_free(task_input *t)
     t->spec = NULL;
 }
 
+/* ---- URLs shown outside ---- */
+
+static void task_redact_member(cJSON *o, const char *name)
+{
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(u)) return;
+    char *r = util_url_redact(u->valuestring);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, name, cJSON_CreateString(r));
+    free(r);
+}
+
+void task_redact_urls(cJSON *task)
+{
+    task_redact_member(task, "callback_url");
+    task_redact_member(cJSON_GetObjectItemCaseSensitive(task, "on_failure"), "callback_url");
+}
+
 /* ---- NUL and invalid UTF-8 in the JSON text ---- */
 
 typedef struct task_scan {

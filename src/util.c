@@ -1,6 +1,7 @@
 /* util.c -- see util.h. */
 #include "util.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -146,3 +147,52 @@ void util_text_clean(char *buf, size_t len)
     }
 }
 
+/* Appends n bytes of s to out (outlen bytes, NUL kept), as far as they fit. */
+static void util_put(char *out, size_t outlen, size_t *len, const char *s, size_t n)
+{
+    if (*len + 1 >= outlen) return;
+    if (n > outlen - 1 - *len) n = outlen - 1 - *len;
+    memcpy(out + *len, s, n);
+    *len += n;
+    out[*len] = '\0';
+}
+
+char *util_url_redact(const char *url)
+{
+    /* at most 3 bytes out for 1 in ("a" to "***"), and "***@", "#***" */
+    size_t cap = 3 * strlen(url) + 8, len = 0;
+    char *out = xmalloc(cap);
+    out[0] = '\0';
+    /* a scheme, its colon and any slashes (libcurl takes http:/h and
+     * http:h as http://h), then the authority up to the first / ? or #; its
+     * userinfo (if any) up to its last @, as user:password@ may hold an @
+     * escaped or not */
+    const char *p = url, *auth = url;
+    while (isalnum((unsigned char)*auth) || *auth == '+' || *auth == '-' || *auth == '.') auth++;
+    if (auth > url && isalpha((unsigned char)*url) && *auth == ':') {
+        for (auth++; *auth == '/';) auth++;
+        const char *end = auth + strcspn(auth, "/?#"), *at = NULL;
+        for (const char *c = auth; c < end; c++)
+            if (*c == '@') at = c;
+        util_put(out, cap, &len, url, (size_t)(auth - url));
+        if (at) util_put(out, cap, &len, "***", 3);
+        p = at ? at : auth;
+    }
+    size_t path = strcspn(p, "?#");
+    util_put(out, cap, &len, p, path);
+    p += path;
+    if (*p == '?') {
+        /* each value, and a part without one (which may be a token alone) */
+        util_put(out, cap, &len, "?", 1);
+        p++;
+        while (*p && *p != '#') {
+            size_t part = strcspn(p, "&#"), name = strcspn(p, "=&#");
+            if (name < part) util_put(out, cap, &len, p, name + 1);
+            if (part) util_put(out, cap, &len, "***", 3);
+            p += part;
+            if (*p == '&') util_put(out, cap, &len, "&", 1), p++;
+        }
+    }
+    if (*p == '#') util_put(out, cap, &len, p[1] ? "#***" : "#", p[1] ? 4 : 1);
+    return out;
+}

@@ -44,4 +44,12 @@ int util_utf8_valid(const char *s, size_t n, size_t *bad);
  * bytes from outside that go into JSON answers (a receiver's body). */
 void util_text_clean(char *buf, size_t len);
 
+/* A URL as it may be shown outside tickd (events, logs, listings), without
+ * what may be a credential: the userinfo becomes *** (u:pw@host shows as
+ * ***@host), each query value *** (?token=***&a=***; a part with no '=' is
+ * *** whole), a fragment #***. Scheme, host, port and path are kept as
+ * written.
+ * Malloc'd. */
+char *util_url_redact(const char *url);
+
 #endif

@@ -1,11 +1,13 @@
 /* test_util.c -- unit tests for the UTF-8 check (RFC 3629, with Markus
- * Kuhn's UTF-8 decoder stress test cases) and the text cleaning on it. */
+ * Kuhn's UTF-8 decoder stress test cases), the text cleaning on it, and
+ * the redaction of URLs shown outside tickd. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
@@ -159,6 +161,37 @@ static void test_text_clean(void **state)
     assert_int_equal(util_utf8_valid(mixed, strlen(mixed), NULL), 1);
 }
 
+static void redacted(const char *url, const char *want)
+{
+    char *r = util_url_redact(url);
+    assert_string_equal(r, want);
+    free(r);
+}
+
+static void test_url_redact(void **state)
+{
+    (void)state;
+    redacted("http://alice:s3cretpw@host/x?token=abc", "http://***@host/x?token=***");
+    redacted("https://host:8443/a/b", "https://host:8443/a/b");
+    redacted("http://u@host", "http://***@host");
+    redacted("http://@host/", "http://***@host/");
+    /* the last @ of the authority ends the userinfo, escaped or not */
+    redacted("http://a:b@c@host:81/p", "http://***@host:81/p");
+    redacted("http://a:b%40c@[::1]:81/p", "http://***@[::1]:81/p");
+    /* an @ after the authority is not userinfo */
+    redacted("http://host/p@q?x=a@b", "http://host/p@q?x=***");
+    redacted("http://host/?a=1&b=&c&&d=x=y", "http://host/?a=***&b=***&***&&d=***");
+    redacted("http://host/?", "http://host/?");
+    redacted("http://host/p?secret", "http://host/p?***");
+    redacted("http://host/p#frag?x=1", "http://host/p#***");
+    redacted("http://host/p?a=1#f", "http://host/p?a=***#***");
+    redacted("http://host/p#", "http://host/p#");
+    redacted("HTTP://U:P@HOST?T=1", "HTTP://***@HOST?T=***");
+    /* no scheme: the query still goes */
+    redacted("host/p?k=v", "host/p?k=***");
+    redacted("", "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -168,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_cut_and_stray),
         cmocka_unit_test(test_seq_lengths),
         cmocka_unit_test(test_text_clean),
+        cmocka_unit_test(test_url_redact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
