@@ -190,7 +190,10 @@ char *util_url_redact(const char *url)
             if (name < part) util_put(out, cap, &len, p, name + 1);
             if (part) util_put(out, cap, &len, "***", 3);
             p += part;
-            if (*p == '&') util_put(out, cap, &len, "&", 1), p++;
+            if (*p == '&') {
+                util_put(out, cap, &len, "&", 1);
+                p++;
+            }
         }
     }
     if (*p == '#') util_put(out, cap, &len, p[1] ? "#***" : "#", p[1] ? 4 : 1);
