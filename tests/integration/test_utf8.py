@@ -108,3 +108,18 @@ def test_a_receivers_answer_not_utf8_reads_back_as_utf8(tickd, kind):
     code, listing = send(tickd, b"GET /v1/tasks?status=failed HTTP/1.1\r\nHost: t\r\n")
     assert code == 200
     assert [t["attempt_history"][-1]["body"] for t in listing["tasks"]] == ["A???B???C"]
+
+
+def test_a_record_stored_not_utf8_still_answers_utf8(tickd, redis):
+    """A record written before the check (by an older build) is answered
+    cleaned: the answer is UTF-8 whatever Redis holds."""
+    tid = tickd.post({"callback_url": "http://127.0.0.1:1/", "retry": {"max_attempts": 1}})["id"]
+    get = b"GET /v1/tasks/" + tid.encode() + b" HTTP/1.1\r\nHost: t\r\n"
+    wait_for(lambda: send(tickd, get)[1]["status"] == "failed", what=f"task {tid} failed")
+    key = "tickd:{%s}:task" % tid.rsplit(".", 2)[0]
+    state = json.loads(redis.cli("HGET", key, "s:" + tid))
+    # lone surrogates reach redis-cli's argv as the raw bytes FF 80 80
+    state["err"] = "old A\udcff\udc80\udc80B"
+    redis.cli("HSET", key, "s:" + tid, json.dumps(state, ensure_ascii=False))
+    code, task = send(tickd, get)
+    assert code == 200 and task["last_error"] == "old A???B", task
