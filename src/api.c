@@ -48,9 +48,9 @@ void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
     /* every answer is UTF-8 (RFC 8259): text from outside is checked or
-     * cleaned where it comes in, and a record stored before that was (by an
-     * older build) is cleaned here; cJSON escapes control bytes in strings
-     * and prints none outside them, so only such bytes change */
+     * cleaned where it comes in, and an answer quoting a record stored
+     * before that was (by an older build) is cleaned here, its bad bytes
+     * and DEL (cJSON escapes the other control bytes) becoming '?' */
     if (s && !util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
     if (s) {
         s = xrealloc(s, n + 2);
