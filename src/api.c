@@ -48,6 +48,11 @@ void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
+    /* every answer is UTF-8 (RFC 8259): text from outside is checked or
+     * cleaned where it comes in, and an answer quoting a record stored
+     * before that was (by an older build) is cleaned here, its bad bytes
+     * and DEL (cJSON escapes the other control bytes) becoming '?' */
+    if (s && !util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
     if (s) {
         s = xrealloc(s, n + 2);
         s[n++] = '\n';
@@ -212,6 +217,17 @@ cJSON *api_body(http_req *req)
             api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
             return NULL;
         }
+    /* RFC 8259 section 8.1: a JSON text is UTF-8, and cJSON takes any bytes
+     * in strings; every string is text that may be stored and printed, so a
+     * body with one that is not UTF-8 is refused whole, naming it */
+    if (!util_utf8_valid(data, len, NULL)) {
+        char err[400];
+        if (task_json_check_utf8(data, len, err, sizeof(err)) == 0)
+            snprintf(err, sizeof(err), "body: not valid UTF-8");
+        cJSON_Delete(j);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return NULL;
+    }
     return j;
 }
 
@@ -843,6 +859,8 @@ static void api_sch_list_cb(const store_schedule *items, int n, const char *err,
     }
     for (int i = 0; i < n; i++) {
         cJSON *o = api_render_schedule(&items[i]);
+        /* a listing shows URLs redacted; GET of one schedule shows them whole */
+        if (o) task_redact_urls(cJSON_GetObjectItemCaseSensitive(o, "task"));
         if (o) cJSON_AddItemToArray(q->items, o);
     }
     int have = cJSON_GetArraySize(q->items);

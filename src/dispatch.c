@@ -125,6 +125,9 @@ static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
 
 static void dispatch_finish(dispatch *d, job *j)
 {
+    /* err may quote a receiver (a certificate's name, a libcurl message) or
+     * be cut inside a character: it is stored and printed as text */
+    util_text_clean(j->err, strlen(j->err));
     j->next = NULL;
     pthread_mutex_lock(&d->mu);
     if (d->done_tail) d->done_tail->next = j;
