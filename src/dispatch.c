@@ -423,8 +423,8 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         else
             snprintf(err, sizeof(err), H1_CUT_CLOSED, code);
     } else if (failed && xfer_malformed(rc, x->errbuf)) {
-        /* nothing of a head handed over: it was the status line */
         const char *why = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+        /* nothing of a head handed over: libcurl refused its status line */
         if (!x->ahead_len && !x->head.status)
             snprintf(err, sizeof(err), "malformed answer: bad status line (%s)", why);
         else
