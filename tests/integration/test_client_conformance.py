@@ -89,13 +89,15 @@ class Row:
     code: last_status_code (None: none kept); kind: the outcome label of
     each attempt; err: a phrase of last_error (None: no error kept, "": not
     checked, the words being the client's); body: the stored start of the
-    last attempt's answer body; ends: "answer" or "timeout"."""
+    last attempt's answer body; ends: "answer" or "timeout"; held_ms: the
+    retry waits at least that long (a Retry-After)."""
 
-    def __init__(self, name, answer, ok, code, kind, err, body=None, ends="answer"):
-        self.name, self.answer = name, answer
+    def __init__(self, name, answer, ok, code, kind, err, body=None, ends="answer",
+                 held_ms=None):
+        self.name, self.answer, self.held_ms = name, answer, held_ms
         self.expect = {"status": "succeeded" if ok else "failed",
                        "attempts": 1 if ok else ATTEMPTS, "code": code, "kind": kind,
-                       "err": err, "body": body, "ends": ends}
+                       "err": err, "body": body, "ends": ends, "held": bool(held_ms)}
 
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
@@ -210,6 +212,10 @@ ROWS = [
         False, None, "connect_error", ""),
     Row("close-without-answer", send(b""), False, None, "connect_error", ""),
     Row("reset", reset, False, None, "connect_error", ""),
+    # last: the hold it asks for delays what follows to the same host
+    Row("503-retry-after-1-s",
+        send(b"HTTP/1.1 503 Busy\r\nRetry-After: 1\r\nContent-Length: 4\r\n\r\nbusy", keep=True),
+        False, 503, "http_error", "HTTP 503", body="busy", held_ms=1000),
 ]
 BY_NAME = {r.name: r for r in ROWS}
 assert len(BY_NAME) == len(ROWS)
@@ -385,7 +391,10 @@ def outcome(g, row):
                     "" if want == "" else err),
             "body": hist[-1].get("body") if hist else None,
             "ends": ("timeout" if all(timed) else "answer" if not any(timed) else
-                     f"mixed {took}")}
+                     f"mixed {took}"),
+            # the retry waited for the answer's Retry-After (backoff_ms is 50)
+            "held": bool(len(hist) > 1 and hist[1]["at"] - hist[0]["at"] - hist[0]["took_ms"]
+                         >= 0.9 * (row.held_ms or 10 ** 9))}
 
 
 @pytest.mark.parametrize("route", ROUTES)
