@@ -55,6 +55,17 @@ def send(data, keep=False):
     return answer
 
 
+def send_pieces(pieces, gap_s=0.02):
+    """Answer with each piece in turn, gap_s apart, keeping the connection."""
+    def answer(c):
+        for i, p in enumerate(pieces):
+            if i:
+                time.sleep(gap_s)
+            c.sendall(p)
+        return True
+    return answer
+
+
 def send_then_wait(data):
     """Answer with data, then say nothing more until the client gives up."""
     def answer(c):
@@ -67,6 +78,11 @@ def send_then_wait(data):
             pass
         return False
     return answer
+
+
+def drip(data):
+    """Answer with data three bytes at a time."""
+    return send_pieces([data[i:i + 3] for i in range(0, len(data), 3)], gap_s=0.004)
 
 
 def endless_chunks(c):
@@ -131,6 +147,14 @@ ROWS = [
     Row("body-to-a-close-that-never-comes",
         send_then_wait(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nno end"),
         True, 200, "2xx", None),
+    Row("dripped-answer", drip(b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello"),
+        True, 201, "2xx", None),
+    Row("dripped-chunked-answer",
+        drip(b"HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+        True, 202, "2xx", None),
+    Row("body-of-500-kb-in-two-pieces",
+        send_pieces([b"HTTP/1.1 200 OK\r\nContent-Length: 500000\r\n\r\n" + b"y" * 250000,
+                     b"y" * 250000]), True, 200, "2xx", None),
     Row("chunked-beside-length",
         send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n"
              b"2\r\nok\r\n0\r\n\r\n", keep=True), True, 200, "2xx", None),
