@@ -855,6 +855,19 @@ static void test_validate_tokens(void **state)
         assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
         assert_prefix_str(err, bad[i].want);
     }
+    /* unset, the API is open; given empty (by the file, a flag or the
+     * environment), it is refused and the config left as it was */
+    config_defaults(&c);
+    set_ok(&c, "server", "api_token", "tok-1");
+    assert_int_equal(config_set(&c, "server", "api_token", "", err, sizeof(err)), -1);
+    assert_string_equal(err, "api_token: empty, which would leave the API open (leave the key "
+                        "out to run without a token)");
+    assert_string_equal(c.api_token, "tok-1");
+    setenv("TICKD_SERVER_API_TOKEN", "", 1);
+    assert_int_equal(config_load_env(&c, err, sizeof(err)), -1);
+    assert_prefix_str(err, "environment TICKD_SERVER_API_TOKEN: api_token: empty, which would "
+                      "leave the API open");
+    unsetenv("TICKD_SERVER_API_TOKEN");
 }
 
 /* ---- config_print_defaults --------------------------------------------- */
@@ -877,6 +890,8 @@ static void test_print_defaults_round_trip(void **state)
     assert_contains(text, "\ntick_ms = 1000\n");
     assert_contains(text, ";   range 10..60000\n");
     assert_contains(text, "TICKD_<SECTION>_<KEY>");
+    /* a key that may not be given empty is shown unset: the file loads */
+    assert_contains(text, "\n; api_token = \n");
     /* every key appears once as "key = " at the start of a line */
     for (size_t i = 0; i < NALL; i++) {
         char pat[64];
