@@ -631,6 +631,37 @@ int config_validate(const config *c, char *err, size_t errlen)
     return config_validate_callback(c, err, errlen);
 }
 
+/* Whether field k differs between a and b (a config, or a config_host):
+ * strings up to their NUL, what follows it may differ. */
+static int config_field_differs(const void *a, const void *b, const config_key *k)
+{
+    const char *fa = (const char *)a + k->off, *fb = (const char *)b + k->off;
+    return k->type == CT_STR ? strcmp(fa, fb) != 0 : memcmp(fa, fb, k->size) != 0;
+}
+
+int config_diff(const config *a, const config *b, char *out, size_t outlen)
+{
+    int n = 0, hosts = a->nhosts != b->nhosts;
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (!config_field_differs(a, b, &keys[i])) continue;
+        if (len < outlen)
+            len += (size_t)snprintf(out + len, outlen - len, "%s%s.%s", n ? ", " : "",
+                                    keys[i].section, keys[i].name);
+        n++;
+    }
+    for (int h = 0; h < a->nhosts && !hosts; h++) {
+        hosts = strcmp(a->hosts[h].name, b->hosts[h].name) != 0 ||
+                a->hosts[h].set != b->hosts[h].set;
+        for (size_t i = 0; i < NHOSTKEYS && !hosts; i++)
+            hosts = config_field_differs(&a->hosts[h], &b->hosts[h], &host_keys[i]);
+    }
+    if (hosts && len < outlen)
+        snprintf(out + len, outlen - len, "%s[" HOST_SECTION "NAME] sections", n ? ", " : "");
+    return n + hosts;
+}
+
 void config_print_defaults(FILE *out)
 {
     const char *section = "";

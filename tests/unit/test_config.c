@@ -870,6 +870,33 @@ static void test_validate_tokens(void **state)
     unsetenv("TICKD_SERVER_API_TOKEN");
 }
 
+/* ---- config_diff -------------------------------------------------------- */
+
+static void test_diff_names_changed_keys(void **state)
+{
+    (void)state;
+    config a, b;
+    char out[256], err[256];
+    config_defaults(&a);
+    config_defaults(&b);
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+    /* a string's bytes after its NUL are no change */
+    set_ok(&a, "redis", "prefix", "longer-prefix");
+    set_ok(&a, "redis", "prefix", "tickd");
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 0);
+    set_ok(&b, "server", "api_token", "tok");
+    set_ok(&b, "scheduler", "batch", "7");
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 2);
+    assert_string_equal(out, "server.api_token, scheduler.batch");
+    assert_int_equal(config_set(&b, "host:h.example", "ca_file", "/x.pem", err, sizeof(err)), 0);
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 3);
+    assert_string_equal(out, "server.api_token, scheduler.batch, [host:NAME] sections");
+    /* cut at outlen, still a string */
+    assert_int_equal(config_diff(&a, &b, out, 10), 3);
+    assert_string_equal(out, "server.ap");
+}
+
 /* ---- config_print_defaults --------------------------------------------- */
 
 static void test_print_defaults_round_trip(void **state)
@@ -929,6 +956,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_diff_names_changed_keys),
         cmocka_unit_test(test_set_every_key),
         cmocka_unit_test(test_set_int_bounds),
         cmocka_unit_test(test_set_int_malformed),
