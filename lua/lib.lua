@@ -20,7 +20,10 @@
 --                     tasks (written before a slice's first add; the listing
 --                     walks it and drops slices that are gone)
 --   P:wm:{b}    STRING minute number of bucket b's oldest undrained slice
---   P:meta      HASH  schema, buckets
+--   P:meta      HASH  schema, buckets; wm (the watermarks were written)
+--   P:marker:{m<n>} STRING a random value written once on each master (n: the first
+--                     tag hashing to its slots): gone or changed, that node lost
+--                     tickd's data (store_redis.c, the watch)
 --   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
 --   P:{sc.b}:snext ZSET  active schedule id -> next run (ms), or its lease's end
 --   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)

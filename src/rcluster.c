@@ -716,9 +716,12 @@ static int rc_sync_auth(const rcluster *c, redisContext *rcx, const char *name, 
 }
 
 rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
-                    const char *pass, int64_t timeout_ms, int64_t wait_ms, char *err,
-                    size_t errlen)
+                    const char *pass, int64_t timeout_ms, int64_t wait_ms, int *fatal,
+                    char *err, size_t errlen)
 {
+    int dummy;
+    if (!fatal) fatal = &dummy;
+    *fatal = 1;
     rcluster *c = calloc(1, sizeof(*c));
     char hosts[16][256];
     int ports[16], nseeds = 0;
@@ -784,11 +787,11 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
             if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "cluster support disabled")) {
                 /* NOPERM (an ACL without CLUSTER) is for the operator to
                  * mend; LOADING, max clients... may pass */
-                int fatal = strncmp(r->str, "NOPERM", 6) == 0;
+                int noperm = strncmp(r->str, "NOPERM", 6) == 0;
                 snprintf(err, errlen, "redis %s: CLUSTER SLOTS: %s%s", name, r->str,
-                         fatal ? " (tickd's user needs +cluster|slots)" : "");
+                         noperm ? " (tickd's user needs +cluster|slots)" : "");
                 freeReplyObject(r);
-                if (fatal) goto fail;
+                if (noperm) goto fail;
                 continue;
             }
             if (r->type == REDIS_REPLY_ERROR) {
@@ -808,7 +811,10 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
             }
             goto found;
         }
-        if (util_mono_ms() - start >= wait_ms) goto fail;
+        if (util_mono_ms() - start >= wait_ms) {
+            *fatal = 0;
+            goto fail;
+        }
         log_warn("%s; retrying", err);
         struct timespec ts = {0, sleep_ms * 1000000};
         nanosleep(&ts, NULL);
@@ -864,10 +870,10 @@ void rc_free(rcluster *c)
     free(c);
 }
 
-redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
-                            const char *fmt, ...)
+/* A blocking command on node `node`, following MOVED when `follow`. */
+static redisReply *rc_sync_v(rcluster *c, int node, int follow, char *err, size_t errlen,
+                             const char *fmt, va_list ap0)
 {
-    int node = route ? rc_slot_node(c, rc_key_slot(route, strlen(route))) : 0;
     struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
     redisReply *r = NULL;
     va_list ap;
@@ -886,12 +892,12 @@ redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t er
             redisFree(rcx);
             return NULL;
         }
-        va_start(ap, fmt);
+        va_copy(ap, ap0);
         r = redisvCommand(rcx, fmt, ap);
         va_end(ap);
         if (!r) snprintf(err, errlen, "redis %s: %s", n->name, rcx->errstr);
         redisFree(rcx);
-        if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
+        if (follow && r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
             char host[256];
             int ask, port;
             unsigned slot;
@@ -904,5 +910,26 @@ redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t er
         }
         break;
     }
+    return r;
+}
+
+redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
+                            const char *fmt, ...)
+{
+    int node = route ? rc_slot_node(c, rc_key_slot(route, strlen(route))) : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = rc_sync_v(c, node, 1, err, errlen, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+redisReply *rc_sync_node_command(rcluster *c, int node, char *err, size_t errlen,
+                                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = rc_sync_v(c, node, 0, err, errlen, fmt, ap);
+    va_end(ap);
     return r;
 }

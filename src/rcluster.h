@@ -31,12 +31,14 @@ typedef void rc_reply_fn(redisReply *reply, const char *err, void *priv);
 typedef void rc_connect_fn(rcluster *c, int node, void *priv);
 
 /* Connect to the seeds ("host:port,host:port"), waiting and retrying until one
- * answers or `wait_ms` passes. Every connection sends AUTH [user] pass first
- * when `pass` is not empty; a refused password fails at once. Returns NULL
- * with the reason in err. */
+ * answers or `wait_ms` passes (0: each seed tried once). Every connection
+ * sends AUTH [user] pass first when `pass` is not empty; a refused password
+ * fails at once. Returns NULL with the reason in err; *fatal (when not NULL)
+ * is then 1 when waiting cannot mend it (the seeds' spelling, a refused
+ * password, a user without the rights), 0 when a later try may succeed. */
 rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
-                    const char *pass, int64_t timeout_ms, int64_t wait_ms, char *err,
-                    size_t errlen);
+                    const char *pass, int64_t timeout_ms, int64_t wait_ms, int *fatal,
+                    char *err, size_t errlen);
 void rc_free(rcluster *c);
 
 void rc_set_connect_cb(rcluster *c, rc_connect_fn *fn, void *priv);
@@ -92,5 +94,8 @@ int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_
  * before the loop runs. */
 redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
                             const char *fmt, ...);
+/* The same on node `node` (not redirected). */
+redisReply *rc_sync_node_command(rcluster *c, int node, char *err, size_t errlen,
+                                 const char *fmt, ...);
 
 #endif

@@ -4,7 +4,7 @@ restart), SIGUSR1 logs a status line, SIGUSR2 is ignored with a line. None of
 them ends tickd, which goes on serving."""
 import signal
 
-from harness import wait_for
+from harness import Redis, wait_for
 
 
 def logged(t, text, start=0):
@@ -52,3 +52,17 @@ def test_hup_reloads_the_api_tokens(redis, tickd_factory, tmp_path):
         assert why in t.logtext()[at:], t.logtext()[at:]
         assert (code("tok-old"), code("tok-new")) == (401, 200)
     assert t.proc.poll() is None
+
+
+def test_signals_while_waiting_for_the_store(tmp_path, tickd_factory):
+    """Started with Redis down, tickd waits for it: the three signals keep it
+    waiting (the status says so), and SIGTERM still ends it cleanly."""
+    t = tickd_factory(Redis(str(tmp_path)))  # never started: nobody on its port
+    t.start(wait=False)
+    at = logged(t, "store not reachable yet")
+    for sig, line in ((signal.SIGUSR1, " status: up "), (signal.SIGUSR2, " SIGUSR2: ignored"),
+                      (signal.SIGHUP, " SIGHUP: configuration reloaded")):
+        t.proc.send_signal(sig)
+        at = logged(t, line, at)
+    assert "waiting for the store" in t.logtext()
+    assert t.stop(signal.SIGTERM) == 0
