@@ -280,7 +280,7 @@ static void print_json(const char *text, size_t len)
     free(s);
 }
 
-/* The API's JSON as it came (it ends in a newline). */
+/* The API's JSON as it came, its controls escaped (print_json). */
 static void print_raw(const ctl_answer *a)
 {
     print_json(a->body, a->len);
