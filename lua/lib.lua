@@ -11,6 +11,8 @@
 --                     #open -> count of tasks of this slice not yet final
 --   P:{S}:del   SET   ids cancelled while in :due (lazy delete; claim drops them)
 --   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again
+--   P:{S}:w     STRING written (expiring in 60 s) before a WAIT, when an add found its
+--                     ids stored: the WAIT then covers them (store_redis.c)
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
 --                     earlier slice (the id names that home slice)
 --   P:{S}:ok, P:{S}:failed, P:{S}:cancelled

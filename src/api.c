@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "openapi.h"
 #include "schedule.h"
+#include "trace.h"
 #include "tz.h"
 #include "util.h"
 
@@ -245,6 +246,30 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     free(it);
 }
 
+/* The request's own trace context (W3C: one that does not parse is
+ * ignored, not refused), for each task that gives none: 1 when there is one. */
+static int api_trace_context(http_req *req, char tp[TRACE_PARENT_LEN + 1], const char **ts)
+{
+    const char *h = http_header(req, "traceparent");
+    char why[160];
+    *ts = NULL;
+    if (!h || http_header_count(req, "traceparent") != 1 ||
+        trace_parent_parse(h, tp, why, sizeof(why)) != 0)
+        return 0;
+    const char *s = http_header(req, "tracestate");
+    if (s && http_header_count(req, "tracestate") == 1 &&
+        trace_state_check(s, why, sizeof(why)) == 0)
+        *ts = s;
+    return 1;
+}
+
+static void api_trace_default(const cJSON *task, task_input *t, const char *tp, const char *ts)
+{
+    if (!tp || cJSON_GetObjectItemCaseSensitive(task, "traceparent")) return;
+    task_input_add_member(t, "traceparent", tp);
+    if (ts) task_input_add_member(t, "tracestate", ts);
+}
+
 static void api_post_task(api *a, http_req *req)
 {
     char err[400];
@@ -264,6 +289,10 @@ static void api_post_task(api *a, http_req *req)
         api_error(req, 400, "invalid_argument", "%s", err);
         return;
     }
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
+    api_trace_default(body, &it->t, traced ? tp : NULL, ts);
     cJSON_Delete(body);
     it->r = api_req_new(a, req);
     store_add(a->s, &it->t, api_add_cb, it);
@@ -372,6 +401,9 @@ static void api_post_batch(api *a, http_req *req)
     r->n = n;
     r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
     int64_t now = store_now_ms(a->s);
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
     api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
@@ -387,6 +419,7 @@ static void api_post_batch(api *a, http_req *req)
             free(it);
             continue;
         }
+        api_trace_default(e, &it->t, traced ? tp : NULL, ts);
         it->r = r;
         it->idx = i;
         items[i] = it;

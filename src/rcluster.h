@@ -26,6 +26,12 @@ typedef struct rcluster rcluster;
 
 typedef void rc_reply_fn(redisReply *reply, const char *err, void *priv);
 
+/* One connection of one node, as it was when a reply came on it. */
+typedef struct rc_conn {
+    int node, lane;
+    uint64_t gen;
+} rc_conn;
+
 /* Called after each successful (re)connection of a node, with the node's
  * index; rc_node_command() sends to that node. */
 typedef void rc_connect_fn(rcluster *c, int node, void *priv);
@@ -51,6 +57,16 @@ void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
  * block it (WAIT), so they never hold up the others. */
 void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen);
+
+/* Inside a reply callback: the connection that reply came on. */
+rc_conn rc_reply_conn(const rcluster *c);
+
+/* Send a command on that connection and no other: never redirected nor
+ * sent again; fails ("connection lost") if it was lost since, or while the
+ * command waits. For WAIT, which counts the writes of its own connection
+ * only. Same contract otherwise. */
+void rc_command_on(rcluster *c, rc_conn conn, rc_reply_fn *cb, void *priv, int argc,
+                   const char **argv, const size_t *argvlen);
 
 /* Send a command to node `node` (not redirected). Same contract. */
 void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,

@@ -30,7 +30,7 @@ static const char *script_names[SCRIPT_COUNT] = {
     "get"};
 
 /* The five keys of a slice, in the order the scripts take them. */
-enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_COUNT };
+enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, K_COUNT };
 #define KEY_MAX 128
 
 typedef struct store_add_batch store_add_batch;
@@ -65,7 +65,7 @@ typedef struct rstore {
 static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
 {
     static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr", "ok", "failed",
-                                          "cancelled"};
+                                          "cancelled", "w"};
     snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
 }
 
@@ -93,11 +93,6 @@ static void rs_meta_key(const rstore *rs, char *out)
     snprintf(out, KEY_MAX, "%s:meta", rs->prefix);
 }
 
-/* The route of a command on a slice's node (its hash tag alone). */
-static void rs_route(const char *slice, char *out)
-{
-    snprintf(out, KEY_MAX, "{%s}", slice);
-}
 
 /* The keys `which` of a slice, into k (as argv pointers in kp). */
 typedef struct rs_keys {
@@ -1504,6 +1499,8 @@ struct store_add_batch {
     int lane;
     int n;
     store_op *ops, **tail;
+    int touch_failed;               /* the write its WAIT was to cover failed */
+    rc_conn conn;                   /* the connection its add was answered on */
 };
 
 static void rs_add_send(store_op *op);
@@ -1534,6 +1531,7 @@ static void rs_wait_cb(redisReply *r, const char *err, void *priv)
     store_add_batch *b = priv;
     const config *cfg = b->ops->rs->base.cfg;
     int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= cfg->wait_replicas;
+    int ok_stored = ok && !b->touch_failed;
     char why[300];
     snprintf(why, sizeof(why), "stored on the master but not confirmed by %lld replica%s "
              "within %lld ms (%s); POST it again, the same key and execute_at is idempotent",
@@ -1542,12 +1540,30 @@ static void rs_wait_cb(redisReply *r, const char *err, void *priv)
              r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : rs_err(r, err));
     for (store_op *op = b->ops, *next; op; op = next) {
         next = op->next;
-        /* an id stored before needed no confirmation of this call's writes */
-        if (op->exists) rs_add_done(op, ST_EXISTS, op->state, NULL);
-        else if (ok) rs_add_done(op, ST_OK, op->state, NULL);
-        else rs_add_done(op, ST_UNAVAILABLE, NULL, why);
+        if (op->exists ? ok_stored : ok)
+            rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, op->state, NULL);
+        else
+            rs_add_done(op, ST_UNAVAILABLE, NULL, why);
     }
     free(b);
+}
+
+static void rs_wait_send(store_add_batch *b)
+{
+    rstore *rs = b->ops->rs;
+    char n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+    util_fmt_int(n, rs->base.cfg->wait_replicas);
+    util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    rc_command_on(rs->rc, b->conn, rs_wait_cb, b, 3, argv, NULL);
+}
+
+static void rs_touch_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    (void)err;
+    if (!r || r->type == REDIS_REPLY_ERROR) b->touch_failed = 1;
+    rs_wait_send(b);
 }
 
 static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
@@ -1578,16 +1594,25 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         fresh += !op->exists;
         if (!op->exists) qcount_add(rs, op->t.queue, 1);
     }
-    if (rs->base.cfg->wait_replicas > 0 && fresh) {
-        char route[KEY_MAX], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+    if (rs->base.cfg->wait_replicas > 0) {
+        /* WAIT counts the writes of its own connection: it goes on the
+         * connection this answer came on, or fails (a resend on another
+         * would confirm nothing). An id found stored was written by another
+         * call, perhaps this one sent before on a connection since lost: a
+         * write of this connection behind it, on the same master, makes the
+         * WAIT cover it too. */
+        char key[KEY_MAX];
+        b->conn = rc_reply_conn(rs->rc);
         i = 0;
         for (store_op *op = ops; op; op = op->next, i += 2)
             op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
-        util_fmt_int(n, rs->base.cfg->wait_replicas);
-        util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
-        rs_route(ops->slice, route);
-        const char *argv[] = {"WAIT", n, ms};
-        rc_command_lane(rs->rc, route, 1, rs_wait_cb, b, 3, argv, NULL);
+        if (fresh == b->n) {
+            rs_wait_send(b);
+            return;
+        }
+        rs_key(rs, ops->slice, K_WAIT, key);
+        const char *touch[] = {"SET", key, "1", "PX", "60000"};
+        rc_command_on(rs->rc, b->conn, rs_touch_cb, b, 5, touch, NULL);
         return;
     }
     i = 0;
