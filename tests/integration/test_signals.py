@@ -29,20 +29,31 @@ def test_hup_usr1_usr2_leave_tickd_serving(tickd, receiver):
     assert tickd.proc.poll() is None
 
 
-def test_hup_reloads_the_api_tokens(redis, tickd_factory, tmp_path):
+def test_hup_reloads_the_api_tokens_and_the_log_level(redis, tickd_factory, tmp_path,
+                                                       receiver):
     conf = tmp_path / "tickd.ini"
     conf.write_text("[server]\napi_token = tok-old\n")
     t = tickd_factory(redis, args=["-c", str(conf)]).start()
 
     def code(token):
         return t.request("GET", "/v1/stats", headers={"Authorization": f"Bearer {token}"})[0]
+
+    def attempt_logged(token):
+        """Whether a task's attempt (a debug line) is logged."""
+        auth = {"Authorization": f"Bearer {token}"}
+        tid = t.request("POST", "/v1/tasks", {"callback_url": receiver.url()}, auth)[1]["id"]
+        wait_for(lambda: t.request("GET", f"/v1/tasks/{tid}", headers=auth)[1]["status"]
+                 == "succeeded", 5, what="the task done")
+        return f"task {tid} attempt 1: ok" in t.logtext()
     assert (code("tok-old"), code("tok-new")) == (200, 401)
+    assert not attempt_logged("tok-old")
     conf.write_text("[server]\napi_token = tok-new\nlog_level = debug\n"
                     "[scheduler]\nbatch = 7\n")
     t.proc.send_signal(signal.SIGHUP)
     at = logged(t, "SIGHUP: configuration reloaded: 1 API token, log_level debug, access_log off; "
                    "changed, taking effect at the next start: scheduler.batch")
     assert (code("tok-old"), code("tok-new")) == (401, 200)
+    assert attempt_logged("tok-new")
     # a file that does not load, or that would open the guarded API, changes nothing
     for text, why in (("[server]\napi_token =\n", "api_token: empty"),
                       ("[server]\nlog_level = debug\n", "server.api_token is no longer set")):
