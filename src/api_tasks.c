@@ -19,7 +19,8 @@
 #define RETRY_LIMIT_DEFAULT 1000
 #define RETRY_PAGE 100
 
-static const char *statuses[] = {"scheduled", "running", "succeeded", "failed", "cancelled"};
+static const char *statuses[] = {"scheduled", "running", "succeeded", "failed", "cancelled",
+                                 "expired"};
 
 /* A filter of tasks, from a query string or a JSON body. */
 typedef struct api_filter {
@@ -65,12 +66,12 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
     snprintf(f->order, sizeof(f->order), "oldest");
     if (!get(src, "status", v, sizeof(v))) {
         snprintf(err, errlen, "status: required, one of scheduled, running, succeeded, failed, "
-                 "cancelled");
+                 "cancelled, expired");
         return -1;
     }
     if (!api_status_ok(v)) {
         snprintf(err, errlen, "status: %.40s is not one of scheduled, running, succeeded, "
-                 "failed, cancelled", v);
+                 "failed, cancelled, expired", v);
         return -1;
     }
     snprintf(f->status, sizeof(f->status), "%.15s", v); /* checked: a status word */
@@ -286,7 +287,7 @@ static void move_cb(store_status st, const char *detail, void *priv)
         break;
     case ST_CONFLICT:
         snprintf(msg, sizeof(msg), "id: the task is %s; %s", detail,
-                 m->retry ? "only a failed or cancelled task can be retried"
+                 m->retry ? "only a failed or cancelled task can be retried (an expired one is never called after its expires_at)"
                           : "only a scheduled task can be run now");
         api_finish_error(m->r, 409, "conflict", msg);
         break;
@@ -439,7 +440,8 @@ void api_retry_tasks(api *a, http_req *req)
                api_filter_read(&f, api_json_get, body, RETRY_LIMIT_DEFAULT, RETRY_LIMIT_MAX, err,
                                sizeof(err)) == 0) {
         if (strcmp(f.status, "failed") != 0 && strcmp(f.status, "cancelled") != 0) {
-            snprintf(err, sizeof(err), "status: only failed or cancelled tasks can be retried");
+            snprintf(err, sizeof(err), "status: only failed or cancelled tasks can be retried "
+                     "(an expired task is never called after its expires_at)");
         } else {
             cJSON_Delete(body);
             bulk_req *b = xcalloc(1, sizeof(*b));

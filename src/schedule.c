@@ -13,7 +13,8 @@
 static const char *catch_names[] = {"latest", "all", "none"};
 
 /* Template fields a schedule decides itself. */
-static const char *template_refused[] = {"key", "execute_at", "delay_ms"};
+/* expires_at is a time of its own: a run takes ttl_ms, from its own time */
+static const char *template_refused[] = {"key", "execute_at", "delay_ms", "expires_at"};
 
 void schedule_id(const char *key, char out[SCHED_ID_MAX])
 {
@@ -51,8 +52,10 @@ static int sched_check_template(const cJSON *t, const char *key, int64_t now_ms,
     if (!cJSON_IsObject(t)) FAIL("task: must be a JSON object (the task template)");
     for (size_t i = 0; i < sizeof(template_refused) / sizeof(*template_refused); i++)
         if (cJSON_GetObjectItemCaseSensitive(t, template_refused[i]))
-            FAIL("task.%s: not allowed in a template (the schedule sets it)",
-                 template_refused[i]);
+            FAIL("task.%s: not allowed in a template (%s)", template_refused[i],
+                 strcmp(template_refused[i], "expires_at") == 0
+                     ? "give ttl_ms: each run expires that long after its time"
+                     : "the schedule sets it");
     cJSON *probe = cJSON_Duplicate(t, 1);
     char rkey[TASK_KEY_MAX + 1];
     snprintf(rkey, sizeof(rkey), "s:%s:1", key);

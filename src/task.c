@@ -461,12 +461,22 @@ fail:
     return -1;
 }
 
+/* A time field: integer Unix ms or an RFC 3339 string. 0, or -1 + why. */
+static int task_json_time(const cJSON *v, int64_t *ms, char *why, size_t whylen)
+{
+    if (cJSON_IsString(v)) return task_parse_rfc3339(v->valuestring, ms, why, whylen);
+    if (task_json_int(v, 0, INT64_C(1) << 52, ms) == 0) return 0;
+    snprintf(why, whylen, "must be integer Unix milliseconds or an RFC 3339 timestamp");
+    return -1;
+}
+
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
-                                   "on_failure", "queue", "traceparent", "tracestate"};
+                                   "on_failure", "queue", "traceparent", "tracestate",
+                                   "expires_at", "ttl_ms"};
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
     int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -503,14 +513,9 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(obj, "delay_ms");
     if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
     at = now_ms;
+    char why[160];
     if (ea) {
-        if (cJSON_IsString(ea)) {
-            char why[160];
-            if (task_parse_rfc3339(ea->valuestring, &at, why, sizeof(why)) != 0)
-                FAIL("execute_at: %s", why);
-        } else if (task_json_int(ea, 0, INT64_C(1) << 52, &at) != 0) {
-            FAIL("execute_at: must be integer Unix milliseconds or an RFC 3339 timestamp");
-        }
+        if (task_json_time(ea, &at, why, sizeof(why)) != 0) FAIL("execute_at: %s", why);
     } else if (dl) {
         int64_t d;
         if (task_json_int(dl, 0, TASK_MAX_AHEAD_MS, &d) != 0)
@@ -550,16 +555,28 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
+    /* expiry: no attempt begins after it; after execute_at, so that one can */
+    int64_t expires = -1;
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(obj, "expires_at");
+    const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(obj, "ttl_ms");
+    if (ex && ttl) FAIL("expires_at: give expires_at or ttl_ms, not both");
+    if (ex) {
+        if (task_json_time(ex, &expires, why, sizeof(why)) != 0) FAIL("expires_at: %s", why);
+        if (expires <= at) FAIL("expires_at: must be after execute_at (%lld)", (long long)at);
+    } else if (ttl) {
+        int64_t d;
+        if (task_json_int(ttl, 1, TASK_MAX_AHEAD_MS, &d) != 0)
+            FAIL("ttl_ms: must be an integer from 1 to %lld", (long long)TASK_MAX_AHEAD_MS);
+        expires = at + d;
+    }
     char tparent[TRACE_PARENT_LEN + 1] = "";
     const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "traceparent"))) {
-        char why[160];
         if (!cJSON_IsString(v)) FAIL("traceparent: must be a string");
         if (trace_parent_parse(v->valuestring, tparent, why, sizeof(why)) != 0)
             FAIL("traceparent: %s", why);
     }
     if (tstate) {
-        char why[160];
         if (!tparent[0]) FAIL("tracestate: needs traceparent");
         if (!cJSON_IsString(tstate)) FAIL("tracestate: must be a string");
         if (trace_state_check(tstate->valuestring, why, sizeof(why)) != 0)
@@ -635,6 +652,10 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     out->due_ms = at > now_ms ? at : now_ms;
     out->timeout_ms = timeout_ms;
     out->max_attempts = (int)max_attempts;
+    if (expires >= 0) {
+        char num[UTIL_INT_MAX];
+        task_input_add_json(out, "expires_at", num, (size_t)util_fmt_int(num, expires));
+    }
     if (tparent[0]) task_input_add_member(out, "traceparent", tparent);
     if (tstate) task_input_add_member(out, "tracestate", tstate->valuestring);
     return 0;
@@ -643,19 +664,25 @@ fail:
     return -1;
 }
 
-int task_input_add_member(task_input *t, const char *name, const char *str)
+int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)
 {
-    task_buf m = {0};
-    task_buf_str(&m, str);
     char **docs[2] = {&t->spec, &t->rec};
     for (int i = 0; i < 2; i++) {
         size_t len = strlen(*docs[i]);
         task_buf b = {*docs[i], len - 1, len + 1};   /* its last '}' dropped */
         b.p[b.len] = '\0';
-        task_buf_member(&b, name, m.p, m.len);
+        task_buf_member(&b, name, json, n);
         task_buf_add(&b, "}", 1);
         *docs[i] = b.p;
     }
+    return 0;
+}
+
+int task_input_add_member(task_input *t, const char *name, const char *str)
+{
+    task_buf m = {0};
+    task_buf_str(&m, str);
+    task_input_add_json(t, name, m.p, m.len);
     free(m.p);
     return 0;
 }

@@ -122,6 +122,8 @@ char *task_rec_spec(const char *rec, size_t len, const char *id);
 /* A string member "name": str added to both the spec and the record of t
  * (a schedule's run names its schedule). Returns 0. */
 int task_input_add_member(task_input *t, const char *name, const char *str);
+/* The same with a JSON text json[0..n) as the value. */
+int task_input_add_json(task_input *t, const char *name, const char *json, size_t n);
 
 /* Build an id; split one. task_id_parse fills slice (TASK_SLICE_MAX), the
  * execute_at and the key (TASK_KEY_MAX + 1); returns 0 or -1 if malformed. */
