@@ -28,6 +28,7 @@ typedef struct api_filter {
     char order[8];
     char cursor[STORE_CURSOR_MAX];
     char prefix[TASK_KEY_MAX + 1];
+    int runs;                   /* by schedule_id: the schedule's runs alone */
     int64_t from, to, limit;
 } api_filter;
 
@@ -123,8 +124,10 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
             snprintf(err, errlen, "schedule_id: give key_prefix or schedule_id, not both");
             return -1;
         }
-        /* a schedule's runs have the keys s:<key>:<version> */
-        snprintf(f->prefix, sizeof(f->prefix), "s:%s:", key);
+        /* a schedule's runs have the keys s:<key>:<version>; s:<key>:1:2 is
+         * a run of the schedule keyed <key>:1 */
+        snprintf(f->prefix, sizeof(f->prefix), TASK_RUN_PREFIX "%s:", key);
+        f->runs = 1;
     }
     if (get(src, "from", v, sizeof(v)) && api_time("from", v, &f->from, err, errlen) != 0) return -1;
     if (get(src, "to", v, sizeof(v)) && api_time("to", v, &f->to, err, errlen) != 0) return -1;
@@ -139,7 +142,7 @@ static store_list_query api_filter_query(const api_filter *f, int limit)
 {
     return (store_list_query){.status = f->status, .desc = strcmp(f->order, "newest") == 0,
                               .cursor = f->cursor, .limit = limit, .from_ms = f->from,
-                              .to_ms = f->to, .key_prefix = f->prefix};
+                              .to_ms = f->to, .key_prefix = f->prefix, .runs = f->runs};
 }
 
 /* ---- GET /v1/tasks ------------------------------------------------------- */

@@ -625,7 +625,7 @@ static int xfer_build(xfer *x)
         char sig[WEBHOOK_SIG_MAX], msg[TASK_ID_MAX + sizeof(j->event) + 1];
         int64_t ts = (int64_t)time(NULL);
         /* an event about the task is a message of its own */
-        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? "." : "", j->event);
+        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? TASK_EVENT_SEP : "", j->event);
         if (!x->w->sig) x->w->sig = webhook_ctx_new();
         webhook_sign(keys, x->w->sig, msg, ts, x->body ? x->body : "",
                      x->body ? strlen(x->body) : 0, sig);

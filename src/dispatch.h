@@ -39,7 +39,7 @@ struct job {
     int attempt;                /* 1, 2, ... */
     char *spec;                 /* task JSON (malloc'd, owned by the job) */
     char event[16];             /* "": the task's callback; else an event about task id
-                                   (sent as tickd-event, signed as webhook-id "<id>.<event>") */
+                                   (sent as tickd-event, signed as webhook-id "<id>~<event>": TASK_EVENT_SEP) */
     /* set by the pool */
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */

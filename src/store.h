@@ -173,6 +173,9 @@ typedef struct store_list_query {
     int limit;
     int64_t from_ms, to_ms;    /* execute_at in [from, to); -1: open */
     const char *key_prefix;    /* "" = any key */
+    int runs;                  /* 1: the key is key_prefix and digits alone, a
+                                * schedule's run (not another schedule's whose
+                                * key goes on from this one's) */
 } store_list_query;
 #define STORE_CURSOR_MAX (TASK_SLICE_MAX + TASK_ID_MAX + 32)
 /* n ids, next_cursor NULL at the end; or err. */

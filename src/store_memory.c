@@ -650,7 +650,8 @@ static void ms_list(store *s, const store_list_query *q, store_list_fn *cb, void
             int64_t at;
             if (task_id_parse(t->id, sl, &at, key) != 0) continue;
             if ((q->from_ms >= 0 && at < q->from_ms) || (q->to_ms >= 0 && at >= q->to_ms) ||
-                strncmp(key, q->key_prefix, plen) != 0)
+                strncmp(key, q->key_prefix, plen) != 0 ||
+                (q->runs && (!key[plen] || strspn(key + plen, "0123456789") != strlen(key + plen))))
                 continue;
             mpos *p = &v[n++];
             snprintf(p->slice, sizeof(p->slice), "%s", t->slice ? t->slice->name : t->home);

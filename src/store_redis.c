@@ -2063,8 +2063,8 @@ static void list_next_slice(list_ctx *c)
     util_fmt_int(from, c->q.from_ms);
     util_fmt_int(to, c->q.to_ms);
     const char *args[] = {c->status, c->q.desc ? "desc" : "asc", c->score[0] ? c->score : "0",
-                          c->id, lim, from, to, c->prefix};
-    rs_eval(rs, 0, SCRIPT_LIST, 8, k.p, 8, args, list_slice_cb, c);
+                          c->id, lim, from, to, c->prefix, c->q.runs ? "1" : ""};
+    rs_eval(rs, 0, SCRIPT_LIST, 8, k.p, 9, args, list_slice_cb, c);
 }
 
 static void list_registry_cb(redisReply *r, const char *err, void *priv)

@@ -40,6 +40,44 @@ int task_key_valid(const char *s)
     return n > 0;
 }
 
+/* Every name tickd makes itself, and why no name a user chooses can be one:
+ * - a task id, "<slice>.<execute_at ms>.<key>" (task.h): the slice and time
+ *   are tickd's, the key the user's, or task_key_random's 22 base62
+ *   characters when none is given. A key given that equals a random one
+ *   names the same id, so the same task (lua/add.lua, form "c"): that is the
+ *   id's owner re-POSTing, not another kind.
+ * - a schedule's run: a task keyed "s:<schedule key>:<version>"
+ *   (schedule_run_task); the prefix below keeps it for runs alone. Runs of
+ *   two schedules differ too: the version, after the last ':', is digits
+ *   alone, and so is what a listing by schedule_id takes after
+ *   "s:<key>:" (store_list_query.runs): s:ab:1:2 is a run of ab:1, not of ab.
+ * - a schedule id, "sch.<key>": a space of its own (its own URLs, its own
+ *   hashes, lua/sched.lua), never a task's.
+ * - a retry, a run now: the same task, its id unchanged (lua/move.lua).
+ * - the webhook-id of an event about a task, "<task id>~<event>"
+ *   (TASK_EVENT_SEP): '~' is in no id, so no task's webhook-id is an event's.
+ * - fields of the store's hashes: "s:<id>" (a state) and "#open" beside
+ *   ids that start with a digit (a slice) or with "sch.": none is an id.
+ * - queue and destination keys of lua/flow.lua: a kind letter and ':' before
+ *   the name (q:, d:, h:q:, h:d:, w:, f:), never a prefix of another kind's.
+ * A key a user gives must not start with a prefix below: the check is in
+ * task_input_parse; what tickd makes goes through task_input_parse_made. */
+static const struct {
+    const char *prefix, *what;
+} task_reserved[] = {
+    {TASK_RUN_PREFIX, "schedule runs"},
+};
+
+const char *task_key_reserved(const char *key, const char **what)
+{
+    for (size_t i = 0; i < sizeof(task_reserved) / sizeof(*task_reserved); i++)
+        if (strncmp(key, task_reserved[i].prefix, strlen(task_reserved[i].prefix)) == 0) {
+            if (what) *what = task_reserved[i].what;
+            return task_reserved[i].prefix;
+        }
+    return NULL;
+}
+
 int task_key_looks_random(const char *key)
 {
     size_t n = 0;
@@ -470,8 +508,9 @@ static int task_json_time(const cJSON *v, int64_t *ms, char *why, size_t whylen)
     return -1;
 }
 
-int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
-                     char *err, size_t errlen)
+/* A task from the API (made 0: its key is a user's) or one tickd makes. */
+static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_input *out,
+                           char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
@@ -490,6 +529,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
         if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))
             FAIL("key: must be 1-200 characters of A-Z a-z 0-9 . _ : -");
+        const char *what, *pre = made ? NULL : task_key_reserved(v->valuestring, &what);
+        if (pre) FAIL("key: must not start with \"%s\" (reserved for %s)", pre, what);
         strcpy(out->key, v->valuestring);
     } else {
         task_key_random(out->key);
@@ -662,6 +703,18 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
 fail:
     memset(out, 0, sizeof(*out));
     return -1;
+}
+
+int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                     size_t errlen)
+{
+    return task_input_read(obj, now_ms, 0, out, err, errlen);
+}
+
+int task_input_parse_made(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                          size_t errlen)
+{
+    return task_input_read(obj, now_ms, 1, out, err, errlen);
 }
 
 int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)
