@@ -1210,6 +1210,22 @@ static void api_free_tokens(api *a)
 {
     for (int t = 0; t < a->ntokens; t++) free(a->tokens[t]);
     free(a->tokens);
+    a->tokens = NULL;
+    a->ntokens = 0;
+}
+
+int api_set_tokens(api *a, const char *token)
+{
+    api_free_tokens(a);
+    /* space-separated, as config_validate checked them */
+    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
+        size_t n = strcspn(t, " ");
+        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
+        a->tokens[a->ntokens++] = xstrndup(t, n);
+        t += n;
+    }
+    http_server_set_gate(a->http, a->ntokens ? api_gate : NULL);
+    return a->ntokens;
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
@@ -1221,21 +1237,13 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
     a->s = s;
     a->stats = stats;
     a->stats_priv = stats_priv;
-    /* space-separated, as config_validate checked them */
-    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
-        size_t n = strcspn(t, " ");
-        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
-        a->tokens[a->ntokens++] = xstrndup(t, n);
-        t += n;
-    }
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
                               errlen);
     if (!a->http) {
-        api_free_tokens(a);
         free(a);
         return NULL;
     }
-    if (a->ntokens) http_server_set_gate(a->http, api_gate);
+    api_set_tokens(a, token);
     return a;
 }
 
