@@ -174,6 +174,8 @@ static void list_get_cb(store_status st, const char *spec, const char *state, co
         char *s = api_render_task(it->id, spec, state);
         l->items[it->i] = s ? cJSON_Parse(s) : NULL;
         free(s);
+        /* a listing shows URLs redacted; GET of one task shows them whole */
+        if (l->items[it->i]) task_redact_urls(l->items[it->i]);
     }
     free(it);
     if (--l->waiting == 0) list_req_done(l);

@@ -87,6 +87,7 @@ struct sched {
     struct event *snap_ev;    /* reads the settings again */
     struct event *flow_ev;    /* sends what this loop turn gathered */
     int snap_busy, pump_wanted;
+    int64_t flow_loads;       /* times the settings were read (/v1/stats) */
     job *asking, **asking_tail; /* jobs to ask about, linked by next */
     int nasking;
     flow_batch enq, ends;
@@ -638,6 +639,7 @@ static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, 
         return;
     }
     flow_cache_load(sc->fc, items, n, waiting, store_now_ms(sc->s));
+    sc->flow_loads++;
 }
 
 void sched_flow_refresh(sched *sc)
@@ -1002,6 +1004,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
     cJSON_AddNumberToObject(obj, "recording", sc->recording);
+    if (sc->fc) cJSON_AddNumberToObject(obj, "flow_loads", (double)sc->flow_loads);
     store_stats(sc->s, obj);
 }
 

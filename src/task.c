@@ -878,18 +878,41 @@ void task_input_free(task_input *t)
     t->spec = NULL;
 }
 
-/* ---- NUL in the JSON text ---- */
+/* ---- URLs shown outside ---- */
+
+static void task_redact_member(cJSON *o, const char *name)
+{
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(u)) return;
+    char *r = util_url_redact(u->valuestring);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, name, cJSON_CreateString(r));
+    free(r);
+}
+
+void task_redact_urls(cJSON *task)
+{
+    task_redact_member(task, "callback_url");
+    task_redact_member(cJSON_GetObjectItemCaseSensitive(task, "on_failure"), "callback_url");
+}
+
+/* ---- NULs, invalid UTF-8 and numbers not held in the JSON text ---- */
 
 typedef struct task_scan {
     const char *p, *end;
     char path[TASK_PATH_MAX];
     size_t plen;            /* the path is cut at TASK_PATH_MAX - 1 bytes */
-    task_nul_fn *fn;        /* a string holding a NUL */
+    int want;               /* TASK_SCAN_NUL, TASK_SCAN_UTF8: what is found */
+    task_nul_fn *fn;        /* a string holding what is wanted */
     task_nul_fn *numfn;     /* a number cJSON does not hold (NULL: not looked for) */
     void *priv;
     size_t found;
     int stop;
+    unsigned char bad_byte; /* the first byte starting no UTF-8 sequence, */
+    size_t bad_at;          /* at this offset of the string (last found) */
 } task_scan;
+
+#define TASK_SCAN_NUL 1
+#define TASK_SCAN_UTF8 2
 
 static void task_scan_path(task_scan *sc, const char *s, size_t n)
 {
@@ -928,12 +951,14 @@ static int task_number_lost(const char *s, size_t n)
     return isinf(d) || (d == 0 && nonzero);
 }
 
-/* The rest of a string, sc->p just past its opening quote. 1 if it holds a
- * NUL. A member name (`name`) is added to the path as written, but for \" \\
- * and \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
+/* The rest of a string, sc->p just past its opening quote: what of
+ * TASK_SCAN_NUL and TASK_SCAN_UTF8 (bytes that are not UTF-8) it holds. A
+ * member name (`name`) is added to the path as written, but for \" \\ and
+ * \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
 static int task_scan_string(task_scan *sc, int name)
 {
     int nul = 0;
+    const char *start = sc->p;
     while (sc->p < sc->end && *sc->p != '"') {
         const char *c = sc->p++;
         if (*c == '\\' && sc->p < sc->end) {
@@ -955,8 +980,17 @@ static int task_scan_string(task_scan *sc, int name)
             task_scan_path(sc, c, 1);
         }
     }
+    /* escapes are ASCII: checking the raw bytes checks what cJSON decodes,
+     * whose own \u escapes are refused when they are lone surrogates */
+    size_t bad;
+    int found = nul ? TASK_SCAN_NUL : 0;
+    if (!util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
+        found |= TASK_SCAN_UTF8;
+        sc->bad_byte = (unsigned char)start[bad];
+        sc->bad_at = bad;
+    }
     if (sc->p < sc->end) sc->p++;
-    return nul;
+    return found & sc->want;
 }
 
 /* One value at sc->p. Malformed text is walked over, one byte at least per
@@ -1031,7 +1065,8 @@ static void task_scan_all(task_scan *sc)
 
 size_t task_json_scan(const char *s, size_t len, task_nul_fn *nul, task_nul_fn *num, void *priv)
 {
-    task_scan sc = {.p = s, .end = s + len, .fn = nul, .numfn = num, .priv = priv};
+    task_scan sc = {.p = s, .end = s + len, .want = TASK_SCAN_NUL, .fn = nul, .numfn = num,
+                    .priv = priv};
     task_scan_all(&sc);
     return sc.found;
 }
@@ -1064,4 +1099,28 @@ int task_json_check(const char *s, size_t len, char *err, size_t errlen)
 {
     task_nul_err e = {err, errlen};
     return task_json_scan(s, len, task_nul_first, task_number_first, &e) ? -1 : 0;
+}
+
+typedef struct task_utf8_err {
+    const task_scan *sc;
+    char *err;
+    size_t errlen;
+} task_utf8_err;
+
+static int task_utf8_first(const char *path, void *priv)
+{
+    task_utf8_err *e = priv;
+    /* the path may quote the bad bytes: whoever prints err cleans it */
+    snprintf(e->err, e->errlen, "%s: not valid UTF-8 (byte 0x%02X at byte %zu of the string)",
+             *path ? path : "body", e->sc->bad_byte, e->sc->bad_at);
+    return 1;
+}
+
+int task_json_check_utf8(const char *s, size_t len, char *err, size_t errlen)
+{
+    task_scan sc = {.p = s, .end = s + len, .want = TASK_SCAN_UTF8, .fn = task_utf8_first};
+    task_utf8_err e = {&sc, err, errlen};
+    sc.priv = &e;
+    task_scan_all(&sc);
+    return sc.found ? -1 : 0;
 }

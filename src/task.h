@@ -97,6 +97,18 @@ int task_json_check(const char *s, size_t len, char *err, size_t errlen);
 #define TASK_NUMBER_LOST "a number that would not be stored exactly (too large for a double, " \
                          "or so small it would read as 0)"
 
+/* The first string of the JSON text s[0..len) -- member name or value, at
+ * any depth -- whose bytes are not UTF-8 (util_utf8_valid): -1 with "path:
+ * not valid UTF-8 (byte 0xF8 at byte 3 of the string)" in err, or 0 when
+ * every string is. Bytes outside strings are cJSON's to refuse. Safe on any
+ * bytes. */
+int task_json_check_utf8(const char *s, size_t len, char *err, size_t errlen);
+
+/* The URLs of a task object (callback_url, on_failure.callback_url) as
+ * util_url_redact shows them, in place: for a task that leaves tickd in an
+ * event or a listing. */
+void task_redact_urls(cJSON *task);
+
 /* Numbers from outside: one bounded parser for every time and rate field.
  *
  * Times are Unix ms from 0 (1970) to TASK_TIME_MAX_MS, the last ms of the

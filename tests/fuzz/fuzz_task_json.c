@@ -1,8 +1,8 @@
 /* fuzz_task_json.c -- the API's task JSON on arbitrary bytes, as api.c takes
- * it: a raw NUL refused, cJSON, the scan of the text for NULs and numbers
- * cJSON does not hold, then task_input_parse. The scan also runs on every
- * input, JSON or not; so do the bounded time parsers (the text as a query
- * parameter, the JSON as a field) and the listing cursor's check.
+ * it: a raw NUL refused, cJSON, the UTF-8 check, the scan of the text for
+ * NULs and numbers cJSON does not hold, then task_input_parse. The scan also
+ * runs on every input, JSON or not; so do the bounded time parsers (the text
+ * as a query parameter, the JSON as a field) and the listing cursor's check.
  * Invariants checked beyond the sanitizers: an error names a field
  * ("field: reason"); an accepted task's stored spec is JSON that is accepted
  * again and stored unchanged (what is stored is what was sent); its record
@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "task.h"
+#include "util.h"
 
 #define NOW_MS INT64_C(1795323600000)
 
@@ -78,6 +79,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (task_json_time(j, "t", &ms, err, sizeof(err)) == 0 ? ms < 0 || ms > TASK_TIME_MAX_MS
                                                            : strncmp(err, "t: ", 3) != 0)
         abort();
+    /* JSON text outside strings is ASCII: for a text that is one value (as
+     * api_body takes it) the string scan finds a string that is not UTF-8
+     * exactly when the text is not UTF-8 */
+    const char *end = NULL;
+    cJSON_Delete(cJSON_ParseWithLengthOpts(s, size, &end, 0));
+    while (end && end < s + size && strchr(" \t\r\n", *end)) end++;
+    int utf8_bad = task_json_check_utf8(s, size, err, sizeof(err)) != 0;
+    if (end == s + size && (utf8_bad == util_utf8_valid(s, size, NULL) ||
+                            (utf8_bad && !strstr(err, ": not valid UTF-8 (byte 0x"))))
+        abort();
+    if (utf8_bad) {
+        cJSON_Delete(j);
+        return 0;
+    }
     if (task_json_check(s, size, err, sizeof(err)) != 0) {
         if (!strstr(err, ": contains a NUL character") && !strstr(err, ": a number")) abort();
         cJSON_Delete(j);
