@@ -96,6 +96,8 @@ static const config_key keys[] = {
      "slice's other records stay as long"},
     {"scheduler", "slice_grace_ms", CT_INT, "60000", 2000, 600000, F(slice_grace_ms),
      "a drained minute slice is passed by the scan only this long after it ended; a task whose execute_at is up to half this past its minute still goes to that minute (so re-POSTs stay idempotent)"},
+    {"scheduler", "flow_holds_max", CT_INT, "10000", 1, 10000000, F(flow_holds_max),
+     "destinations held back by a receiver's Retry-After at once (each replica, and the store); past this the oldest hold is forgotten, with a warning"},
     {"callback", "deny", CT_STR, "0.0.0.0/8 169.254.0.0/16 fe80::/10 ::ffff:0.0.0.0/104 ::ffff:169.254.0.0/112", 0, 0, F(deny),
      "space-separated CIDRs no callback may connect to (checked on the address actually connected to); a hardened profile adds 127.0.0.0/8 ::1/128 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 fc00::/7 and their ::ffff: forms"},
     {"callback", "allow", CT_STR, "", 0, 0, F(allow),

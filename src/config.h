@@ -63,6 +63,7 @@ typedef struct config {
     int64_t retention_ms;
     int64_t failed_retention_ms;
     int64_t slice_grace_ms;
+    int64_t flow_holds_max;    /* destinations held back at once (Retry-After) */
     /* [callback] */
     char deny[1024];           /* CIDR list callbacks may not connect to */
     char allow[1024];          /* when set, the only CIDRs callbacks may connect to */

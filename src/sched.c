@@ -87,6 +87,7 @@ struct sched {
     struct event *snap_ev;    /* reads the settings again */
     struct event *flow_ev;    /* sends what this loop turn gathered */
     int snap_busy, pump_wanted;
+    int64_t flow_version;     /* the store's last change this copy has */
     job *asking, **asking_tail; /* jobs to ask about, linked by next */
     int nasking;
     flow_batch enq, ends;
@@ -396,7 +397,7 @@ void sched_on_done(sched *sc, job *j)
             if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), j->queue, j->dest, &to) < 0)
                 until = 0;
         }
-        if (until) flow_cache_hold(sc->fc, j->dest, until);
+        if (until) flow_cache_hold(sc->fc, j->dest, until, store_now_ms(sc->s));
     }
     int ends = j->ok || j->permanent || j->attempt >= j->max_attempts;
     sched_flow_end(sc, j, until, ends && !j->ok);
@@ -617,8 +618,8 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, const char *err,
-                          void *priv)
+static void sched_snap_cb(const store_flow_info *items, int n, const store_flow_snap *m,
+                          const char *err, void *priv)
 {
     sched *sc = priv;
     sc->pending--;
@@ -627,7 +628,11 @@ static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, 
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control settings: %s", err);
         return;
     }
-    flow_cache_load(sc->fc, items, n, waiting, store_now_ms(sc->s));
+    /* only what changed since the last call comes, a page at a time */
+    flow_cache_apply(sc->fc, items, n, m->fresh, !m->more, store_now_ms(sc->s));
+    flow_cache_set_waiting(sc->fc, m->waiting);
+    sc->flow_version = m->version;
+    if (m->more) sched_flow_refresh(sc);
 }
 
 void sched_flow_refresh(sched *sc)
@@ -635,7 +640,7 @@ void sched_flow_refresh(sched *sc)
     if (!sc->fc || sc->snap_busy || sc->stopping) return;
     sc->snap_busy = 1;
     sc->pending++;
-    store_flow_snapshot(sc->s, sched_snap_cb, sc);
+    store_flow_snapshot(sc->s, sc->flow_version, sched_snap_cb, sc);
 }
 
 static void sched_snap_tick(evutil_socket_t fd, short what, void *arg)
@@ -919,7 +924,7 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->flow_ev = evtimer_new(base, sched_flow_cb, sc);
     sc->asking_tail = &sc->asking;
     if (store_has_flow(s)) {
-        sc->fc = flow_cache_new();
+        sc->fc = flow_cache_new((size_t)cfg->flow_holds_max);
         sc->snap_ev = event_new(base, -1, EV_PERSIST, sched_snap_tick, sc);
     }
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));

@@ -219,9 +219,19 @@ typedef struct store_flow_info {
     int64_t open;               /* queues: tasks stored and not yet ended */
 } store_flow_info;
 typedef void store_flow_info_fn(const store_flow_info *items, int n, const char *err, void *priv);
-/* The settings of every key, and each destination's until_ms (settings
- * NULL), with the number of tasks waiting. */
-typedef void store_flow_snap_fn(const store_flow_info *items, int n, int64_t waiting,
+/* A page of queues or destinations in name order; next: the cursor of the
+ * page after (NULL: none). */
+typedef void store_flow_list_fn(const store_flow_info *items, int n, const char *next,
+                                const char *err, void *priv);
+/* A page of the changes since a change number (flow_snapshot): per key its
+ * settings (NULL: none) and, for a destination, its hold (until_ms). */
+typedef struct store_flow_snap {
+    int fresh;                  /* the changes are a copy from scratch */
+    int more;                   /* more changes follow: ask again at once */
+    int64_t version;            /* the change number to ask from next */
+    int64_t waiting;            /* tasks waiting, all queues */
+} store_flow_snap;
+typedef void store_flow_snap_fn(const store_flow_info *items, int n, const store_flow_snap *m,
                                 const char *err, void *priv);
 
 typedef struct store_type {
@@ -284,13 +294,17 @@ typedef struct store_type {
     /* n = 1: the parked entry is due at at_ms; 0: it is gone */
     void (*flow_take)(store *s, const char *id, const char *slice, int64_t at_ms,
                       store_flow_done_fn *cb, void *priv);
-    void (*flow_snapshot)(store *s, store_flow_snap_fn *cb, void *priv);
+    void (*flow_snapshot)(store *s, int64_t since, store_flow_snap_fn *cb, void *priv);
     /* settings JSON, or NULL to delete (n = 0: there were none), or
      * "+paused" / "-paused" to set only that */
     void (*flow_put)(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
                      void *priv);
-    /* one key, or "" for every one with settings or waiting tasks */
+    /* one key's settings and counts */
     void (*flow_info)(store *s, const char *key, store_flow_info_fn *cb, void *priv);
+    /* a page of queues (kind 'q') or destinations ('d') after name after
+     * ("": from the first), at most limit */
+    void (*flow_list)(store *s, char kind, const char *after, int limit, store_flow_list_fn *cb,
+                      void *priv);
     int64_t (*now_ms)(const store *s);
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
@@ -415,9 +429,10 @@ static inline void store_flow_take(store *s, const char *id, const char *slice, 
 {
     s->type->flow_take(s, id, slice, at_ms, cb, priv);
 }
-static inline void store_flow_snapshot(store *s, store_flow_snap_fn *cb, void *priv)
+static inline void store_flow_snapshot(store *s, int64_t since, store_flow_snap_fn *cb,
+                                       void *priv)
 {
-    s->type->flow_snapshot(s, cb, priv);
+    s->type->flow_snapshot(s, since, cb, priv);
 }
 static inline void store_flow_put(store *s, const char *key, const char *settings,
                                   store_flow_done_fn *cb, void *priv)
@@ -427,6 +442,11 @@ static inline void store_flow_put(store *s, const char *key, const char *setting
 static inline void store_flow_get(store *s, const char *key, store_flow_info_fn *cb, void *priv)
 {
     s->type->flow_info(s, key, cb, priv);
+}
+static inline void store_flow_list(store *s, char kind, const char *after, int limit,
+                                   store_flow_list_fn *cb, void *priv)
+{
+    s->type->flow_list(s, kind, after, limit, cb, priv);
 }
 static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }

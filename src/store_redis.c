@@ -234,14 +234,19 @@ static void qcount_flush(rstore *rs)
         c->k = 0;
         return;
     }
-    char key[KEY_MAX], v[UTIL_INT_MAX];
-    snprintf(key, sizeof(key), "%s:{flow}:n", rs->prefix);
+    /* one flow.lua count: a count back at 0 is dropped there, and the
+     * queue leaves the listing once nothing else keeps it */
+    char key[KEY_MAX], v[QCOUNT_QUEUES][UTIL_INT_MAX];
+    const char *args[1 + 2 * QCOUNT_QUEUES] = {"count"}, *keys[] = {key};
+    int n = 1;
+    snprintf(key, sizeof(key), "%s:{flow}:cfg", rs->prefix);
     for (int i = 0; i < c->k; i++) {
         if (!c->n[i]) continue;
-        util_fmt_int(v, c->n[i]);
-        const char *argv[] = {"HINCRBY", key, c->q[i], v};
-        rc_command(rs->rc, key, qcount_ignore_cb, NULL, 4, argv, NULL);
+        util_fmt_int(v[i], c->n[i]);
+        args[n++] = c->q[i];
+        args[n++] = v[i];
     }
+    if (n > 1) rs_eval(rs, 0, SCRIPT_FLOW, 1, keys, n, args, qcount_ignore_cb, NULL);
     c->k = 0;
 }
 
@@ -1951,6 +1956,7 @@ static void rs_flow_pump(store *s, const store_flow_end *e, int n, int max, int6
     step_int(&st, horizon_ms);
     step_int(&st, rs_margin(rs));
     step_int(&st, max);
+    step_int(&st, rs->base.cfg->flow_holds_max);
     for (int i = 0; i < n; i++) {
         step_str(&st, e[i].id);
         step_str(&st, e[i].queue);
@@ -2019,36 +2025,69 @@ static void rs_flow_info(store *s, const char *key, store_flow_info_fn *cb, void
     flow_eval(rs, &st, rs_flow_info_cb, flow_op_new(rs, (void *)cb, priv));
 }
 
+/* items from flat (key, settings | nil, until) triples */
 static void rs_flow_snapshot_cb(redisReply *r, const char *err, void *priv)
 {
     flow_op *op = priv;
     store_flow_snap_fn *cb = (store_flow_snap_fn *)op->cb;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[1]->type != REDIS_REPLY_ARRAY) {
-        cb(NULL, 0, 0, rs_err(r, err), op->priv);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 4) {
+        cb(NULL, 0, NULL, rs_err(r, err), op->priv);
         free(op);
         return;
     }
-    const redisReply *c = r->element[0], *u = r->element[1];
+    store_flow_snap m = {.fresh = rs_reply_int(r->element[0]) == 1,
+                         .version = rs_reply_int(r->element[1]),
+                         .more = rs_reply_int(r->element[2]) == 1,
+                         .waiting = rs_reply_int(r->element[3])};
     int n = 0;
-    store_flow_info *it = xcalloc(c->elements / 2 + u->elements / 2 + 1, sizeof(*it));
-    for (size_t i = 0; i + 1 < c->elements; i += 2)
-        it[n++] = (store_flow_info){.key = rs_reply_str(c->element[i]),
-                                    .settings = rs_reply_str(c->element[i + 1])};
-    for (size_t i = 0; i + 1 < u->elements; i += 2)
-        it[n++] = (store_flow_info){.key = rs_reply_str(u->element[i]),
-                                    .until_ms = rs_reply_int(u->element[i + 1])};
-    cb(it, n, rs_reply_int(r->element[2]), NULL, op->priv);
+    store_flow_info *it = xcalloc((r->elements - 4) / 3 + 1, sizeof(*it));
+    for (size_t i = 4; i + 3 <= r->elements; i += 3)
+        it[n++] = (store_flow_info){
+            .key = rs_reply_str(r->element[i]),
+            .settings = r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1]->str
+                                                                        : NULL,
+            .until_ms = rs_reply_int(r->element[i + 2])};
+    cb(it, n, &m, NULL, op->priv);
     free(it);
     free(op);
 }
 
-static void rs_flow_snapshot(store *s, store_flow_snap_fn *cb, void *priv)
+static void rs_flow_snapshot(store *s, int64_t since, store_flow_snap_fn *cb, void *priv)
 {
     rstore *rs = RS(s);
     step st = {0};
     step_str(&st, "snapshot");
+    step_int(&st, since);
     flow_eval(rs, &st, rs_flow_snapshot_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_list_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_list_fn *cb = (store_flow_list_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+        cb(NULL, 0, NULL, rs_err(r, err), op->priv);
+    } else {
+        int n;
+        const char *next = rs_reply_str(r->element[0]);
+        store_flow_info *it = flow_infos(r, 1, r->elements, &n);
+        cb(it, n, *next ? next : NULL, NULL, op->priv);
+        free(it);
+    }
+    free(op);
+}
+
+static void rs_flow_list(store *s, char kind, const char *after, int limit,
+                         store_flow_list_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    char k[2] = {kind, '\0'};
+    step_str(&st, "list");
+    step_str(&st, k);
+    step_str(&st, after);
+    step_int(&st, limit);
+    flow_eval(rs, &st, rs_flow_list_cb, flow_op_new(rs, (void *)cb, priv));
 }
 
 static void rs_flow_put(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
@@ -2252,6 +2291,7 @@ static const store_type redis_type = {
     .flow_snapshot = rs_flow_snapshot,
     .flow_put = rs_flow_put,
     .flow_info = rs_flow_info,
+    .flow_list = rs_flow_list,
     .stats = rs_stats,
     .close = rs_close,
     .free = rs_free,
