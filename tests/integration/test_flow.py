@@ -328,6 +328,50 @@ def test_queue_counts_follow_the_tasks(tickd, receiver):
     assert "cnt" in names
 
 
+def test_listings_page_and_forget_what_is_empty(tickd, redis, receiver):
+    """Queue and destination listings page by name (limit, cursor,
+    next_cursor); a queue whose tasks all ended leaves the listing and its
+    count is dropped."""
+    for i in range(7):
+        put(tickd, f"/v1/queues/pq{i}", {"rate": 100})
+        put(tickd, f"/v1/destinations/d{i}.example", {"rate": 100})
+    for path, field, key in (("/v1/queues", "queues", "name"),
+                             ("/v1/destinations", "destinations", "destination")):
+        seen, cursor, pages = [], None, 0
+        while True:
+            code, res = tickd.request("GET", path + "?limit=3" +
+                                      (f"&cursor={cursor}" if cursor else ""))
+            assert code == 200, res
+            assert len(res[field]) <= 3
+            seen += [x[key] for x in res[field]]
+            pages += 1
+            cursor = res["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == sorted(seen) and len(seen) == len(set(seen))
+        want = [f"pq{i}" for i in range(7)] + ["default"] if field == "queues" else \
+            [f"d{i}.example" for i in range(7)]
+        assert sorted(seen) == sorted(want) and pages >= 3
+    for bad in ("?limit=0", "?limit=1001", "?cursor=a%20b", "?page=2"):
+        code, res = tickd.request("GET", "/v1/queues" + bad)
+        assert code == 400, (bad, res)
+    code, res = tickd.request("GET", "/v1/destinations?cursor=Bad.Host")
+    assert code == 400 and res["error"]["message"].startswith("cursor:")
+    # a queue made by a task is listed while the task is open, then gone
+    res = tickd.post({"callback_url": receiver.url(), "queue": "brief"})
+    wait_for(lambda: tickd.get(res["id"])[1]["status"] == "succeeded", 10, what="the task")
+    wait_for(lambda: redis.cli("HEXISTS", "tickd:{flow}:n", "brief").strip() == "0", 5,
+             what="the count of an empty queue dropped")
+    wait_for(lambda: redis.cli("ZSCORE", "tickd:{flow}:idx", "q:brief").strip() == "", 5,
+             what="the empty queue out of the listing's index")
+    names = [q["name"] for q in tickd.request("GET", "/v1/queues?limit=1000")[1]["queues"]]
+    assert "brief" not in names
+    # settings deleted: out of the listing
+    assert tickd.request("DELETE", "/v1/destinations/d3.example")[0] == 204
+    dests = tickd.request("GET", "/v1/destinations")[1]["destinations"]
+    assert "d3.example" not in [d["destination"] for d in dests]
+
+
 def test_cluster_retry_after_holds_destination_everywhere(cluster, tickd_factory, receiver):
     # three replicas, tasks every 20 ms to one receiver; its first answer is
     # 429 Retry-After: 2. The replica that got it holds at once, the others
@@ -368,7 +412,7 @@ def test_a_task_let_go_while_parked_again_is_taken_where_it_waits(redis):
         return flow("enqueue", "a", "fifty", "h", "1000", "10000", slice_, "rate")
 
     assert enqueue("202611250000.1") == []                     # waits in line
-    let = flow("pump", "1500", "500", "10")
+    let = flow("pump", "1500", "500", "10", "10000")
     assert let[0:2] == ["a", "202611250000.1"] and let[3:] == ["fifty", "h"]
     # the claim that held its entry parks it in another slice: answered
     again = enqueue("202611250001.1")
@@ -377,12 +421,12 @@ def test_a_task_let_go_while_parked_again_is_taken_where_it_waits(redis):
     # the pump's take, in the slice it left, missed (its end: kind 2 and
     # that slice): not a miss, the let-go stands; not let go twice, nor
     # queued again
-    assert flow("pump", "1500", "500", "10", "a", "fifty", "h", "0", "2",
+    assert flow("pump", "1500", "500", "10", "10000", "a", "fifty", "h", "0", "2",
                 "202611250000.1") == []
     assert redis.cli("ZCARD", "t:{flow}:w:fifty").strip() == "0"
     assert '"a":' in redis.cli("HGET", "t:{flow}:wi", "a")
     # a miss where it waits now: it waits again, first in line
-    assert flow("pump", "1500", "500", "0", "a", "fifty", "h", "0", "2",
+    assert flow("pump", "1500", "500", "0", "10000", "a", "fifty", "h", "0", "2",
                 "202611250001.1") == []
     assert redis.cli("ZRANGE", "t:{flow}:w:fifty", "0", "-1").split() == ["a"]
 
