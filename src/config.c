@@ -50,6 +50,8 @@ static const config_key keys[] = {
      "connections each dispatch worker keeps to one receiving host; more callbacks to it wait their turn on them (kept alive)"},
     {"server", "keepalive_ms", CT_INT, "60000", 100, 3600000, F(keepalive_ms),
      "a kept connection to a receiving host is closed after this long unused"},
+    {"server", "hosts_max", CT_INT, "10000", 1, 10000000, F(hosts_max),
+     "receiving hosts whose connection state each dispatch worker keeps; past this the longest unused idle one is dropped (its kept connections closed), with a warning"},
     {"server", "shutdown_grace_ms", CT_INT, "10000", 0, 600000, F(shutdown_grace_ms),
      "on SIGTERM/SIGINT, how long callbacks in flight may finish before exit"},
     {"server", "store", CT_STR, "redis", 0, 0, F(store),

@@ -40,6 +40,7 @@ typedef struct config {
     int64_t max_inflight;      /* claimed tasks held at once */
     int64_t host_connections;  /* per worker and receiving host */
     int64_t keepalive_ms;      /* an unused callback connection closes after this */
+    int64_t hosts_max;         /* receiving hosts' state a dispatch worker keeps */
     int64_t shutdown_grace_ms;
     char store[16];            /* "redis" or "memory" */
     char log_level[16];

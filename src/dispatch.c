@@ -33,10 +33,12 @@ typedef struct hostq {
     int active;
     int64_t used_ms;            /* monotonic: the last transfer's end */
     xfer *head, *tail;
-    struct hostq *next;
+    struct hostq *next;         /* hash chain */
+    struct hostq *lprev, *lnext; /* by last call, the least recent first */
 } hostq;
 
-#define HOSTQ_BUCKETS 256
+/* hosts looked at from the least recently called on, for one to drop */
+#define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
 
 /* One transfer in a worker: the job and what curl needs alive meanwhile. */
@@ -76,7 +78,10 @@ struct worker {
     job *in_head, *in_tail;
     int stop;
     xfer *active;               /* transfers running, for abort on stop */
-    hostq *hq[HOSTQ_BUCKETS];
+    hostq **hq;                 /* hash table of nhb buckets (a power of 2) */
+    size_t nhb, nhosts;
+    hostq *lru_head, *lru_tail; /* every hostq, the least recently called first */
+    log_limit warn;
     int host_connections;
     int64_t keepalive_ms;       /* an unused connection is closed after this */
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
@@ -98,6 +103,7 @@ struct dispatch {
     int next;
     const netpolicy *np;        /* NULL: callbacks go anywhere */
     _Atomic long hosts;         /* hostq entries across the workers */
+    _Atomic long hosts_max;     /* hostq entries a worker keeps (0: no bound) */
     const webhook_keys *keys;   /* NULL: unsigned */
     const cbtls *tls;           /* libcurl's TLS and proxy settings; NULL: its defaults */
 };
@@ -241,51 +247,125 @@ static void worker_start(worker *w, xfer *x)
     curl_multi_add_handle(w->multi, x->easy);
 }
 
+static void hostq_unlink(worker *w, hostq *q)
+{
+    if (q->lprev) q->lprev->lnext = q->lnext;
+    else w->lru_head = q->lnext;
+    if (q->lnext) q->lnext->lprev = q->lprev;
+    else w->lru_tail = q->lprev;
+    q->lprev = q->lnext = NULL;
+}
+
+static void hostq_append(worker *w, hostq *q)
+{
+    q->lprev = w->lru_tail;
+    if (w->lru_tail) w->lru_tail->lnext = q;
+    else w->lru_head = q;
+    w->lru_tail = q;
+}
+
+static hostq **hostq_bucket(worker *w, const char *key, size_t n)
+{
+    return &w->hq[util_fnv1a(key, n) & (w->nhb - 1)];
+}
+
+/* one bucket a host at most: lookups stay O(1) whatever their number */
+static void hostq_grow(worker *w)
+{
+    hostq **old = w->hq;
+    size_t nold = w->nhb;
+    w->nhb = nold ? nold * 2 : 256;
+    w->hq = xcalloc(w->nhb, sizeof(*w->hq));
+    for (size_t i = 0; i < nold; i++)
+        for (hostq *q = old[i], *qn; q; q = qn) {
+            qn = q->next;
+            hostq **b = hostq_bucket(w, q->key, strlen(q->key));
+            q->next = *b;
+            *b = q;
+        }
+    free(old);
+}
+
+static void hostq_free(worker *w, hostq *q)
+{
+    for (hostq **p = hostq_bucket(w, q->key, strlen(q->key)); *p; p = &(*p)->next)
+        if (*p == q) {
+            *p = q->next;
+            break;
+        }
+    hostq_unlink(w, q);
+    h1_host_free(q->h1);
+    free(q->key);
+    free(q);
+    w->nhosts--;
+    w->d->hosts--;
+}
+
+/* Past hosts_max, the least recently called host with nothing running or
+ * waiting goes (its kept connections closed): callbacks to ever new hosts
+ * cannot grow this state without bound. */
+static void hostq_evict(worker *w)
+{
+    long max = w->d->hosts_max;
+    if (!max || (long)w->nhosts < max) return;
+    hostq *q = w->lru_head;
+    for (int i = 0; q && i < HOSTQ_EVICT_SCAN && (q->active || q->head); i++) q = q->lnext;
+    log_warn_limited(&w->warn, util_mono_ms(),
+                     "callbacks to more than %ld receiving hosts (hosts_max) in one worker: %s",
+                     max, q && !q->active && !q->head ? "the least recently called is forgotten"
+                                                       : "all of the oldest are busy, kept");
+    if (q && !q->active && !q->head) hostq_free(w, q);
+}
+
 /* The queue of the host of url: scheme and authority, up to the path. */
 static hostq *worker_hostq(worker *w, const char *url)
 {
     const char *p = strstr(url, "://");
     size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strlen(url);
-    uint32_t h = util_fnv1a(url, n);
-    hostq **b = &w->hq[h % HOSTQ_BUCKETS];
-    for (hostq *q = *b; q; q = q->next)
-        if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) return q;
+    if (w->nhb) {
+        for (hostq *q = *hostq_bucket(w, url, n); q; q = q->next)
+            if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) {
+                hostq_unlink(w, q);
+                hostq_append(w, q);
+                return q;
+            }
+    }
+    hostq_evict(w);
+    if (w->nhosts >= w->nhb) hostq_grow(w);
     hostq *q = xcalloc(1, sizeof(*q));
     q->key = xstrndup(url, n);
     q->h1 = h1_host_new(w->h1, url);
+    q->used_ms = util_mono_ms();
+    hostq **b = hostq_bucket(w, url, n);
     q->next = *b;
     *b = q;
+    hostq_append(w, q);
+    w->nhosts++;
     w->d->hosts++;
     return q;
 }
 
-static void hostq_free(worker *w, hostq *q)
-{
-    h1_host_free(q->h1);
-    free(q->key);
-    free(q);
-    w->d->hosts--;
-}
-
 /* Free the state of hosts unused for keepalive_ms (their kept connections
  * have closed by then), so that callbacks to ever new hosts cost no memory
- * for ever. Runs every keepalive_ms / 2. */
+ * for ever. Runs every keepalive_ms / 2, from the least recently called on,
+ * up to the first called within keepalive_ms. */
 static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     worker *w = arg;
     int64_t now = util_mono_ms();
     (void)fd, (void)what;
-    for (int b = 0; b < HOSTQ_BUCKETS; b++)
-        for (hostq **p = &w->hq[b]; *p;) {
-            hostq *q = *p;
-            if (q->active || q->head || now - q->used_ms < w->keepalive_ms ||
-                h1_host_busy(q->h1)) {
-                p = &q->next;
-                continue;
-            }
-            *p = q->next;
-            hostq_free(w, q);
-        }
+    for (hostq *q = w->lru_head, *qn; q; q = qn) {
+        qn = q->lnext;
+        if (now - q->used_ms < w->keepalive_ms && !q->active) break;
+        if (q->active || q->head || now - q->used_ms < w->keepalive_ms || h1_host_busy(q->h1))
+            continue;
+        hostq_free(w, q);
+    }
+}
+
+void dispatch_set_hosts_max(dispatch *d, long hosts_max)
+{
+    d->hosts_max = hosts_max;
 }
 
 long dispatch_hosts(const dispatch *d)
@@ -714,15 +794,16 @@ static void *worker_main(void *arg)
         h1_call_abort(x->call);
         worker_abort(w, x);
     }
-    for (int b = 0; b < HOSTQ_BUCKETS; b++)
-        for (hostq *q = w->hq[b], *qn; q; q = qn) {
-            qn = q->next;
-            for (xfer *x = q->head, *xn; x; x = xn) {
-                xn = x->next;
-                worker_abort(w, x);
-            }
-            hostq_free(w, q);
+    while (w->lru_head) {
+        hostq *q = w->lru_head;
+        for (xfer *x = q->head, *xn; x; x = xn) {
+            xn = x->next;
+            worker_abort(w, x);
         }
+        hostq_free(w, q);
+    }
+    free(w->hq);
+    w->hq = NULL;
     event_free(w->sweep_ev);
     h1_client_free(w->h1); /* on this thread: it runs the loop once more */
     w->h1 = NULL;

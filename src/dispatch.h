@@ -87,6 +87,11 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
                           int64_t keepalive_ms, const struct cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen);
 
+/* Receiving hosts whose state (a queue, kept connections) each worker keeps
+ * at most; past it the least recently called idle one is dropped, with a
+ * warning. 0: no bound. */
+void dispatch_set_hosts_max(dispatch *d, long hosts_max);
+
 /* The destinations callbacks may connect to (checked on every connect, both
  * client paths: a refused attempt ends with NETPOLICY_DENIED and permanent
  * set) and the keys signing every callback (NULL: unsigned). Both stay the

@@ -355,6 +355,7 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto done;
     }
+    dispatch_set_hosts_max(t.d, (long)t.cfg.hosts_max);
     dispatch_set_edge(t.d, &t.np, t.keys);
     sched_set_submit(t.sc, tickd_submit, &t);
     t.of = onfail_create(t.base, t.cfg.on_failure_url, tickd_submit_event, &t);
