@@ -20,7 +20,9 @@
 --   h:q:<queue>, h:d:<destination>
 --           ZSET  id of a callback let go -> its lease end: the counted
 --                 semaphore; a slot whose lease ended is free again
---   f:<queue>:<minute>  STRING  tasks of the queue that failed that minute
+--   fh:<queue>  HASH  minute -> tasks of the queue that failed that minute
+--                 (the last HOUR + 1 minutes; the key expires an hour after
+--                 the last failure)
 --   n       HASH  queue -> its tasks not yet ended (the store adds and takes
 --                 away as tasks are stored and end: store_redis.c, op count);
 --                 a count back at 0 is dropped
@@ -306,9 +308,15 @@ elseif op == 'pump' then
       end
     end
     if ARGV[i + 4] == '1' then
-      local k = base .. 'f:' .. q .. ':' .. math.floor(now / 60000)
-      redis.call('INCR', k)
+      local k, m = base .. 'fh:' .. q, math.floor(now / 60000)
+      redis.call('HINCRBY', k, m, 1)
       redis.call('PEXPIRE', k, (HOUR + 1) * 60000)
+      if redis.call('HLEN', k) > HOUR + 1 then
+        local f = redis.call('HKEYS', k)
+        for _, x in ipairs(f) do
+          if tonumber(x) <= m - HOUR then redis.call('HDEL', k, x) end
+        end
+      end
     end
   end
   -- the info of tasks let go that no claim came for (cancelled while they
@@ -474,9 +482,10 @@ local function info(k)
   if kind == 'q' then
     waiting = redis.call('ZCARD', base .. 'w:' .. name)
     open = math.max(0, tonumber(redis.call('HGET', N, name) or '0'))
-    local keys, m = {}, math.floor(now / 60000)
-    for i = 0, HOUR - 1 do keys[#keys + 1] = base .. 'f:' .. name .. ':' .. (m - i) end
-    for _, v in ipairs(redis.call('MGET', unpack(keys))) do failed = failed + (tonumber(v) or 0) end
+    local f, m = redis.call('HGETALL', base .. 'fh:' .. name), math.floor(now / 60000)
+    for i = 1, #f, 2 do
+      if tonumber(f[i]) > m - HOUR then failed = failed + tonumber(f[i + 1]) end
+    end
   else
     u = hold_of(name)
     if u <= now then u = 0 end

@@ -10,7 +10,7 @@
 
 /* a listing's page: default and largest */
 #define FLOW_LIST_DEFAULT 100
-#define FLOW_LIST_MAX 1000
+#define FLOW_LIST_MAX 200
 
 typedef struct flow_req {
     api_req *r;

@@ -678,8 +678,8 @@ static int cmd_queues(ctl *c)
     char cursor[CTL_CURSOR_MAX] = "";
     long long limit = 100;
     int rc = CTL_OK, printed;
-    if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 1000, &limit) != 0)
-        return usage_error(c, "--limit: want an integer from 1 to 1000");
+    if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 200, &limit) != 0)
+        return usage_error(c, "--limit: want an integer from 1 to 200");
     if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
     cJSON *all = cJSON_CreateArray(), *x;
@@ -867,7 +867,7 @@ static const cmd cmds[] = {
      "usage: tickctl queues [--limit N] [--cursor C] [--all]\n"
      "\n"
      "The queues with settings, tasks or waiting tasks, and the default one (GET\n"
-     "/v1/queues), by name, a page of --limit (1-1000, default 100) at a time:\n"
+     "/v1/queues), by name, a page of --limit (1-200, default 100) at a time:\n"
      "rate, max concurrency, tasks not yet ended, tasks due and held back by a\n"
      "limit, callbacks in flight, tasks failed in the last hour, paused or not.\n"
      "  --cursor C        the page after the one that printed it\n"

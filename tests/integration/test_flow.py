@@ -352,7 +352,7 @@ def test_listings_page_and_forget_what_is_empty(tickd, redis, receiver):
         want = [f"pq{i}" for i in range(7)] + ["default"] if field == "queues" else \
             [f"d{i}.example" for i in range(7)]
         assert sorted(seen) == sorted(want) and pages >= 3
-    for bad in ("?limit=0", "?limit=1001", "?cursor=a%20b", "?page=2"):
+    for bad in ("?limit=0", "?limit=201", "?cursor=a%20b", "?page=2"):
         code, res = tickd.request("GET", "/v1/queues" + bad)
         assert code == 400, (bad, res)
     code, res = tickd.request("GET", "/v1/destinations?cursor=Bad.Host")
@@ -364,7 +364,7 @@ def test_listings_page_and_forget_what_is_empty(tickd, redis, receiver):
              what="the count of an empty queue dropped")
     wait_for(lambda: redis.cli("ZSCORE", "tickd:{flow}:idx", "q:brief").strip() == "", 5,
              what="the empty queue out of the listing's index")
-    names = [q["name"] for q in tickd.request("GET", "/v1/queues?limit=1000")[1]["queues"]]
+    names = [q["name"] for q in tickd.request("GET", "/v1/queues?limit=200")[1]["queues"]]
     assert "brief" not in names
     # settings deleted: out of the listing
     assert tickd.request("DELETE", "/v1/destinations/d3.example")[0] == 204
