@@ -416,7 +416,7 @@ elseif op == 'snapshot' then
     local r = redis.call('HSCAN', N, mig[2] or '0', 'COUNT', PAGE)
     for i = 1, #r[2], 2 do index('q:' .. r[2][i]) end
     redis.call('HSET', base .. 'mig', 'n', r[1])
-    if r[1] == '0' and not redis.call('GET', WN) and redis.call('SCARD', WQ) <= PAGE then
+    if r[1] == '0' and redis.call('SCARD', WQ) <= PAGE then
       local waiting = 0
       for _, q in ipairs(redis.call('SMEMBERS', WQ)) do
         waiting = waiting + redis.call('ZCARD', base .. 'w:' .. q)
@@ -437,6 +437,9 @@ elseif op == 'snapshot' then
     out[2] = tonumber(ch[i + 1])
   end
   if #ch == PAGE * 2 then out[3] = 1 end
+  -- an upgrade under way: its next page at once
+  local left = redis.call('HMGET', base .. 'mig', 'cfg', 'n')
+  if left[1] ~= '0' or left[2] ~= '0' then out[3] = 1 end
   return out
 elseif op == 'put' then
   -- ARGV: key (q:.. | d:..), settings JSON ('' deletes), or 'pause' |

@@ -372,6 +372,26 @@ def test_listings_page_and_forget_what_is_empty(tickd, redis, receiver):
     assert "d3.example" not in [d["destination"] for d in dests]
 
 
+def test_a_keyspace_written_before_the_index_is_listed_and_limited(redis, tickd_factory,
+                                                                      receiver):
+    """Settings and counts stored before the change list and the listing's
+    index are indexed by the replicas' first reads, a page a call."""
+    redis.cli("HSET", "tickd:{flow}:cfg", "q:legacy", '{"paused":true}',
+              "d:old.example", '{"rate":5}')
+    redis.cli("HSET", "tickd:{flow}:n", "counted", "3")
+    t = tickd_factory(redis).start()
+
+    def listed(path, field, key):
+        return {x[key] for x in t.request("GET", path)[1][field]}
+    wait_for(lambda: {"legacy", "counted"} <= listed("/v1/queues", "queues", "name"), 5,
+             what="the queues of the former keyspace listed")
+    assert listed("/v1/destinations", "destinations", "destination") == {"old.example"}
+    res = t.post({"callback_url": receiver.url(), "queue": "legacy"})
+    wait_for(lambda: t.get(res["id"])[1].get("waiting") == "paused", 5,
+             what="the paused queue's task waiting")
+    assert receiver.count() == 0
+
+
 def test_cluster_retry_after_holds_destination_everywhere(cluster, tickd_factory, receiver):
     # three replicas, tasks every 20 ms to one receiver; its first answer is
     # 429 Retry-After: 2. The replica that got it holds at once, the others
