@@ -43,7 +43,7 @@ FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 # with the src modules it shares with tickd (RFC 3339 times, signatures)
 CTL_SRCS := $(wildcard cmd/tickctl/*.c)
 CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
-            build/obj/task.o build/obj/webhook.o build/obj/util.o build/obj/log.o
+            build/obj/task.o build/obj/trace.o build/obj/webhook.o build/obj/util.o build/obj/log.o
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \

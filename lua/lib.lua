@@ -11,6 +11,8 @@
 --                     #open -> count of tasks of this slice not yet final
 --   P:{S}:del   SET   ids cancelled while in :due (lazy delete; claim drops them)
 --   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again
+--   P:{S}:w     STRING written (expiring in 60 s) before a WAIT, when an add found its
+--                     ids stored: the WAIT then covers them (store_redis.c)
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
 --                     earlier slice (the id names that home slice)
 --   P:{S}:ok, P:{S}:failed, P:{S}:cancelled
@@ -20,7 +22,10 @@
 --                     tasks (written before a slice's first add; the listing
 --                     walks it and drops slices that are gone)
 --   P:wm:{b}    STRING minute number of bucket b's oldest undrained slice
---   P:meta      HASH  schema, buckets
+--   P:meta      HASH  schema, buckets; wm (the watermarks were written)
+--   P:marker:{m<n>} STRING a random value written once on each master (n: the first
+--                     tag hashing to its slots): gone or changed, that node lost
+--                     tickd's data (store_redis.c, the watch)
 --   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
 --   P:{sc.b}:snext ZSET  active schedule id -> next run (ms), or its lease's end
 --   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)

@@ -12,6 +12,8 @@
 #include "metrics.h"
 #include "openapi.h"
 #include "schedule.h"
+#include "trace.h"
+#include "tz.h"
 #include "util.h"
 
 #define BATCH_MAX 1000
@@ -244,6 +246,30 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     free(it);
 }
 
+/* The request's own trace context (W3C: one that does not parse is
+ * ignored, not refused), for each task that gives none: 1 when there is one. */
+static int api_trace_context(http_req *req, char tp[TRACE_PARENT_LEN + 1], const char **ts)
+{
+    const char *h = http_header(req, "traceparent");
+    char why[160];
+    *ts = NULL;
+    if (!h || http_header_count(req, "traceparent") != 1 ||
+        trace_parent_parse(h, tp, why, sizeof(why)) != 0)
+        return 0;
+    const char *s = http_header(req, "tracestate");
+    if (s && http_header_count(req, "tracestate") == 1 &&
+        trace_state_check(s, why, sizeof(why)) == 0)
+        *ts = s;
+    return 1;
+}
+
+static void api_trace_default(const cJSON *task, task_input *t, const char *tp, const char *ts)
+{
+    if (!tp || cJSON_GetObjectItemCaseSensitive(task, "traceparent")) return;
+    task_input_add_member(t, "traceparent", tp);
+    if (ts) task_input_add_member(t, "tracestate", ts);
+}
+
 static void api_post_task(api *a, http_req *req)
 {
     char err[400];
@@ -263,6 +289,10 @@ static void api_post_task(api *a, http_req *req)
         api_error(req, 400, "invalid_argument", "%s", err);
         return;
     }
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
+    api_trace_default(body, &it->t, traced ? tp : NULL, ts);
     cJSON_Delete(body);
     it->r = api_req_new(a, req);
     store_add(a->s, &it->t, api_add_cb, it);
@@ -371,6 +401,9 @@ static void api_post_batch(api *a, http_req *req)
     r->n = n;
     r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
     int64_t now = store_now_ms(a->s);
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
     api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
@@ -386,6 +419,7 @@ static void api_post_batch(api *a, http_req *req)
             free(it);
             continue;
         }
+        api_trace_default(e, &it->t, traced ? tp : NULL, ts);
         it->r = r;
         it->idx = i;
         items[i] = it;
@@ -922,13 +956,64 @@ static void api_list_schedules(api *a, http_req *req)
 
 /* ---- GET /healthz ------------------------------------------------------ */
 
+/* What the store found wrong with its backend, as /healthz and /v1/stats
+ * give it. Returns 0 when it keeps tickd from taking tasks. */
+static int api_alerts(const api *a, cJSON *obj)
+{
+    store_alerts al;
+    store_get_alerts(a->s, &al);
+    if (al.refusing) cJSON_AddStringToObject(obj, "refusing_adds", al.refusing);
+    if (al.evicting) cJSON_AddNumberToObject(obj, "evicting_masters", al.evicting);
+    if (al.memory_ratio > 0) cJSON_AddNumberToObject(obj, "memory_used_ratio", al.memory_ratio);
+    cJSON_AddNumberToObject(obj, "data_lost", (double)al.data_lost);
+    if (al.data_lost_last) {
+        char at[TZ_RFC3339_MAX], why[256];
+        tz_rfc3339(tz_get("UTC", why), al.data_lost_last_ms, at); /* built in */
+        cJSON_AddStringToObject(obj, "data_lost_last", al.data_lost_last);
+        cJSON_AddStringToObject(obj, "data_lost_last_at", at);
+    }
+    return al.refusing == NULL;
+}
+
 static void api_health_cb(int ok, const char *err, void *priv)
 {
     api_req *r = priv;
     cJSON *body = cJSON_CreateObject();
     cJSON_AddStringToObject(body, "redis", ok ? "ok" : (err ? err : "unavailable"));
+    cJSON *st = cJSON_AddObjectToObject(body, "store");
+    if (!api_alerts(r->a, st)) ok = 0;
     api_finish(r, ok ? 200 : 503, ok ? "OK" : "Service Unavailable", body);
     cJSON_Delete(body);
+}
+
+void api_set_waiting(api *a, const char *why)
+{
+    free(a->waiting_for);
+    a->waiting_for = xstrdup(why);
+}
+
+void api_set_store(api *a, store *s)
+{
+    a->s = s;
+    free(a->waiting_for);
+    a->waiting_for = NULL;
+}
+
+/* Before the store is reached: every request is answered 503, /healthz with
+ * the reason. */
+static void api_route_waiting(api *a, http_req *req, const char *path)
+{
+    const char *why = a->waiting_for ? a->waiting_for : "starting";
+    if (strcmp(path, "/healthz") == 0) {
+        cJSON *body = cJSON_CreateObject();
+        cJSON_AddStringToObject(body, "redis", why);
+        cJSON_AddStringToObject(body, "status", "starting");
+        api_send_json(req, 503, "Service Unavailable", body);
+        cJSON_Delete(body);
+        return;
+    }
+    http_add_header(req, "Retry-After", "1");
+    api_error(req, 503, "unavailable", "store: not reached yet: %.300s", why);
 }
 
 /* ---- routing ----------------------------------------------------------- */
@@ -997,6 +1082,10 @@ static void api_route(http_req *req, void *arg)
     }
     memcpy(path, uri, n);
     path[n] = '\0';
+    if (!a->s) {
+        api_route_waiting(a, req, path);
+        return;
+    }
 
     if (strcmp(path, "/v1/tasks") == 0) {
         if (strcmp(m, "POST") == 0) {
@@ -1104,6 +1193,7 @@ static void api_route(http_req *req, void *arg)
         }
         cJSON *body = cJSON_CreateObject();
         a->stats(a->stats_priv, body);
+        api_alerts(a, cJSON_AddObjectToObject(body, "store"));
         api_send_json(req, 200, "OK", body);
         cJSON_Delete(body);
         return;
@@ -1172,6 +1262,7 @@ void api_free(api *a)
 {
     if (!a) return;
     free(a->count_waiting);
+    free(a->waiting_for);
     http_server_free(a->http);
     api_free_tokens(a);
     free(a);

@@ -44,6 +44,11 @@ typedef void api_flow_fn(void *priv);
 void api_on_flow(api *a, api_flow_fn *fn, void *priv);
 
 /* The port actually bound. */
+/* Created with no store (NULL), the API answers every request 503 with the
+ * reason last set here, and /healthz too; api_set_store() opens it. */
+void api_set_waiting(api *a, const char *why);
+void api_set_store(api *a, store *s);
+
 int api_port(const api *a);
 
 /* The HTTP server under the API (for its limits). */

@@ -78,6 +78,13 @@ static const config_key keys[] = {
      "after each add, WAIT until this many replicas have it (0 = do not wait)"},
     {"redis", "wait_timeout_ms", CT_INT, "1000", 1, 600000, F(wait_timeout_ms),
      "how long an add waits for wait_replicas before answering 503"},
+    {"redis", "allow_eviction", CT_BOOL, "false", 0, 0, F(allow_eviction),
+     "accept a Redis whose maxmemory-policy may evict keys (anything but noeviction, with "
+     "maxmemory set): evicted tasks are lost without a trace; without it tickd refuses to start "
+     "on such a Redis, and refuses adds (503) while one is found at run time"},
+    {"redis", "watch_ms", CT_INT, "5000", 100, 600000, F(watch_ms),
+     "how often each Redis master's maxmemory-policy, memory use and data marker are read "
+     "(a marker gone or changed: that node lost tickd's data)"},
     {"scheduler", "tick_ms", CT_INT, "1000", 10, 60000, F(tick_ms),
      "how often each bucket is scanned for due tasks and due schedules"},
     {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),

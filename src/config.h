@@ -55,6 +55,8 @@ typedef struct config {
     char scripts_dir[1024];    /* "" = next to the binary */
     int64_t wait_replicas;
     int64_t wait_timeout_ms;
+    int64_t allow_eviction;    /* accept a maxmemory-policy that may evict keys */
+    int64_t watch_ms;          /* how often the store's memory policy and data markers are read */
     /* [scheduler] */
     int64_t tick_ms;
     int64_t lookahead_ms;

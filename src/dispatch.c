@@ -17,6 +17,7 @@
 #include "h1_answer.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "trace.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -662,6 +663,15 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(spec, "traceparent");
+    if (cJSON_IsString(tp) && strlen(tp->valuestring) == TRACE_PARENT_LEN) {
+        /* the producer's trace, a span of this attempt's own (trace.h) */
+        char out[TRACE_PARENT_LEN + 1];
+        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(spec, "tracestate");
+        trace_for_attempt(tp->valuestring, j->id, j->attempt, out);
+        xfer_header(x, "traceparent", out);
+        if (cJSON_IsString(ts)) xfer_header(x, "tracestate", ts->valuestring);
+    }
     if (j->event[0]) xfer_header(x, "tickd-event", j->event);
     const char *m = method->valuestring;
     int get = strcmp(m, "GET") == 0, json = 0;

@@ -59,6 +59,10 @@ typedef struct metrics_now {
     long long flow_waiting;            /* tasks held back by a limit (< 0: no limits) */
     double scheduled_age_s;
     uint64_t redis_errors, redis_reconnects;
+    /* the store's backend (store.h's store_alerts) */
+    int store_refusing, store_evicting;
+    double store_memory_ratio;
+    uint64_t store_data_lost;
     int64_t start_ms;                  /* wall clock at start */
     const char *version, *store;       /* tickd_build_info's labels */
 } metrics_now;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace.h"
 #include "util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -316,6 +317,14 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
         return -1;
     }
     out->home_now_ms = home_now_ms;
+    /* a run with no trace context of its template's starts its own: one
+     * trace per run, the same however often the run is made */
+    if (!cJSON_GetObjectItemCaseSensitive(d->task, "traceparent")) {
+        char seed[TASK_KEY_MAX + 64], tp[TRACE_PARENT_LEN + 1];
+        snprintf(seed, sizeof(seed), "%s/%s/%lld", id, rkey, (long long)at);
+        trace_new(seed, tp);
+        task_input_add_member(out, "traceparent", tp);
+    }
     /* schedule_id goes in the spec (GET shows it) */
     return task_input_add_member(out, "schedule_id", id);
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -268,7 +269,8 @@ static int task_check_header(const cJSON *h, char *err, size_t errlen)
 {
     static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at",
                                      "tickd-event", "content-length", "transfer-encoding",
-                                     "connection", "webhook-id", "webhook-timestamp", "webhook-signature"};
+                                     "connection", "webhook-id", "webhook-timestamp", "webhook-signature",
+                                     "traceparent", "tracestate"};
     int n = 0;
     if (!cJSON_IsObject(h)) FAIL("header: must be an object of string values");
     for (const cJSON *e = h->child; e; e = e->next, n++) {
@@ -464,7 +466,7 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
-                                   "on_failure", "queue"};
+                                   "on_failure", "queue", "traceparent", "tracestate"};
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
     int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -548,6 +550,21 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
+    char tparent[TRACE_PARENT_LEN + 1] = "";
+    const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "traceparent"))) {
+        char why[160];
+        if (!cJSON_IsString(v)) FAIL("traceparent: must be a string");
+        if (trace_parent_parse(v->valuestring, tparent, why, sizeof(why)) != 0)
+            FAIL("traceparent: %s", why);
+    }
+    if (tstate) {
+        char why[160];
+        if (!tparent[0]) FAIL("tracestate: needs traceparent");
+        if (!cJSON_IsString(tstate)) FAIL("tracestate: must be a string");
+        if (trace_state_check(tstate->valuestring, why, sizeof(why)) != 0)
+            FAIL("tracestate: %s", why);
+    }
     char path[TASK_PATH_MAX] = "req";
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")) &&
         task_lossy_number(v, path, 3, sizeof(path), 0))
@@ -618,6 +635,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     out->due_ms = at > now_ms ? at : now_ms;
     out->timeout_ms = timeout_ms;
     out->max_attempts = (int)max_attempts;
+    if (tparent[0]) task_input_add_member(out, "traceparent", tparent);
+    if (tstate) task_input_add_member(out, "tracestate", tstate->valuestring);
     return 0;
 fail:
     memset(out, 0, sizeof(*out));

@@ -78,6 +78,11 @@ typedef struct tickd {
     cbtls *tls;                 /* callback TLS and proxy; NULL: libcurl's defaults */
     onfail *of;                 /* task.failed events */
     struct event *sig_term, *sig_int, *stop_ev;
+    struct event *store_ev;     /* the next try to reach the store */
+    int64_t store_wait_ms;      /* and the pause before the one after */
+    char scripts[PATH_MAX + 32];
+    int workers;
+    int rc;                     /* the exit status */
     int64_t stop_started_ms, grace_ends_ms;
     int64_t start_ms;           /* wall clock */
 } tickd;
@@ -179,6 +184,11 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
     if (t->stop_ev) {
         log_warn("second signal: exiting now");
         exit(1);
+    }
+    if (!t->sc) { /* still waiting for the store: nothing runs yet */
+        log_info("%s: stopping before the store was reached", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        event_base_loopexit(t->base, NULL);
+        return;
     }
     log_info("%s: shutting down (grace %lld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
              (long long)t->cfg.shutdown_grace_ms);
@@ -310,10 +320,79 @@ static int tickd_args(tickd *t, int argc, char **argv)
     return 0;
 }
 
+/* The store and the scheduler ready: everything else starts. 0, or -1 +
+ * err. */
+static int tickd_run(tickd *t, char *err, size_t errlen)
+{
+    if (!(t->d = dispatch_create(t->base, t->workers, (int)t->cfg.host_connections,
+                                 t->cfg.keepalive_ms, t->tls, tickd_done, t, err, errlen)))
+        return -1;
+    dispatch_set_hosts_max(t->d, (long)t->cfg.hosts_max);
+    dispatch_set_edge(t->d, &t->np, t->keys);
+    sched_set_submit(t->sc, tickd_submit, t);
+    t->of = onfail_create(t->base, t->cfg.on_failure_url, tickd_submit_event, t);
+    sched_set_failed(t->sc, tickd_failed, t);
+    t->run = runner_create(t->base, t->st, &t->cfg);
+    api_set_store(t->a, t->st);
+    sched_start(t->sc);
+    runner_start(t->run);
+    char host[256];
+    snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t->cfg.listen, ':') - t->cfg.listen),
+             t->cfg.listen);
+    log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
+             TICKD_VERSION, host, api_port(t->a), t->workers, t->workers == 1 ? "" : "s",
+             t->cfg.store);
+    /* listening, the store reached (the watermarks were read), the
+     * scheduler started: a service manager may call tickd up */
+    if (sdnotify("READY=1") != 0)
+        log_warn("NOTIFY_SOCKET=%s: readiness not sent: %s", getenv("NOTIFY_SOCKET"),
+                 strerror(errno));
+    return 0;
+}
+
+/* A try to reach the store. One that may succeed later (Redis down, a
+ * cluster failing over, a node loading) is tried again, the pause doubling
+ * up to 5 s; one that cannot (a refused password, another keyspace's bucket
+ * count, an evicting Redis) ends tickd with status 2. */
+static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
+{
+    tickd *t = arg;
+    char err[512];
+    int fatal = 0;
+    (void)fd, (void)what;
+    if (strcmp(t->cfg.store, "memory") == 0) {
+        log_warn("store = memory: tasks live in this process only and are lost on exit");
+        t->st = store_memory_create(t->base, &t->cfg);
+    } else {
+        t->st = store_redis_create(t->base, &t->cfg, t->scripts, &fatal, err, sizeof(err));
+    }
+    if (t->st && !(t->sc = sched_create(t->base, t->st, &t->cfg, err, sizeof(err)))) {
+        /* its watermarks not read: a node lost on the way */
+        store_close(t->st);
+        store_free(t->st);
+        t->st = NULL;
+    } else if (t->st) {
+        if (tickd_run(t, err, sizeof(err)) == 0) return;
+        fatal = 1;
+    }
+    if (fatal) {
+        log_error("%s", err);
+        t->rc = 2;
+        event_base_loopexit(t->base, NULL);
+        return;
+    }
+    log_warn("store not reachable yet: %s; trying again in %lld ms (the API on port %d "
+             "answers 503 until then)", err, (long long)t->store_wait_ms, api_port(t->a));
+    api_set_waiting(t->a, err);
+    struct timeval tv = {t->store_wait_ms / 1000, (t->store_wait_ms % 1000) * 1000};
+    evtimer_add(t->store_ev, &tv);
+    if ((t->store_wait_ms *= 2) > 5000) t->store_wait_ms = 5000;
+}
+
 int main(int argc, char **argv)
 {
     static tickd t;
-    char err[512], dir[PATH_MAX + 32];
+    char err[512];
     int rc = 1;
 
     t.start_ms = util_realtime_ms();
@@ -336,33 +415,14 @@ int main(int argc, char **argv)
         event_base_free(t.base);
         return 2;
     }
-    int workers = t.cfg.workers ? (int)t.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (workers < 1) workers = 1;
 
-    if (strcmp(t.cfg.store, "memory") == 0) {
-        log_warn("store = memory: tasks live in this process only and are lost on exit");
-        t.st = store_memory_create(t.base, &t.cfg);
-    } else {
-        tickd_scripts_dir(&t.cfg, dir, sizeof(dir));
-        t.st = store_redis_create(t.base, &t.cfg, dir, err, sizeof(err));
-    }
-    if (!t.st || !(t.sc = sched_create(t.base, t.st, &t.cfg, err, sizeof(err)))) {
-        log_error("%s", err);
-        goto done;
-    }
-    if (!(t.d = dispatch_create(t.base, workers, (int)t.cfg.host_connections,
-                                 t.cfg.keepalive_ms, t.tls, tickd_done, &t, err, sizeof(err)))) {
-        log_error("%s", err);
-        goto done;
-    }
-    dispatch_set_hosts_max(t.d, (long)t.cfg.hosts_max);
-    dispatch_set_edge(t.d, &t.np, t.keys);
-    sched_set_submit(t.sc, tickd_submit, &t);
-    t.of = onfail_create(t.base, t.cfg.on_failure_url, tickd_submit_event, &t);
-    sched_set_failed(t.sc, tickd_failed, &t);
-    t.run = runner_create(t.base, t.st, &t.cfg);
+    t.workers = t.cfg.workers ? (int)t.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (t.workers < 1) t.workers = 1;
+    /* The API first: while the store cannot be reached it answers 503 (and
+     * /healthz says why), so a start in the middle of an incident comes up
+     * by itself once Redis does. */
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
-                           t.cfg.api_token, t.st, tickd_stats, &t, err, sizeof(err)))) {
+                           t.cfg.api_token, NULL, tickd_stats, &t, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }
@@ -391,21 +451,14 @@ int main(int argc, char **argv)
     t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
     event_add(t.sig_term, NULL);
     event_add(t.sig_int, NULL);
-    sched_start(t.sc);
-    runner_start(t.run);
-    char host[256];
-    snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t.cfg.listen, ':') - t.cfg.listen),
-             t.cfg.listen);
-    log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
-             TICKD_VERSION, host, api_port(t.a), workers, workers == 1 ? "" : "s", t.cfg.store);
-    /* listening, the store reached (the watermarks were read), the
-     * scheduler started: a service manager may call tickd up */
-    if (sdnotify("READY=1") != 0)
-        log_warn("NOTIFY_SOCKET=%s: readiness not sent: %s", getenv("NOTIFY_SOCKET"),
-                 strerror(errno));
-    event_base_dispatch(t.base);
-    log_info("stopped");
-    rc = 0;
+    tickd_scripts_dir(&t.cfg, t.scripts, sizeof(t.scripts));
+    t.store_ev = evtimer_new(t.base, tickd_store_try, &t);
+    t.store_wait_ms = 250;
+    t.rc = 0;
+    tickd_store_try(-1, 0, &t);
+    if (t.rc == 0) event_base_dispatch(t.base);
+    if (t.rc == 0) log_info("stopped");
+    rc = t.rc;
 done:
     if (t.d) dispatch_free(t.d);
     onfail_free(t.of); /* after the pool: it hands back the events it held */
@@ -420,6 +473,7 @@ done:
     if (t.sig_term) event_free(t.sig_term);
     if (t.sig_int) event_free(t.sig_int);
     if (t.stop_ev) event_free(t.stop_ev);
+    if (t.store_ev) event_free(t.store_ev);
     event_base_free(t.base);
     netpolicy_free(&t.np);
     webhook_keys_free(t.keys);

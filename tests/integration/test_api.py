@@ -111,7 +111,7 @@ def test_batch_with_one_bad_task(tickd, receiver):
 
 
 def test_healthz(tickd, redis):
-    assert tickd.request("GET", "/healthz") == (200, {"redis": "ok"})
+    assert tickd.request("GET", "/healthz") == (200, {"redis": "ok", "store": {"data_lost": 0}})
 
 
 def test_repost_of_a_finished_task_shows_its_status(tickd, redis):

@@ -275,7 +275,7 @@ def test_listen_precedence_flag_over_env_over_file(tmp_path):
 
 def test_redis_flag_beats_env(redis, tickd_factory):
     t = tickd_factory(redis, env={"TICKD_REDIS_NODES": "127.0.0.1:1"}).start()
-    assert t.request("GET", "/healthz") == (200, {"redis": "ok"})
+    assert t.request("GET", "/healthz") == (200, {"redis": "ok", "store": {"data_lost": 0}})
 
 
 def test_unexpected_arguments():

@@ -436,7 +436,9 @@ def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_p
         now = int(time.time())
         body = b'{"x": 1}'
         assert post(ln.port, "/mine", body, {"webhook-id": "m1", "webhook-timestamp": str(now),
-                                             "webhook-signature": sign(secret, "m1", now, body)})[0] == 200
+                                             "webhook-signature": sign(secret, "m1", now, body),
+                                             "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                                            "00f067aa0ba902b7-01"})[0] == 200
         forged = [
             (b'{"x": 2}', {"webhook-id": "m1", "webhook-timestamp": str(now),
                            "webhook-signature": sign(secret, "m1", now, body)},
@@ -455,6 +457,7 @@ def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_p
             assert code == 401 and why.encode() in answer, (code, answer)
         blocks = ln.wait_blocks(2 + len(forged))
         assert "signature: valid" in blocks[1] and "answered: 200" in blocks[1]
+        assert "trace: 4bf92f3577b34da6a3ce929d0e0e4736 (span 00f067aa0ba902b7)" in blocks[1]
         for b, (_, _, why) in zip(blocks[2:], forged):
             assert b.startswith("--- POST /forged ")
             assert "signature: INVALID (" in b and why in b and b.endswith("answered: 401"), b
