@@ -136,7 +136,8 @@ static void api_flow_get(api *a, http_req *req, const char *key)
  * before. The work of a call is bounded by its page, whatever exists. */
 static void api_flow_list(api *a, http_req *req, int queues)
 {
-    char after[FLOW_DEST_MAX];
+    /* one more than a name: a longer cursor is told apart (api_page_query) */
+    char after[FLOW_DEST_MAX + 1];
     int64_t limit = FLOW_LIST_DEFAULT;
     if (api_page_query(req, FLOW_LIST_MAX, &limit, after, sizeof(after)) != 0) return;
     if (*after && !(queues ? strlen(after) < TASK_QUEUE_MAX && task_queue_valid(after)
