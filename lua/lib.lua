@@ -15,7 +15,7 @@
 --                     ids stored: the WAIT then covers them (store_redis.c)
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
 --                     earlier slice (the id names that home slice)
---   P:{S}:ok, P:{S}:failed, P:{S}:cancelled
+--   P:{S}:ok, P:{S}:failed, P:{S}:cancelled, P:{S}:expired
 --               ZSET  id of this home slice -> when it ended that way (ms):
 --                     the listing's index of final tasks, kept with the state
 --   P:slices    ZSET  slice name, score 0 (its lexical order is time order): every slice that may hold
@@ -168,7 +168,11 @@ end
 local function close_slice(fin, n, now, retention, failed_retention)
   if redis.call('HINCRBY', fin[1], '#open', -n) <= 0 then
     local ttl = retention
-    if redis.call('ZCARD', fin[4]) > 0 and failed_retention > ttl then ttl = failed_retention end
+    -- dead letters (failed, and expired: fin[6]) keep their slice longer
+    if failed_retention > ttl and (redis.call('ZCARD', fin[4]) > 0 or
+                                   (fin[6] and redis.call('ZCARD', fin[6]) > 0)) then
+      ttl = failed_retention
+    end
     for _, k in ipairs(fin) do redis.call('PEXPIREAT', k, now + ttl) end
   end
 end
@@ -179,7 +183,7 @@ local function open_slice(fin)
 end
 
 -- Commit the move st.mv of task id (move.lua): KEYS are the home slice's
--- due, task, del, ok, failed, cancelled. Returns the new state, and the
+-- due, task, del, ok, failed, cancelled, expired. Returns the new state, and the
 -- queue whose count it joins again when it ended before (a retry), else ''.
 local function move_commit(K, id, st)
   local mv = st.mv
@@ -190,9 +194,10 @@ local function move_commit(K, id, st)
     reopened = state_queue(st) or ''
     redis.call('ZREM', K[5], id)
     redis.call('ZREM', K[6], id)
+    redis.call('ZREM', K[7], id)
     redis.call('SREM', K[3], id)
     redis.call('ZREM', K[1], id)
-    open_slice({K[2], K[3], K[4], K[5], K[6]})
+    open_slice({K[2], K[3], K[4], K[5], K[6], K[7]})
     redis.call('HINCRBY', K[2], '#open', 1)
     st.s = 'scheduled'
     st.a = 0

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "netpolicy.h"
 #include "trace.h"
+#include "tz.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -663,6 +664,16 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
+    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(spec, "expires_at");
+    if (!j->event[0] && cJSON_IsNumber(exp) && j->fire_ms >= (int64_t)exp->valuedouble) {
+        /* no attempt begins after it: the task ends expired (sched.c) */
+        char at[TZ_RFC3339_MAX], why[256];
+        tz_rfc3339(tz_get("UTC", why), (int64_t)exp->valuedouble, at);
+        j->expired = 1;
+        snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d "
+                 "could begin", at, j->attempt);
+        goto done;
+    }
     const cJSON *tp = cJSON_GetObjectItemCaseSensitive(spec, "traceparent");
     if (cJSON_IsString(tp) && strlen(tp->valuestring) == TRACE_PARENT_LEN) {
         /* the producer's trace, a span of this attempt's own (trace.h) */
@@ -694,7 +705,7 @@ static int xfer_build(xfer *x)
         char sig[WEBHOOK_SIG_MAX], msg[TASK_ID_MAX + sizeof(j->event) + 1];
         int64_t ts = (int64_t)time(NULL);
         /* an event about the task is a message of its own */
-        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? "." : "", j->event);
+        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? TASK_EVENT_SEP : "", j->event);
         if (!x->w->sig) x->w->sig = webhook_ctx_new();
         webhook_sign(keys, x->w->sig, msg, ts, x->body ? x->body : "",
                      x->body ? strlen(x->body) : 0, sig);

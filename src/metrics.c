@@ -137,6 +137,9 @@ char *metrics_render(const metrics_now *now, size_t *len)
             m->failed);
     counter(&o, "tickd_tasks_cancelled_total", "Tasks cancelled through this replica",
             m->cancelled);
+    counter(&o, "tickd_tasks_expired_total",
+            "Tasks that ended expired: their expires_at passed before an attempt began",
+            m->expired);
     counter(&o, "tickd_task_retries_total", "Failed attempts scheduled to go again", m->retries);
     counter(&o, "tickd_callbacks_deferred_total",
             "Callbacks not made for a reason of tickd's own (out of descriptors, memory or "

@@ -39,6 +39,7 @@ struct tickd_metrics {
     uint64_t tasks_created;            /* stored by this replica (API and schedules) */
     uint64_t attempts[MO_COUNT];
     uint64_t succeeded, failed, cancelled;
+    uint64_t expired;                  /* ended expired: no attempt began by expires_at */
     uint64_t retries;                  /* attempts that failed and were scheduled again */
     uint64_t deferred;                 /* callbacks not made for tickd's own reason (no attempt) */
     uint64_t schedule_runs;            /* runs made by this replica's runner */

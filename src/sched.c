@@ -214,6 +214,7 @@ static int sched_flow_asks(sched *sc, job *j)
 
 static void sched_submit(sched *sc, job *j)
 {
+    j->fire_ms = store_now_ms(sc->s);
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -316,7 +317,7 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
-    j->ended_failed = o == OUT_FAIL;
+    j->ended_failed = o == OUT_FAIL || o == OUT_EXPIRE;
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
@@ -383,6 +384,15 @@ void sched_on_done(sched *sc, job *j)
                          "task %s: callback not made (%s); trying again in %lld ms without "
                          "counting an attempt", j->id, j->err, (long long)delay_ms);
         sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
+        return;
+    }
+    if (j->expired) {
+        /* its expires_at passed before this attempt began: none was made */
+        j->attempt--;
+        sched_flow_end(sc, j, 0, 1);
+        metrics.expired++;
+        log_info("task %s %s", j->id, j->err);
+        sched_record(sc, j, OUT_EXPIRE, 0);
         return;
     }
     sched_count(j);

@@ -67,7 +67,9 @@ typedef void store_claim_fn(const store_claim *res, void *priv);
 /* An attempt's outcome, to record. */
 /* PARK: held back by a limit (flow.h): no attempt made, due again at due_ms
  * (err: why it waits) in park_slice, a slice of the present minute. */
-typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE, OUT_PARK } store_outcome;
+/* EXPIRE: its expires_at passed before an attempt began: it ends expired,
+ * with no attempt made (err says when). */
+typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE, OUT_PARK, OUT_EXPIRE } store_outcome;
 
 typedef struct store_attempt {
     const char *id;
@@ -171,6 +173,9 @@ typedef struct store_list_query {
     int limit;
     int64_t from_ms, to_ms;    /* execute_at in [from, to); -1: open */
     const char *key_prefix;    /* "" = any key */
+    int runs;                  /* 1: the key is key_prefix and digits alone, a
+                                * schedule's run (not another schedule's whose
+                                * key goes on from this one's) */
 } store_list_query;
 #define STORE_CURSOR_MAX (TASK_SLICE_MAX + TASK_ID_MAX + 32)
 /* n ids, next_cursor NULL at the end; or err. */

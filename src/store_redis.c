@@ -30,7 +30,8 @@ static const char *script_names[SCRIPT_COUNT] = {
     "get"};
 
 /* The five keys of a slice, in the order the scripts take them. */
-enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, K_COUNT };
+enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, K_EXPIRED,
+       K_COUNT };
 #define KEY_MAX 128
 
 typedef struct store_add_batch store_add_batch;
@@ -65,7 +66,7 @@ typedef struct rstore {
 static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
 {
     static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr", "ok", "failed",
-                                          "cancelled", "w"};
+                                          "cancelled", "w", "expired"};
     snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
 }
 
@@ -109,12 +110,14 @@ static void rs_keys_of(const rstore *rs, const char *slice, const int *which, in
 }
 
 static const int KEYS_CLAIM[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_PTR};
-static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED};
+static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED,
+                                  K_EXPIRED};
 static const int KEYS_PTR[] = {K_DUE, K_RUN, K_PTR};
 static const int KEYS_ADD[] = {K_DUE, K_TASK, K_DEL};
 /* fetch and move: the home slice */
-static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED};
-static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK};
+static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED, K_EXPIRED};
+static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK,
+                                K_EXPIRED};
 
 /* The error text of a failed call: the error reply's, or rcluster's. */
 static const char *rs_err(const redisReply *r, const char *err)
@@ -499,7 +502,7 @@ static chain *chain_new(rstore *rs, const store_attempt *a, store_settled_fn *cb
 
 static step *chain_settle_step(chain *c, const char *home)
 {
-    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 7);
+    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 8);
     char token[40];
     step_int(st, c->rs->base.cfg->retention_ms);
     step_int(st, c->rs->base.cfg->failed_retention_ms);
@@ -513,7 +516,7 @@ static step *chain_settle_step(chain *c, const char *home)
 /* The settle step's record of attempt a (settle.lua takes groups of 8). */
 static void step_settle(step *st, const store_attempt *a, int local, const char *next_slice)
 {
-    static const char *names[] = {"ok", "fail", "retry", "release", "park"};
+    static const char *names[] = {"ok", "fail", "retry", "release", "park", "expire"};
     step_str(st, a->id);
     step_str(st, names[a->outcome]);
     step_int(st, a->attempt);
@@ -752,11 +755,11 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
         f->cl = cl;
         f->i = i;
         char ret[UTIL_INT_MAX], fret[UTIL_INT_MAX];
-        rs_keys_of(rs, home, KEYS_HOME, 6, &k);
+        rs_keys_of(rs, home, KEYS_HOME, 7, &k);
         util_fmt_int(ret, s_cfg(rs)->retention_ms);
         util_fmt_int(fret, s_cfg(rs)->failed_retention_ms);
         const char *args[] = {l->id, cl->slice, ret, fret};
-        rs_eval(rs, 0, SCRIPT_FETCH, 6, k.p, 4, args, rs_fetch_cb, f);
+        rs_eval(rs, 0, SCRIPT_FETCH, 7, k.p, 4, args, rs_fetch_cb, f);
     }
 }
 
@@ -1819,11 +1822,11 @@ static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
     rs_keys k;
     store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
     char fret[UTIL_INT_MAX];
-    rs_keys_of(rs, op->slice, KEYS_HOME, 6, &k);
+    rs_keys_of(rs, op->slice, KEYS_HOME, 7, &k);
     util_fmt_int(ret, s->cfg->retention_ms);
     util_fmt_int(fret, s->cfg->failed_retention_ms);
     const char *args[] = {id, ret, fret};
-    rs_eval(rs, 0, SCRIPT_CANCEL, 6, k.p, 3, args, rs_cancel_cb, op);
+    rs_eval(rs, 0, SCRIPT_CANCEL, 7, k.p, 3, args, rs_cancel_cb, op);
 }
 
 /* ---- schedules ---------------------------------------------------------- */
@@ -2060,13 +2063,13 @@ static void list_next_slice(list_ctx *c)
     }
     rs_keys k;
     char lim[UTIL_INT_MAX], from[UTIL_INT_MAX], to[UTIL_INT_MAX];
-    rs_keys_of(rs, c->slice, KEYS_LIST, 7, &k);
+    rs_keys_of(rs, c->slice, KEYS_LIST, 8, &k);
     util_fmt_int(lim, c->q.limit - c->n);
     util_fmt_int(from, c->q.from_ms);
     util_fmt_int(to, c->q.to_ms);
     const char *args[] = {c->status, c->q.desc ? "desc" : "asc", c->score[0] ? c->score : "0",
-                          c->id, lim, from, to, c->prefix};
-    rs_eval(rs, 0, SCRIPT_LIST, 7, k.p, 8, args, list_slice_cb, c);
+                          c->id, lim, from, to, c->prefix, c->q.runs ? "1" : ""};
+    rs_eval(rs, 0, SCRIPT_LIST, 8, k.p, 9, args, list_slice_cb, c);
 }
 
 static void list_registry_cb(redisReply *r, const char *err, void *priv)
@@ -2188,10 +2191,10 @@ static void move_step(move_ctx *c)
         rs_eval(rs, 0, SCRIPT_PTR, 3, k.p, 4, args, move_cb, c);
         return;
     }
-    rs_keys_of(rs, c->home, KEYS_HOME, 6, &k);
+    rs_keys_of(rs, c->home, KEYS_HOME, 7, &k);
     const char *args[] = {c->step == 0 ? "prepare" : "commit", c->id,
                           c->kind == MOVE_RETRY ? "retry" : "run", c->target, due};
-    rs_eval(rs, 0, SCRIPT_MOVE, 6, k.p, 5, args, move_cb, c);
+    rs_eval(rs, 0, SCRIPT_MOVE, 7, k.p, 5, args, move_cb, c);
 }
 
 static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_ms,

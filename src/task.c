@@ -40,6 +40,44 @@ int task_key_valid(const char *s)
     return n > 0;
 }
 
+/* Every name tickd makes itself, and why no name a user chooses can be one:
+ * - a task id, "<slice>.<execute_at ms>.<key>" (task.h): the slice and time
+ *   are tickd's, the key the user's, or task_key_random's 22 base62
+ *   characters when none is given. A key given that equals a random one
+ *   names the same id, so the same task (lua/add.lua, form "c"): that is the
+ *   id's owner re-POSTing, not another kind.
+ * - a schedule's run: a task keyed "s:<schedule key>:<version>"
+ *   (schedule_run_task); the prefix below keeps it for runs alone. Runs of
+ *   two schedules differ too: the version, after the last ':', is digits
+ *   alone, and so is what a listing by schedule_id takes after
+ *   "s:<key>:" (store_list_query.runs): s:ab:1:2 is a run of ab:1, not of ab.
+ * - a schedule id, "sch.<key>": a space of its own (its own URLs, its own
+ *   hashes, lua/sched.lua), never a task's.
+ * - a retry, a run now: the same task, its id unchanged (lua/move.lua).
+ * - the webhook-id of an event about a task, "<task id>~<event>"
+ *   (TASK_EVENT_SEP): '~' is in no id, so no task's webhook-id is an event's.
+ * - fields of the store's hashes: "s:<id>" (a state) and "#open" beside
+ *   ids that start with a digit (a slice) or with "sch.": none is an id.
+ * - queue and destination keys of lua/flow.lua: a kind letter and ':' before
+ *   the name (q:, d:, h:q:, h:d:, w:, f:), never a prefix of another kind's.
+ * A key a user gives must not start with a prefix below: the check is in
+ * task_input_parse; what tickd makes goes through task_input_parse_made. */
+static const struct {
+    const char *prefix, *what;
+} task_reserved[] = {
+    {TASK_RUN_PREFIX, "schedule runs"},
+};
+
+const char *task_key_reserved(const char *key, const char **what)
+{
+    for (size_t i = 0; i < sizeof(task_reserved) / sizeof(*task_reserved); i++)
+        if (strncmp(key, task_reserved[i].prefix, strlen(task_reserved[i].prefix)) == 0) {
+            if (what) *what = task_reserved[i].what;
+            return task_reserved[i].prefix;
+        }
+    return NULL;
+}
+
 int task_key_looks_random(const char *key)
 {
     size_t n = 0;
@@ -461,12 +499,23 @@ fail:
     return -1;
 }
 
-int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
-                     char *err, size_t errlen)
+/* A time field: integer Unix ms or an RFC 3339 string. 0, or -1 + why. */
+static int task_json_time(const cJSON *v, int64_t *ms, char *why, size_t whylen)
+{
+    if (cJSON_IsString(v)) return task_parse_rfc3339(v->valuestring, ms, why, whylen);
+    if (task_json_int(v, 0, INT64_C(1) << 52, ms) == 0) return 0;
+    snprintf(why, whylen, "must be integer Unix milliseconds or an RFC 3339 timestamp");
+    return -1;
+}
+
+/* A task from the API (made 0: its key is a user's) or one tickd makes. */
+static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_input *out,
+                           char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
-                                   "on_failure", "queue", "traceparent", "tracestate"};
+                                   "on_failure", "queue", "traceparent", "tracestate",
+                                   "expires_at", "ttl_ms"};
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
     int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -480,6 +529,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
         if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))
             FAIL("key: must be 1-200 characters of A-Z a-z 0-9 . _ : -");
+        const char *what, *pre = made ? NULL : task_key_reserved(v->valuestring, &what);
+        if (pre) FAIL("key: must not start with \"%s\" (reserved for %s)", pre, what);
         strcpy(out->key, v->valuestring);
     } else {
         task_key_random(out->key);
@@ -503,14 +554,9 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(obj, "delay_ms");
     if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
     at = now_ms;
+    char why[160];
     if (ea) {
-        if (cJSON_IsString(ea)) {
-            char why[160];
-            if (task_parse_rfc3339(ea->valuestring, &at, why, sizeof(why)) != 0)
-                FAIL("execute_at: %s", why);
-        } else if (task_json_int(ea, 0, INT64_C(1) << 52, &at) != 0) {
-            FAIL("execute_at: must be integer Unix milliseconds or an RFC 3339 timestamp");
-        }
+        if (task_json_time(ea, &at, why, sizeof(why)) != 0) FAIL("execute_at: %s", why);
     } else if (dl) {
         int64_t d;
         if (task_json_int(dl, 0, TASK_MAX_AHEAD_MS, &d) != 0)
@@ -550,16 +596,28 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
+    /* expiry: no attempt begins after it; after execute_at, so that one can */
+    int64_t expires = -1;
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(obj, "expires_at");
+    const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(obj, "ttl_ms");
+    if (ex && ttl) FAIL("expires_at: give expires_at or ttl_ms, not both");
+    if (ex) {
+        if (task_json_time(ex, &expires, why, sizeof(why)) != 0) FAIL("expires_at: %s", why);
+        if (expires <= at) FAIL("expires_at: must be after execute_at (%lld)", (long long)at);
+    } else if (ttl) {
+        int64_t d;
+        if (task_json_int(ttl, 1, TASK_MAX_AHEAD_MS, &d) != 0)
+            FAIL("ttl_ms: must be an integer from 1 to %lld", (long long)TASK_MAX_AHEAD_MS);
+        expires = at + d;
+    }
     char tparent[TRACE_PARENT_LEN + 1] = "";
     const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "traceparent"))) {
-        char why[160];
         if (!cJSON_IsString(v)) FAIL("traceparent: must be a string");
         if (trace_parent_parse(v->valuestring, tparent, why, sizeof(why)) != 0)
             FAIL("traceparent: %s", why);
     }
     if (tstate) {
-        char why[160];
         if (!tparent[0]) FAIL("tracestate: needs traceparent");
         if (!cJSON_IsString(tstate)) FAIL("tracestate: must be a string");
         if (trace_state_check(tstate->valuestring, why, sizeof(why)) != 0)
@@ -635,6 +693,10 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     out->due_ms = at > now_ms ? at : now_ms;
     out->timeout_ms = timeout_ms;
     out->max_attempts = (int)max_attempts;
+    if (expires >= 0) {
+        char num[UTIL_INT_MAX];
+        task_input_add_json(out, "expires_at", num, (size_t)util_fmt_int(num, expires));
+    }
     if (tparent[0]) task_input_add_member(out, "traceparent", tparent);
     if (tstate) task_input_add_member(out, "tracestate", tstate->valuestring);
     return 0;
@@ -643,19 +705,37 @@ fail:
     return -1;
 }
 
-int task_input_add_member(task_input *t, const char *name, const char *str)
+int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                     size_t errlen)
 {
-    task_buf m = {0};
-    task_buf_str(&m, str);
+    return task_input_read(obj, now_ms, 0, out, err, errlen);
+}
+
+int task_input_parse_made(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                          size_t errlen)
+{
+    return task_input_read(obj, now_ms, 1, out, err, errlen);
+}
+
+int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)
+{
     char **docs[2] = {&t->spec, &t->rec};
     for (int i = 0; i < 2; i++) {
         size_t len = strlen(*docs[i]);
         task_buf b = {*docs[i], len - 1, len + 1};   /* its last '}' dropped */
         b.p[b.len] = '\0';
-        task_buf_member(&b, name, m.p, m.len);
+        task_buf_member(&b, name, json, n);
         task_buf_add(&b, "}", 1);
         *docs[i] = b.p;
     }
+    return 0;
+}
+
+int task_input_add_member(task_input *t, const char *name, const char *str)
+{
+    task_buf m = {0};
+    task_buf_str(&m, str);
+    task_input_add_json(t, name, m.p, m.len);
     free(m.p);
     return 0;
 }

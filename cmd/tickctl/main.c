@@ -417,11 +417,13 @@ static int cmd_get(ctl *c)
 }
 
 static const char *const task_statuses[] = {"scheduled", "running", "succeeded", "failed",
-                                            "cancelled"};
+                                            "cancelled", "expired"};
 
 static int status_ok(const char *s, int retry)
 {
-    for (size_t i = retry ? 3 : 0; i < sizeof(task_statuses) / sizeof(*task_statuses); i++)
+    /* retried: failed and cancelled, not expired (never called after its expiry) */
+    size_t n = retry ? 5 : sizeof(task_statuses) / sizeof(*task_statuses);
+    for (size_t i = retry ? 3 : 0; i < n; i++)
         if (strcmp(s, task_statuses[i]) == 0) return 1;
     return 0;
 }
@@ -507,7 +509,7 @@ static int cmd_ls(ctl *c)
     int rc = CTL_OK, printed;
     if (!status_ok(status, 0))
         return usage_error(c, "--status: %.40s is not one of scheduled, running, succeeded, "
-                           "failed, cancelled", status);
+                           "failed, cancelled, expired", status);
     if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 1000, &limit) != 0)
         return usage_error(c, "--limit: want an integer from 1 to 1000");
     if ((rc = filter_check(c)) != 0) return rc;
@@ -826,7 +828,7 @@ static const cmd cmds[] = {
      "attempts (made/allowed) and URL. When there are more, the cursor of the next\n"
      "page is said on stderr.\n"
      "\n"
-     "  --status S        scheduled (default), running, succeeded, failed, cancelled\n"
+     "  --status S        scheduled (default), running, succeeded, failed, cancelled, expired\n"
      "  --limit N         tasks a page (1-1000, default 100)\n"
      "  --cursor C        the page after this cursor (as printed)\n"
      "  --all             every page\n"

@@ -343,8 +343,9 @@ static int tickd_run(tickd *t, char *err, size_t errlen)
              TICKD_VERSION, host, api_port(t->a), t->workers, t->workers == 1 ? "" : "s",
              t->cfg.store);
     /* listening, the store reached (the watermarks were read), the
-     * scheduler started: a service manager may call tickd up */
-    if (sdnotify("READY=1") != 0)
+     * scheduler started: a service manager may call tickd up (it was told
+     * so already, with a status, if the store kept it waiting) */
+    if (sdnotify("READY=1\nSTATUS=serving") != 0)
         log_warn("NOTIFY_SOCKET=%s: readiness not sent: %s", getenv("NOTIFY_SOCKET"),
                  strerror(errno));
     return 0;
@@ -384,6 +385,12 @@ static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
     log_warn("store not reachable yet: %s; trying again in %lld ms (the API on port %d "
              "answers 503 until then)", err, (long long)t->store_wait_ms, api_port(t->a));
     api_set_waiting(t->a, err);
+    /* up, and saying why it cannot serve yet: a service manager that waited
+     * for the store would hold the boot (or a package's install) for as long
+     * as Redis is away, then restart tickd in a loop */
+    char status[600];
+    snprintf(status, sizeof(status), "READY=1\nSTATUS=waiting for the store: %.500s", err);
+    sdnotify(status);
     struct timeval tv = {t->store_wait_ms / 1000, (t->store_wait_ms % 1000) * 1000};
     evtimer_add(t->store_ev, &tv);
     if ((t->store_wait_ms *= 2) > 5000) t->store_wait_ms = 5000;

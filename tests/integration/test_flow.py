@@ -502,3 +502,41 @@ def test_destination_limits_apply_across_queues_and_the_stricter_wins(tickd, rec
     wait_for(lambda: receiver.count() >= n0 + 20, 20, what="20 more")
     times = sorted(c["t"] for c in receiver.calls[n0:])
     assert (times[-1] - times[0]) / 1000 >= 1.7      # 19 intervals of 100 ms
+
+
+def test_a_destination_is_one_whatever_the_urls_spelling(tickd, receiver):
+    """An address limited is limited however a URL spells it; a name given to
+    the API takes the same form."""
+    port = receiver.port
+    res = put(tickd, f"/v1/destinations/%5B::ffff:127.0.0.1%5D:{port}", {"rate": 0.1})
+    assert res["destination"] == f"127.0.0.1:{port}"
+    code, got = tickd.request("GET", f"/v1/destinations/127.0.0.1:{port}")
+    assert code == 200 and got["rate"] == 0.1
+    first = tickd.post({"callback_url": receiver.url("/first")})["id"]
+    wait_for(lambda: receiver.count() == 1, 10, what="the first callback")
+    assert receiver.calls[0]["headers"]["tickd-task-id"] == first
+    # the rate's one callback in 10 s is spent: every other spelling waits
+    spellings = [f"[::ffff:127.0.0.1]:{port}", f"127.1:{port}", f"2130706433:{port}",
+                 f"0x7f.0.0.1:{port}", f"127.0.0.1.:{port}", f"127.0.0.1:0{port}"]
+    ids = [tickd.post({"callback_url": f"http://{s}/x"})["id"] for s in spellings]
+    wait_for(lambda: all(tickd.get(i)[1].get("waiting") == "rate" for i in ids), 10,
+             what="every spelling held back by the rate")
+    assert receiver.count() == 1
+    code, res = tickd.request("GET", "/v1/destinations")
+    assert [d["destination"] for d in res["destinations"]] == [f"127.0.0.1:{port}"]
+
+
+def test_settings_stored_under_another_spelling_can_still_be_deleted(redis, tickd):
+    """Settings stored before destinations took one form keep their spelling:
+    no task finds them, and DELETE by that spelling removes them."""
+    redis.cli("HSET", "tickd:{flow}:cfg", "d:[::ffff:127.0.0.1]:9000",
+              '{"rate":1,"burst":1}')
+    code, res = tickd.request("GET", "/v1/destinations")
+    assert [d["destination"] for d in res["destinations"]] == ["[::ffff:127.0.0.1]:9000"]
+    put(tickd, "/v1/destinations/127.0.0.1:9000", {"max_concurrency": 3})
+    code, _ = tickd.request("DELETE", "/v1/destinations/%5B::ffff:127.0.0.1%5D:9000")
+    assert code == 204
+    code, res = tickd.request("GET", "/v1/destinations")
+    assert res["destinations"] == []
+    code, _ = tickd.request("DELETE", "/v1/destinations/%5B::ffff:127.0.0.1%5D:9000")
+    assert code == 404

@@ -205,6 +205,24 @@ def test_schedule_runs_by_schedule_id(tickd, receiver):
     assert len(got) == 3 and all(":lr:" in i for i in got)
 
 
+@pytest.mark.parametrize("store", ["redis", "memory"])
+def test_schedule_id_lists_its_own_runs_alone(redis, tickd_factory, receiver, store):
+    """The runs of schedule ab:1 are keyed s:ab:1:<version>, which starts as
+    a run of schedule ab does (s:ab:<version>): neither is listed as the
+    other's."""
+    t = tickd_factory(redis if store == "redis" else None, store=store).start()
+    for key in ("ab", "ab:1"):
+        t.request("POST", "/v1/schedules", {"key": key, "every_ms": 1000, "times": 1,
+                                            "task": {"callback_url": receiver.url()}})
+    wait_for(lambda: receiver.count() >= 2, 10, what="a run of each")
+    ids = [c["headers"]["tickd-task-id"] for c in receiver.calls]
+    for tid in ids:
+        t.final(tid)
+    for sid, key in (("sch.ab", "s:ab:1"), ("sch.ab:1", "s:ab:1:1")):
+        got, _ = walk(t, "succeeded", schedule_id=sid)
+        assert got == [i for i in ids if i.endswith("." + key)], (sid, got)
+
+
 BAD = [("", "status: required"), ("status=done", "status: done is not one of"),
        ("status=failed&limit=1001", "limit: must be an integer from 1 to 1000"),
        ("status=failed&limit=x", "limit:"), ("status=failed&cursor=zz", "cursor: malformed"),

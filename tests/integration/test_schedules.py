@@ -124,6 +124,30 @@ def test_key_is_idempotent_and_a_change_needs_put(tickd, receiver):
     assert code == 409 and "PUT /v1/schedules/sch.same" in c["error"]["message"], c
 
 
+def test_a_task_key_cannot_name_a_schedules_run(tickd, receiver):
+    """A run's key is s:<schedule key>:<version>: a task posted first with
+    that key would be the run (its id), so the prefix is refused."""
+    start = now_ms() + LEAD_MS + 500
+    why = 'key: must not start with "s:" (reserved for schedule runs)'
+    squat = {"key": "s:hij:1", "callback_url": receiver.url("/squatter"), "execute_at": start}
+    code, res = tickd.request("POST", "/v1/tasks", squat)
+    assert code == 400 and res["error"]["message"] == why, (code, res)
+    res = tickd.batch([squat, dict(squat, key="s:")])
+    assert [r["error"]["message"] for r in res] == ["tasks[0]." + why, "tasks[1]." + why]
+    # the run is the schedule's own; "s" alone and "x:s:" are keys like any other
+    sc = create(tickd, {"key": "hij", "every_ms": 1000, "start_at": start, "times": 1,
+                        "task": {"callback_url": receiver.url("/run")}})
+    tickd.post({"key": "s", "callback_url": receiver.url("/plain")})
+    tickd.post({"key": "x:s:1", "callback_url": receiver.url("/plain")})
+    wait_for(lambda: receiver.count() >= 3, 10, what="the run and two plain tasks")
+    run = [c for c in receiver.calls if c["path"] == "/run"]
+    assert len(run) == 1 and all(c["path"] != "/squatter" for c in receiver.calls)
+    tid = run[0]["headers"]["tickd-task-id"]
+    got = wait_for(lambda: (lambda s: s.get("last_run") and s)(
+        tickd.request("GET", "/v1/schedules/" + sc["id"])[1]), 10, what="last_run")
+    assert got["runs"] == 1 and got["last_run"]["task_id"] == tid
+
+
 BAD = [
     ({"cron": "0 0 32 * *"}, "cron: field 3 (day of month): 32 is out of range 1-31"),
     ({"cron": "0 9 * *"}, "cron:"),

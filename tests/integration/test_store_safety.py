@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 
 from harness import Cluster, Redis, Tickd, free_port, now_ms, wait_for
 
@@ -131,9 +132,16 @@ def test_watermarks_gone_while_stopped_are_said_at_start(redis, tickd_factory):
 def test_a_tickd_started_while_redis_is_down_waits_for_it(tmp_path, receiver, tickd_factory):
     r = Redis(str(tmp_path))
     port = free_port()
-    t = tickd_factory(r)
+    sock_path = str(tmp_path / "notify.sock")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(sock_path)
+    notify.settimeout(15)
+    t = tickd_factory(r, env={"NOTIFY_SOCKET": sock_path})
     t.port = port
     t.start(wait=False)
+    # up for the service manager (no boot held), saying why it cannot serve
+    first = notify.recv(512).decode()
+    assert first.startswith("READY=1\nSTATUS=waiting for the store: redis 127.0.0.1:"), first
     wait_for(lambda: "store not reachable yet" in t.logtext(), 10, what="waiting said")
     code, health = t.request("GET", "/healthz")
     assert code == 503 and health["status"] == "starting", health
@@ -144,6 +152,11 @@ def test_a_tickd_started_while_redis_is_down_waits_for_it(tmp_path, receiver, ti
     r.start()
     try:
         wait_for(t.healthy, 15, what="tickd up once Redis is")
+        while True:  # the tries' statuses, then serving
+            msg = notify.recv(512).decode()
+            if "waiting for the store" not in msg:
+                break
+        assert msg == "READY=1\nSTATUS=serving", msg
         tid = t.post({"callback_url": receiver.url("/late"), "delay_ms": 100})["id"]
         wait_for(lambda: tid in receiver.by_task(), 15, what="callback")
         # a SIGTERM while waiting ends it cleanly too

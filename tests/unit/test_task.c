@@ -1025,6 +1025,35 @@ static void test_input_key_errors(void **state)
     cJSON_Delete(o);
 }
 
+/* A key a user gives cannot be a name tickd makes (task.c lists them). */
+static void test_input_key_reserved(void **state)
+{
+    (void)state;
+    char err[256];
+    const char *what = NULL;
+    parse_err_text("{\"key\":\"s:hij:1\",\"callback_url\":\"http://cb.test/\"}", T0_MS, err,
+                   sizeof(err));
+    assert_string_equal(err, "key: must not start with \"s:\" (reserved for schedule runs)");
+    parse_err("{\"key\":\"s:\",\"callback_url\":\"http://cb.test/\"}", T0_MS, "key: must not");
+    assert_string_equal(task_key_reserved("s:a:1", &what), TASK_RUN_PREFIX);
+    assert_string_equal(what, "schedule runs");
+    assert_null(task_key_reserved("s", NULL));
+    assert_null(task_key_reserved("S:a:1", NULL));
+    assert_null(task_key_reserved("x:s:1", NULL));
+    /* the names tickd makes use the prefix, and no id holds the event
+     * separator */
+    assert_int_equal(strncmp("s:", TASK_RUN_PREFIX, 2), 0);
+    assert_int_equal(task_key_valid("a" TASK_EVENT_SEP "b"), 0);
+    /* tickd's own run keys pass where it makes them */
+    cJSON *o = base_task();
+    cJSON_AddStringToObject(o, "key", "s:hij:1");
+    task_input t;
+    assert_int_equal(task_input_parse_made(o, T0_MS, &t, err, sizeof(err)), 0);
+    assert_string_equal(t.key, "s:hij:1");
+    task_input_free(&t);
+    cJSON_Delete(o);
+}
+
 static void test_input_url_errors(void **state)
 {
     (void)state;
@@ -1558,6 +1587,7 @@ int main(void)
         cmocka_unit_test(test_input_not_object),
         cmocka_unit_test(test_input_unknown_field),
         cmocka_unit_test(test_input_key_errors),
+        cmocka_unit_test(test_input_key_reserved),
         cmocka_unit_test(test_input_url_errors),
         cmocka_unit_test(test_input_method_errors),
         cmocka_unit_test(test_input_header_errors),
