@@ -49,8 +49,8 @@ local now = now_ms()
 local op = ARGV[1]
 local SCAN = 256          -- waiting tasks a pump looks at per queue
 local PUMP_QUEUES = 64    -- queues a pump visits (SSCAN COUNT)
-local PUMP_BUDGET = 2048  -- waiting tasks a pump looks at, all queues
-local PAGE = 500          -- snapshot: changes a call; expiries, upgrade steps
+local PUMP_BUDGET = 1024  -- waiting tasks a pump looks at, all queues
+local PAGE = 256          -- snapshot: changes a call; expiries, upgrade steps
 local TOMB_MS = 600000    -- a deleted setting's change is kept this long
 local HOUR = 60
 

@@ -67,14 +67,15 @@
 --   list     ARGV limit ids out, SCAN_MAX (20000) entries looked at a call;
 --            the caller goes on from the last one
 --   sched    one schedule; list: ARGV limit; claim: 4 x ARGV limit
---   flow     admit, enqueue: the tasks given; pump: the ends given, then
---            PUMP_QUEUES (64) queues by SSCAN from where the last pump
---            stopped and PUMP_BUDGET (2048) waiting tasks in all, a hold
---            evicted per hold set past holds_max; snapshot: PAGE (500)
---            changes, ended holds and dropped deletions, and an upgrade's
---            HSCAN page of cfg and n; put, get, count: one key (count: the
---            queues given, at most 16); list: ARGV limit (at most 200)
---            entries of idx, each a handful of single-key reads
+--   flow     admit, enqueue: the tasks given (at most FLOW_CALL_MAX, 128:
+--            sched.c); pump: the ends given (as many), then PUMP_QUEUES
+--            (64) queues by SSCAN from where the last pump stopped and
+--            PUMP_BUDGET (1024) waiting tasks in all, a hold evicted per
+--            hold set past holds_max; snapshot: PAGE (256) changes, ended
+--            holds and dropped deletions, and an upgrade's HSCAN page of cfg
+--            and n; put, get, count: one key (count: the queues given, at
+--            most 16); list: ARGV limit (at most 200) entries of idx, each a
+--            handful of single-key reads
 --
 -- The queue a task's state counts it in (add.lua): nil for a task stored
 -- before states named it (never counted, so never counted off).

@@ -34,6 +34,9 @@ typedef struct bucket_scan {
  * time (FLOW_LET_GO), and its end frees its slots. */
 enum { FLOW_ASKING = 1, FLOW_LET_GO = 2 };
 #define FLOW_PUMP_MIN 64          /* tasks a pump may let go, whatever the room */
+/* tasks or ended callbacks in one flow.lua call: a burst of them (up to
+ * max_inflight) goes as several calls, so none holds Redis long */
+#define FLOW_CALL_MAX 128
 
 /* What flow calls carry past the job's life: a task to put in its queue's
  * waiting list, or a callback that ended. */
@@ -584,27 +587,32 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
         sc->asking_tail = &sc->asking;
         sc->nasking = 0;
     }
-    if (sc->nasking) {
-        admit_ctx *c = xmalloc(sizeof(*c) + sizeof(job *) * (size_t)sc->nasking);
-        store_flow_task *t = xcalloc((size_t)sc->nasking, sizeof(*t));
+    while (sc->nasking) {
+        int k = sc->nasking < FLOW_CALL_MAX ? sc->nasking : FLOW_CALL_MAX;
+        admit_ctx *c = xmalloc(sizeof(*c) + sizeof(job *) * (size_t)k);
+        store_flow_task *t = xcalloc((size_t)k, sizeof(*t));
         c->sc = sc;
         c->n = 0;
-        for (job *j = sc->asking; j; j = j->next) {
+        for (job *j = sc->asking; c->n < k; j = j->next) {
             t[c->n] = (store_flow_task){.id = j->id, .queue = j->queue, .dest = j->dest,
                                         .due_ms = j->due_ms, .timeout_ms = j->timeout_ms};
             c->jobs[c->n++] = j;
         }
-        sc->asking = NULL;
-        sc->asking_tail = &sc->asking;
-        sc->nasking = 0;
+        sc->asking = c->jobs[k - 1]->next;
+        if (!sc->asking) sc->asking_tail = &sc->asking;
+        sc->nasking -= k;
         sc->pending++;
         store_flow_admit(sc->s, t, c->n, sched_horizon(sc, 0), sched_admit_cb, c);
         free(t);
     }
     if (sc->enq.n) {
         store_flow_task *t = sched_flow_tasks(&sc->enq);
-        sc->pending++;
-        store_flow_enqueue(sc->s, t, sc->enq.n, sched_pump_cb, sc);
+        for (int i = 0; i < sc->enq.n; i += FLOW_CALL_MAX) {
+            sc->pending++;
+            store_flow_enqueue(sc->s, t + i, sc->enq.n - i < FLOW_CALL_MAX ? sc->enq.n - i
+                                                                          : FLOW_CALL_MAX,
+                               sched_pump_cb, sc);
+        }
         free(t);
         sc->enq.n = 0;
         sc->pump_wanted = 1;  /* a slot may have freed meanwhile */
@@ -616,12 +624,19 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
                                     sc->ends.r[i].dest,    sc->ends.r[i].until_ms,
                                     sc->ends.r[i].failed,  sc->ends.r[i].back,
                                     sc->ends.r[i].slice};
-        sc->pending++;
         /* what it lets go is claimed by whichever replica has room: a
          * replica busy with other work still lets a few go */
         int max = sched_room(sc) < FLOW_PUMP_MIN ? FLOW_PUMP_MIN : sched_room(sc);
-        store_flow_pump(sc->s, e, sc->ends.n, sc->stopping ? 0 : max, sched_horizon(sc, 1),
-                        sched_pump_cb, sc);
+        int i = 0;
+        do {
+            /* only the last call lets waiting tasks go */
+            int k = sc->ends.n - i < FLOW_CALL_MAX ? sc->ends.n - i : FLOW_CALL_MAX;
+            int last = i + k >= sc->ends.n;
+            sc->pending++;
+            store_flow_pump(sc->s, e + i, k, sc->stopping || !last ? 0 : max,
+                            sched_horizon(sc, 1), sched_pump_cb, sc);
+            i += k;
+        } while (i < sc->ends.n);
         free(e);
         sc->ends.n = 0;
         sc->pump_wanted = 0;
