@@ -641,7 +641,8 @@ static void api_last_run_cb(store_status st, const char *spec, const char *state
     char status[32];
     (void)spec, (void)err;
     if (st == ST_OK) api_state_status(state, status, sizeof(status));
-    else snprintf(status, sizeof(status), st == ST_NOTFOUND ? "expired" : "unknown");
+    /* its record outlived its retention: gone (not a task's status) */
+    else snprintf(status, sizeof(status), st == ST_NOTFOUND ? "gone" : "unknown");
     cJSON_AddStringToObject(lr, "status", status);
     api_sreq_finish(q, q->body);
 }

@@ -18,7 +18,6 @@
 #include "log.h"
 #include "netpolicy.h"
 #include "trace.h"
-#include "tz.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -671,22 +670,12 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
-    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(spec, "expires_at");
-    if (!j->event[0] && cJSON_IsNumber(exp) && j->fire_ms >= (int64_t)exp->valuedouble) {
-        /* no attempt begins after it: the task ends expired (sched.c) */
-        char at[TZ_RFC3339_MAX], why[256];
-        tz_rfc3339(tz_get("UTC", why), (int64_t)exp->valuedouble, at);
-        j->expired = 1;
-        snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d "
-                 "could begin", at, j->attempt);
-        goto done;
-    }
     const cJSON *tp = cJSON_GetObjectItemCaseSensitive(spec, "traceparent");
     if (cJSON_IsString(tp) && strlen(tp->valuestring) == TRACE_PARENT_LEN) {
         /* the producer's trace, a span of this attempt's own (trace.h) */
         char out[TRACE_PARENT_LEN + 1];
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(spec, "tracestate");
-        trace_for_attempt(tp->valuestring, j->id, j->attempt, out);
+        trace_for_attempt(tp->valuestring, j->id, j->attempt, j->due_ms, out);
         xfer_header(x, "traceparent", out);
         if (cJSON_IsString(ts)) xfer_header(x, "tracestate", ts->valuestring);
     }

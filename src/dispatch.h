@@ -71,8 +71,9 @@ struct job {
     char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */
     int ended_failed;           /* the scheduler's: the task's end as failed (or expired) is
                                    being recorded */
-    int64_t fire_ms;            /* the scheduler's: when it handed the job over (store clock) */
-    int expired;                /* set by the pool: expires_at passed by fire_ms; not sent */
+    int64_t expires_ms;         /* the scheduler's: the spec's expires_at (0: none; -1: not
+                                   read yet) */
+    int expired;                /* the scheduler's: it passed before an attempt began */
 };
 
 /* Runs on the main loop for each job whose callback finished (or was aborted

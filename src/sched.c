@@ -9,6 +9,7 @@
 #include "flow.h"
 #include "log.h"
 #include "metrics.h"
+#include "tz.h"
 #include "util.h"
 #include "wheel.h"
 
@@ -94,6 +95,7 @@ struct sched {
 };
 
 static void sched_flow_end(sched *sc, job *j, int64_t until_ms, int failed);
+static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms);
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -212,9 +214,30 @@ static int sched_flow_asks(sched *sc, job *j)
     return 1;
 }
 
+/* A task whose expires_at has passed ends expired, no attempt made: when
+ * it fires, and when a limit lets it go. 1 when it did. */
+static int sched_expire(sched *sc, job *j)
+{
+    if (j->event[0]) return 0;
+    if (j->expires_ms < 0) j->expires_ms = task_spec_expires_ms(j->spec);
+    int64_t now = store_now_ms(sc->s);
+    if (!j->expires_ms || now < j->expires_ms) return 0;
+    char at[TZ_RFC3339_MAX], why[256];
+    tz_rfc3339(tz_get("UTC", why), j->expires_ms, at);
+    j->expired = 1;
+    snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d could "
+             "begin", at, j->attempt);
+    j->attempt--;
+    sched_flow_end(sc, j, 0, 0);
+    metrics.expired++;
+    log_info("task %s %s", j->id, j->err);
+    sched_record(sc, j, OUT_EXPIRE, 0);
+    return 1;
+}
+
 static void sched_submit(sched *sc, job *j)
 {
-    j->fire_ms = store_now_ms(sc->s);
+    if (sched_expire(sc, j)) return;
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -226,7 +249,8 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
     job *j = container_of(t, job, timer);
     (void)w;
     sched_unhold(sc, j);
-    if (sched_flow_asks(sc, j)) return;
+    /* before a limit is asked: a task held back expires while it waits */
+    if (sched_expire(sc, j) || sched_flow_asks(sc, j)) return;
     sched_submit(sc, j);
 }
 
@@ -386,15 +410,6 @@ void sched_on_done(sched *sc, job *j)
         sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
         return;
     }
-    if (j->expired) {
-        /* its expires_at passed before this attempt began: none was made */
-        j->attempt--;
-        sched_flow_end(sc, j, 0, 1);
-        metrics.expired++;
-        log_info("task %s %s", j->id, j->err);
-        sched_record(sc, j, OUT_EXPIRE, 0);
-        return;
-    }
     sched_count(j);
     /* a 429 or 503 with Retry-After holds the destination back (flow.h) */
     int64_t until = 0;
@@ -491,8 +506,11 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
             snprintf(j->err, sizeof(j->err), "%s", v[i].reason);
             task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
-            /* spread: a burst held back does not come round all at once */
-            sched_record(sc, j, OUT_PARK, now + FLOW_PARK_MS + random() % FLOW_PARK_MS);
+            /* spread: a burst held back does not come round all at once;
+             * one that expires sooner comes round then, to end */
+            int64_t again = now + FLOW_PARK_MS + random() % FLOW_PARK_MS;
+            if (j->expires_ms > 0 && j->expires_ms < again) again = j->expires_ms;
+            sched_record(sc, j, OUT_PARK, again);
         }
     }
     free(c);
@@ -681,6 +699,7 @@ static void sched_take(sched *sc, const char *slice, store_lease *l)
     j->due_ms = l->due_ms;
     j->attempt = l->attempt;
     j->spec = l->spec;
+    j->expires_ms = -1;
     wheel_timer_init(&j->timer, sched_fire, sc);
     sc->held++;
     sc->claimed++;

@@ -779,6 +779,23 @@ static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_clai
     rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 3, args, rs_claim_cb, cl);
 }
 
+/* An error reply at start: 1 with err set (and *fatal when waiting cannot
+ * mend it: a refused user or command), 0 for any other reply. A node
+ * loading, a cluster failing over (CLUSTERDOWN, TRYAGAIN, MOVED to a node
+ * not known yet, READONLY from a demoted master) or a script running pass. */
+static int rs_reply_failed(const redisReply *r, const char *what, int *fatal, char *err,
+                           size_t errlen)
+{
+    if (r->type != REDIS_REPLY_ERROR) return 0;
+    /* not "ERR " as a whole: "ERR max number of clients reached" passes */
+    static const char *const lasting[] = {"NOPERM", "NOAUTH", "WRONGPASS",
+                                          "ERR unknown command", "ERR Error compiling"};
+    for (size_t i = 0; i < sizeof(lasting) / sizeof(*lasting); i++)
+        if (strncmp(r->str, lasting[i], strlen(lasting[i])) == 0) *fatal = 1;
+    snprintf(err, errlen, "%s: %s", what, r->str);
+    return 1;
+}
+
 /* ---- the backend's watch: eviction policy, memory, data markers --------- */
 
 /* tickd's promise is "stored before 201": a Redis that may evict keys, or
@@ -1043,16 +1060,19 @@ static int rs_watch_init(rstore *rs, int *fatal, char *err, size_t errlen)
 {
     rs_watch *w = rs->watch = xcalloc(1, sizeof(*rs->watch));
     const config *cfg = rs->base.cfg;
+    *fatal = 0;
     int nodes = rc_node_count(rs->rc);
     w->mem = xcalloc((size_t)(nodes > 0 ? nodes : 1), sizeof(*w->mem));
     w->nmem = nodes;
     for (int i = 0; i < nodes; i++) {
         if (!rc_node_serves(rs->rc, i)) continue;
         redisReply *r = rc_sync_node_command(rs->rc, i, err, errlen, "INFO memory");
-        if (!r) return -1;
+        if (!r) return -1; /* a master down: waiting may mend it */
         if (r->type != REDIS_REPLY_STRING) {
-            snprintf(err, errlen, "redis %s: INFO memory: %s", rc_node_name(rs->rc, i),
-                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            char what[KEY_MAX + 32];
+            snprintf(what, sizeof(what), "redis %s: INFO memory", rc_node_name(rs->rc, i));
+            if (!rs_reply_failed(r, what, fatal, err, errlen))
+                snprintf(err, errlen, "%s: unexpected reply", what);
             freeReplyObject(r);
             return -1;
         }
@@ -1243,12 +1263,6 @@ static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
         }
         freeReplyObject(r);
     }
-    for (int i = 0; i < nodes; i++) {
-        char what[300];
-        if (!gone[i][0]) continue;
-        snprintf(what, sizeof(what), "the watermarks of buckets %s were missing at start", gone[i]);
-        rs_data_lost(rs, rc_node_name(rs->rc, i), what, 0);
-    }
     rs_meta_key(rs, metakey);
     redisReply *r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s wm 1", metakey);
     if (!r) goto done;
@@ -1256,6 +1270,14 @@ static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
     if (rc) snprintf(err, errlen, "%s: %s", metakey, r->str);
     freeReplyObject(r);
 done:
+    /* said even when a later write failed: the ones written are not missing
+     * any more at the next try */
+    for (int i = 0; i < nodes; i++) {
+        char what[300];
+        if (!gone[i][0]) continue;
+        snprintf(what, sizeof(what), "the watermarks of buckets %s were missing at start", gone[i]);
+        rs_data_lost(rs, rc_node_name(rs->rc, i), what, 0);
+    }
     free(gone);
     return rc;
 }
@@ -2533,21 +2555,6 @@ static void rs_on_connect(rcluster *rc, int node, void *priv)
     }
 }
 
-/* An error reply at start: 1 with err set (and *fatal when waiting cannot
- * mend it: a refused user or command), 0 for any other reply. A node
- * loading, a cluster failing over (CLUSTERDOWN, TRYAGAIN, MOVED to a node
- * not known yet, READONLY from a demoted master) or a script running pass. */
-static int rs_reply_failed(const redisReply *r, const char *what, int *fatal, char *err,
-                           size_t errlen)
-{
-    if (r->type != REDIS_REPLY_ERROR) return 0;
-    static const char *const lasting[] = {"NOPERM", "NOAUTH", "WRONGPASS", "ERR "};
-    for (size_t i = 0; i < sizeof(lasting) / sizeof(*lasting); i++)
-        if (strncmp(r->str, lasting[i], strlen(lasting[i])) == 0) *fatal = 1;
-    snprintf(err, errlen, "%s: %s", what, r->str);
-    return 1;
-}
-
 static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
 {
     int64_t t0 = util_realtime_ms();
@@ -2580,6 +2587,7 @@ static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, s
     if (!(lib = rs_read_file(path, err, errlen))) goto fail;
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         snprintf(path, sizeof(path), "%s/%s.lua", scripts_dir, script_names[i]);
+        *fatal = 1; /* a script missing: no wait brings it */
         char *body = rs_read_file(path, err, errlen);
         if (!body) goto fail;
         *fatal = 0;

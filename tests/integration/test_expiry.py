@@ -142,3 +142,21 @@ def test_expiry_on_a_cluster(cluster, receiver, tickd_factory):
     # the slices of every master list their expired ones
     code, page = t.request("GET", "/v1/tasks?status=expired&limit=100")
     assert sorted(x["id"] for x in page["tasks"]) == sorted(ids)
+
+
+def test_a_task_expires_while_its_queue_stays_paused(tickd, receiver):
+    """Held back by a pause that is never lifted, it still ends at its expiry
+    (listed, counted, its event sent): it does not wait for the resume."""
+    assert tickd.request("PUT", "/v1/queues/held", {"paused": True})[0] == 200
+    tid = tickd.post({"callback_url": receiver.url("/never"), "queue": "held",
+                      "ttl_ms": 300})["id"]
+    task = final(tickd, tid)
+    assert task["status"] == "expired", task
+    assert now_ms() < task["expires_at"] + 5000  # not a park's 30-60 s later
+    assert receiver.count() == 0
+    code, body = tickd.post({"callback_url": receiver.url(), "execute_at": now_ms() - 5000,
+                             "expires_at": now_ms() - 1000}, expect=None)
+    assert code == 400 and "expires_at: already past" in body["error"]["message"], body
+    code, body = tickd.post({"callback_url": receiver.url(), "execute_at": now_ms() - 5000,
+                             "ttl_ms": 1000}, expect=None)
+    assert code == 400 and body["error"]["message"].startswith("ttl_ms: "), body

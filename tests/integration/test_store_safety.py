@@ -8,7 +8,7 @@ import shutil
 import signal
 import socket
 
-from harness import Cluster, Redis, Tickd, free_port, now_ms, wait_for
+from harness import ROOT, Cluster, Redis, Tickd, free_port, now_ms, wait_for
 
 WATCH = {"TICKD_REDIS_WATCH_MS": "100"}
 TASK = {"callback_url": "http://127.0.0.1:9/x", "delay_ms": 3600000}
@@ -191,3 +191,29 @@ def test_a_cluster_master_back_empty_is_said(tmp_path, tickd_factory):
         assert f"store lost data: redis 127.0.0.1:{victim.port}" in t.logtext(), t.logtext()
     finally:
         c.stop()
+
+
+def test_a_start_with_a_cluster_master_down_waits_for_it(tmp_path, tickd_factory):
+    c = Cluster(str(tmp_path), masters=3, replicas=0).start()
+    try:
+        down = c.nodes[1]
+        down.stop(signal.SIGKILL)
+        t = tickd_factory(c.nodes[0].addr)
+        t.port = free_port()
+        t.start(wait=False)
+        wait_for(lambda: "store not reachable yet" in t.logtext() or t.proc.poll() is not None,
+                 20, what="waiting or exit")
+        assert t.proc.poll() is None, f"exited {t.proc.returncode}:\n{t.logtext()}"
+        down.start()
+        wait_for(t.healthy, 30, what="up once the master is back")
+    finally:
+        c.stop()
+
+
+def test_a_missing_script_ends_the_start_whichever_it_is(tmp_path, redis, tickd_factory):
+    d = tmp_path / "lua"
+    shutil.copytree(os.path.join(ROOT, "lua"), d)
+    os.remove(d / "claim.lua")
+    t = tickd_factory(redis, env={"TICKD_REDIS_SCRIPTS_DIR": str(d)}).start(wait=False)
+    assert t.proc.wait(15) == 2, t.logtext()
+    assert "claim.lua" in t.logtext()
