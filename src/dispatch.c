@@ -18,6 +18,7 @@
 #include "log.h"
 #include "netpolicy.h"
 #include "trace.h"
+#include "tz.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -254,6 +255,17 @@ static void worker_h1_done(void *priv, long status, const char *err, int flags, 
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
  * for a connection included, so an attempt always ends (and is recorded)
  * within its lease. */
+int job_expire(job *j, int64_t now_ms)
+{
+    if (j->event[0] || j->expires_ms <= 0 || now_ms < j->expires_ms) return 0;
+    char at[TZ_RFC3339_MAX], why[256];
+    tz_rfc3339(tz_get("UTC", why), j->expires_ms, at);
+    j->expired = 1;
+    snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d could "
+             "begin", at, j->attempt);
+    return 1;
+}
+
 static void worker_start(worker *w, xfer *x)
 {
     if (x->hq->active >= w->host_connections) {
@@ -261,6 +273,13 @@ static void worker_start(worker *w, xfer *x)
         if (x->hq->tail) x->hq->tail->next = x;
         else x->hq->head = x;
         x->hq->tail = x;
+        return;
+    }
+    /* a transfer that waited for a connection: past its expiry, not begun */
+    if (job_expire(x->j, util_realtime_ms() + x->j->clock_offset_ms)) {
+        job *j = x->j;
+        xfer_free(x);
+        dispatch_finish(w->d, j);
         return;
     }
     int64_t left = x->j->timeout_ms - (util_mono_ms() - x->queued_ms);

@@ -73,8 +73,13 @@ struct job {
                                    being recorded */
     int64_t expires_ms;         /* the scheduler's: the spec's expires_at (0: none; -1: not
                                    read yet) */
-    int expired;                /* the scheduler's: it passed before an attempt began */
+    int64_t clock_offset_ms;    /* the scheduler's: its clock (Redis's) - this host's */
+    int expired;                /* expires_at passed before an attempt began (job_expire) */
 };
+
+/* 1 when j's expires_at has passed at now_ms (the scheduler's clock): then
+ * j->expired is set and j->err says so, and no attempt may begin. */
+int job_expire(job *j, int64_t now_ms);
 
 /* Runs on the main loop for each job whose callback finished (or was aborted
  * by dispatch_free). */

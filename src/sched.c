@@ -214,30 +214,33 @@ static int sched_flow_asks(sched *sc, job *j)
     return 1;
 }
 
-/* A task whose expires_at has passed ends expired, no attempt made: when
- * it fires, and when a limit lets it go. 1 when it did. */
-static int sched_expire(sched *sc, job *j)
+/* j ends expired (j->err says why): its attempt made, if one was, is
+ * recorded with it. flow_ended: its limits' slots were given back already. */
+static void sched_end_expired(sched *sc, job *j, int flow_ended)
 {
-    if (j->event[0]) return 0;
-    if (j->expires_ms < 0) j->expires_ms = task_spec_expires_ms(j->spec);
-    int64_t now = store_now_ms(sc->s);
-    if (!j->expires_ms || now < j->expires_ms) return 0;
-    char at[TZ_RFC3339_MAX], why[256];
-    tz_rfc3339(tz_get("UTC", why), j->expires_ms, at);
     j->expired = 1;
-    snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d could "
-             "begin", at, j->attempt);
-    j->attempt--;
-    sched_flow_end(sc, j, 0, 0);
+    if (!flow_ended) sched_flow_end(sc, j, 0, 0);
     metrics.expired++;
     log_info("task %s %s", j->id, j->err);
     sched_record(sc, j, OUT_EXPIRE, 0);
+}
+
+/* A task whose expires_at has passed ends expired, no attempt made: when
+ * it fires, and when a limit lets it go (the pool checks again when a
+ * connection frees). 1 when it did. */
+static int sched_expire(sched *sc, job *j)
+{
+    if (j->expires_ms < 0) j->expires_ms = task_spec_expires_ms(j->spec);
+    if (!job_expire(j, store_now_ms(sc->s))) return 0;
+    j->attempt--;
+    sched_end_expired(sc, j, 0);
     return 1;
 }
 
 static void sched_submit(sched *sc, job *j)
 {
     if (sched_expire(sc, j)) return;
+    j->clock_offset_ms = store_now_ms(sc->s) - util_realtime_ms();
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -410,6 +413,12 @@ void sched_on_done(sched *sc, job *j)
         sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
         return;
     }
+    if (j->expired) {
+        /* it waited for a connection past its expiry: no attempt made */
+        j->attempt--;
+        sched_end_expired(sc, j, 0);
+        return;
+    }
     sched_count(j);
     /* a 429 or 503 with Retry-After holds the destination back (flow.h) */
     int64_t until = 0;
@@ -438,6 +447,15 @@ void sched_on_done(sched *sc, job *j)
         double jitter = (double)(random() % 1000) / 1000.0;
         int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
         if (next < until) next = until;
+        if (j->expires_ms > 0 && next >= j->expires_ms) {
+            /* the next attempt could not begin in time: it ends now, this
+             * attempt recorded */
+            size_t n = strlen(j->err);
+            snprintf(j->err + n, sizeof(j->err) - n, "; expired: its next attempt would begin "
+                     "after its expires_at");
+            sched_end_expired(sc, j, 1);
+            return;
+        }
         log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
                   (long long)next);
         metrics.retries++;

@@ -187,6 +187,8 @@ typedef void store_list_fn(const char *const *ids, int n, const char *next_curso
  * cancel: ST_OK, ST_NOTFOUND, ST_CONFLICT (detail = its status) or
  * ST_UNAVAILABLE (detail = reason). */
 typedef enum { MOVE_RETRY, MOVE_RUN } store_move_kind;
+/* A retry's ST_CONFLICT detail when the task's expires_at is not after it */
+#define STORE_PAST_EXPIRY "past_expiry"
 
 /* ---- flow control (flow.h) ----
  * Queues and destinations with limits, enforced cluster-wide by the store;

@@ -1149,6 +1149,39 @@ static void rs_watch_free(rstore *rs)
     rs->watch = NULL;
 }
 
+/* A write refused while a master may evict (schedules, moves, settings: as
+ * adds are), answered from the loop as the store's contract wants. */
+typedef enum { REFUSE_SCH, REFUSE_MOVE, REFUSE_FLOW } refuse_kind;
+typedef struct refused {
+    refuse_kind kind;
+    void *cb, *priv;
+    char why[sizeof(((rs_watch *)0)->refusing)];
+} refused;
+
+static void rs_refused_cb(evutil_socket_t fd, short what, void *arg)
+{
+    refused *r = arg;
+    (void)fd, (void)what;
+    switch (r->kind) {
+    case REFUSE_SCH: ((store_sch_fn *)r->cb)(ST_UNAVAILABLE, NULL, r->why, r->priv); break;
+    case REFUSE_MOVE: ((store_cancel_fn *)r->cb)(ST_UNAVAILABLE, r->why, r->priv); break;
+    case REFUSE_FLOW: ((store_flow_done_fn *)r->cb)(0, r->why, r->priv); break;
+    }
+    free(r);
+}
+
+/* 1 (and the callback answered later) when writes are refused now. */
+static int rs_refuse(rstore *rs, refuse_kind kind, void *cb, void *priv)
+{
+    if (!rs->watch || !rs->watch->refusing[0]) return 0;
+    refused *r = xmalloc(sizeof(*r));
+    *r = (refused){kind, cb, priv, ""};
+    snprintf(r->why, sizeof(r->why), "%s", rs->watch->refusing);
+    struct timeval tv = {0, 0};
+    log_assert(event_base_once(rs->ev, -1, EV_TIMEOUT, rs_refused_cb, r, &tv) == 0);
+    return 1;
+}
+
 static void rs_alerts(const store *s, store_alerts *out)
 {
     const rs_watch *w = RS(s)->watch;
@@ -1927,6 +1960,9 @@ static void rs_sch_write(store *s, store_sch_op o, const char *id, const char *d
     static const char *ops[] = {"create", "replace", "pause", "resume", "delete"};
     rstore *rs = RS(s);
     char nx[UTIL_INT_MAX];
+    /* a new or changed schedule is an add; pause, resume, delete are not */
+    if ((o == SCH_CREATE || o == SCH_REPLACE) && rs_refuse(rs, REFUSE_SCH, (void *)cb, priv))
+        return;
     util_fmt_int(nx, next);
     const char *args[4] = {ops[o], id, def, nx};
     int n = 2;
@@ -2218,6 +2254,7 @@ static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_
                     store_cancel_fn *cb, void *priv)
 {
     rstore *rs = RS(s);
+    if (rs_refuse(rs, REFUSE_MOVE, (void *)cb, priv)) return;
     move_ctx *c = xcalloc(1, sizeof(*c));
     char key[TASK_KEY_MAX + 1];
     int64_t at, now = rs_now_ms(s);
@@ -2504,6 +2541,11 @@ static void rs_flow_put(store *s, const char *key, const char *settings, store_f
                         void *priv)
 {
     rstore *rs = RS(s);
+    /* new limits are written like an add; a pause or resume (an operator's
+     * brake) goes through */
+    if (settings && strcmp(settings, "+paused") != 0 && strcmp(settings, "-paused") != 0 &&
+        rs_refuse(rs, REFUSE_FLOW, (void *)cb, priv))
+        return;
     step st = {0};
     step_str(&st, "put");
     step_str(&st, key);

@@ -217,3 +217,28 @@ def test_a_missing_script_ends_the_start_whichever_it_is(tmp_path, redis, tickd_
     t = tickd_factory(redis, env={"TICKD_REDIS_SCRIPTS_DIR": str(d)}).start(wait=False)
     assert t.proc.wait(15) == 2, t.logtext()
     assert "claim.lua" in t.logtext()
+
+
+def test_while_adds_are_refused_schedules_retries_and_limits_are_too(tmp_path, tickd_factory,
+                                                                    receiver):
+    r = Redis(str(tmp_path), extra=["--maxmemory", "64mb"]).start()
+    try:
+        t = tickd_factory(r, env=WATCH).start()
+        tid = t.post({"callback_url": receiver.url("/status/500"), "retry": {"max_attempts": 1}})["id"]
+        wait_for(lambda: t.get(tid)[1]["status"] == "failed", 15)
+        r.cli("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+        wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 10, what="refusing")
+        for method, path, body in [
+                ("POST", "/v1/schedules", {"key": "ev", "every_ms": 60000,
+                                           "task": {"callback_url": receiver.url()}}),
+                ("POST", f"/v1/tasks/{tid}/retry", {}),
+                ("PUT", "/v1/queues/q", {"rate": 5})]:
+            code, res = t.request(method, path, body)
+            assert code == 503 and "allkeys-lru" in res["error"]["message"], (path, code, res)
+        # an operator's brake still goes through
+        assert t.request("POST", "/v1/queues/q/pause")[0] == 200
+        r.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 10, what="mended")
+        assert t.request("POST", f"/v1/tasks/{tid}/retry", {})[0] == 200
+    finally:
+        r.stop()
