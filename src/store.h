@@ -334,6 +334,11 @@ struct store {
  * waits for no node: the caller paces the tries. */
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
                           int *fatal, char *err, size_t errlen);
+/* Whether Redis at cfg->nodes answers: the seeds, then every master, each
+ * with blocking calls of redis.timeout_ms (on a thread of the caller's: it
+ * touches nothing else). 0, or -1 + err and *fatal as store_redis_create. */
+int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen);
+
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
 

@@ -2758,6 +2758,24 @@ static const store_type redis_type = {
     .free = rs_free,
 };
 
+int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen)
+{
+    rcluster *c = rc_create(NULL, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms, 0,
+                            fatal, err, errlen);
+    if (!c) return -1;
+    int rc = 0;
+    for (int i = 0; i < rc_node_count(c) && rc == 0; i++) {
+        if (!rc_node_serves(c, i)) continue;
+        redisReply *r = rc_sync_node_command(c, i, err, errlen, "PING");
+        char what[300];
+        snprintf(what, sizeof(what), "redis %s: PING", rc_node_name(c, i));
+        if (!r || rs_reply_failed(r, what, fatal, err, errlen)) rc = -1;
+        if (r) freeReplyObject(r);
+    }
+    rc_free(c);
+    return rc;
+}
+
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
                           int *fatal, char *err, size_t errlen)
 {

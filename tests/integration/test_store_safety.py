@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import socket
+import time
 
 from harness import ROOT, Cluster, Redis, Tickd, free_port, now_ms, wait_for
 
@@ -242,3 +243,34 @@ def test_while_adds_are_refused_schedules_retries_and_limits_are_too(tmp_path, t
         assert t.request("POST", f"/v1/tasks/{tid}/retry", {})[0] == 200
     finally:
         r.stop()
+
+
+def test_while_waiting_for_a_redis_that_never_answers_the_api_answers_at_once(tickd_factory):
+    """A Redis that takes connections and never answers (or a network that
+    drops them) is waited for on a thread of its own: /healthz answers 503
+    at once meanwhile, and a SIGTERM ends tickd promptly."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    port = silent.getsockname()[1]
+    try:
+        t = tickd_factory(f"127.0.0.1:{port},localhost:{port}")
+        t.port = free_port()
+        t.start(wait=False)
+        def up():
+            try:
+                return t.request("GET", "/healthz")[0]
+            except OSError:
+                return False
+        wait_for(up, 15, what="the API up")
+        for _ in range(15):
+            start = time.monotonic()
+            code, body = t.request("GET", "/healthz")
+            assert code == 503 and body["status"] == "starting", body
+            assert time.monotonic() - start < 0.5
+            time.sleep(0.1)
+        start = time.monotonic()
+        assert t.stop() == 0
+        assert time.monotonic() - start < 10
+    finally:
+        silent.close()
