@@ -183,6 +183,16 @@ local function open_slice(fin)
   for _, k in ipairs(fin) do redis.call('PERSIST', k) end
 end
 
+-- The expires_at (ms) of task id's record in the task hash, or nil: the
+-- last part of a record (task.h), or a spec stored whole (schema 1).
+local function task_expires(task_key, id)
+  local rec = redis.call('HGET', task_key, id)
+  if not rec then return nil end
+  local rest = string.sub(rec, 1, 1) == '{' and rec or string.match(rec, '\n([^\n]*)$')
+  local ok, o = pcall(cjson.decode, rest or '')
+  return ok and type(o) == 'table' and tonumber(o.expires_at) or nil
+end
+
 -- Commit the move st.mv of task id (move.lua): KEYS are the home slice's
 -- due, task, del, ok, failed, cancelled, expired. Returns the new state, and the
 -- queue whose count it joins again when it ended before (a retry), else ''.

@@ -48,6 +48,11 @@ void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
+    /* every answer is UTF-8 (RFC 8259): text from outside is checked or
+     * cleaned where it comes in, and an answer quoting a record stored
+     * before that was (by an older build) is cleaned here, its bad bytes
+     * and DEL (cJSON escapes the other control bytes) becoming '?' */
+    if (s && !util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
     if (s) {
         s = xrealloc(s, n + 2);
         s[n++] = '\n';
@@ -212,6 +217,17 @@ cJSON *api_body(http_req *req)
             api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
             return NULL;
         }
+    /* RFC 8259 section 8.1: a JSON text is UTF-8, and cJSON takes any bytes
+     * in strings; every string is text that may be stored and printed, so a
+     * body with one that is not UTF-8 is refused whole, naming it */
+    if (!util_utf8_valid(data, len, NULL)) {
+        char err[400];
+        if (task_json_check_utf8(data, len, err, sizeof(err)) == 0)
+            snprintf(err, sizeof(err), "body: not valid UTF-8");
+        cJSON_Delete(j);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return NULL;
+    }
     return j;
 }
 
@@ -625,7 +641,8 @@ static void api_last_run_cb(store_status st, const char *spec, const char *state
     char status[32];
     (void)spec, (void)err;
     if (st == ST_OK) api_state_status(state, status, sizeof(status));
-    else snprintf(status, sizeof(status), st == ST_NOTFOUND ? "expired" : "unknown");
+    /* its record outlived its retention: gone (not a task's status) */
+    else snprintf(status, sizeof(status), st == ST_NOTFOUND ? "gone" : "unknown");
     cJSON_AddStringToObject(lr, "status", status);
     api_sreq_finish(q, q->body);
 }
@@ -843,6 +860,8 @@ static void api_sch_list_cb(const store_schedule *items, int n, const char *err,
     }
     for (int i = 0; i < n; i++) {
         cJSON *o = api_render_schedule(&items[i]);
+        /* a listing shows URLs redacted; GET of one schedule shows them whole */
+        if (o) task_redact_urls(cJSON_GetObjectItemCaseSensitive(o, "task"));
         if (o) cJSON_AddItemToArray(q->items, o);
     }
     int have = cJSON_GetArraySize(q->items);
@@ -1205,6 +1224,22 @@ static void api_free_tokens(api *a)
 {
     for (int t = 0; t < a->ntokens; t++) free(a->tokens[t]);
     free(a->tokens);
+    a->tokens = NULL;
+    a->ntokens = 0;
+}
+
+int api_set_tokens(api *a, const char *token)
+{
+    api_free_tokens(a);
+    /* space-separated, as config_validate checked them */
+    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
+        size_t n = strcspn(t, " ");
+        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
+        a->tokens[a->ntokens++] = xstrndup(t, n);
+        t += n;
+    }
+    http_server_set_gate(a->http, a->ntokens ? api_gate : NULL);
+    return a->ntokens;
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
@@ -1216,21 +1251,13 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
     a->s = s;
     a->stats = stats;
     a->stats_priv = stats_priv;
-    /* space-separated, as config_validate checked them */
-    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
-        size_t n = strcspn(t, " ");
-        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
-        a->tokens[a->ntokens++] = xstrndup(t, n);
-        t += n;
-    }
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
                               errlen);
     if (!a->http) {
-        api_free_tokens(a);
         free(a);
         return NULL;
     }
-    if (a->ntokens) http_server_set_gate(a->http, api_gate);
+    api_set_tokens(a, token);
     return a;
 }
 

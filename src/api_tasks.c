@@ -193,6 +193,8 @@ static void list_get_cb(store_status st, const char *spec, const char *state, co
         char *s = api_render_task(it->id, spec, state);
         l->items[it->i] = s ? cJSON_Parse(s) : NULL;
         free(s);
+        /* a listing shows URLs redacted; GET of one task shows them whole */
+        if (l->items[it->i]) task_redact_urls(l->items[it->i]);
     }
     free(it);
     if (--l->waiting == 0) list_req_done(l);
@@ -289,6 +291,12 @@ static void move_cb(store_status st, const char *detail, void *priv)
         api_finish_error(m->r, 404, "not_found", "id: no such task");
         break;
     case ST_CONFLICT:
+        if (strcmp(detail, STORE_PAST_EXPIRY) == 0) {
+            api_finish_error(m->r, 409, "conflict",
+                             "execute_at: not before the task's expires_at: a task is never "
+                             "called after its expiry");
+            break;
+        }
         snprintf(msg, sizeof(msg), "id: the task is %s; %s", detail,
                  m->retry ? "only a failed or cancelled task can be retried (an expired one is never called after its expires_at)"
                           : "only a scheduled task can be run now");

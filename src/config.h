@@ -104,6 +104,11 @@ int config_set(config *c, const char *section, const char *key,
 /* Check relations between keys (lookahead vs tick, ...). 0 or -1 + err. */
 int config_validate(const config *c, char *err, size_t errlen);
 
+/* The keys whose values differ between a and b, as "section.key, ..." into
+ * out (cut at outlen), "[host:NAME] sections" for any change there; returns
+ * how many. */
+int config_diff(const config *a, const config *b, char *out, size_t outlen);
+
 /* Write the commented default config file. */
 void config_print_defaults(FILE *out);
 

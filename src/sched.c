@@ -9,6 +9,7 @@
 #include "flow.h"
 #include "log.h"
 #include "metrics.h"
+#include "tz.h"
 #include "util.h"
 #include "wheel.h"
 
@@ -91,12 +92,14 @@ struct sched {
     struct event *flow_ev;    /* sends what this loop turn gathered */
     int snap_busy, pump_wanted;
     int64_t flow_version;     /* the store's last change this copy has */
+    int64_t flow_loads;       /* times the settings were read (/v1/stats) */
     job *asking, **asking_tail; /* jobs to ask about, linked by next */
     int nasking;
     flow_batch enq, ends;
 };
 
 static void sched_flow_end(sched *sc, job *j, int64_t until_ms, int failed);
+static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms);
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -215,9 +218,33 @@ static int sched_flow_asks(sched *sc, job *j)
     return 1;
 }
 
+/* j ends expired (j->err says why): its attempt made, if one was, is
+ * recorded with it. flow_ended: its limits' slots were given back already. */
+static void sched_end_expired(sched *sc, job *j, int flow_ended)
+{
+    j->expired = 1;
+    if (!flow_ended) sched_flow_end(sc, j, 0, 0);
+    metrics.expired++;
+    log_info("task %s %s", j->id, j->err);
+    sched_record(sc, j, OUT_EXPIRE, 0);
+}
+
+/* A task whose expires_at has passed ends expired, no attempt made: when
+ * it fires, and when a limit lets it go (the pool checks again when a
+ * connection frees). 1 when it did. */
+static int sched_expire(sched *sc, job *j)
+{
+    if (j->expires_ms < 0) j->expires_ms = task_spec_expires_ms(j->spec);
+    if (!job_expire(j, store_now_ms(sc->s))) return 0;
+    j->attempt--;
+    sched_end_expired(sc, j, 0);
+    return 1;
+}
+
 static void sched_submit(sched *sc, job *j)
 {
-    j->fire_ms = store_now_ms(sc->s);
+    if (sched_expire(sc, j)) return;
+    j->clock_offset_ms = store_now_ms(sc->s) - util_realtime_ms();
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -229,7 +256,8 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
     job *j = container_of(t, job, timer);
     (void)w;
     sched_unhold(sc, j);
-    if (sched_flow_asks(sc, j)) return;
+    /* before a limit is asked: a task held back expires while it waits */
+    if (sched_expire(sc, j) || sched_flow_asks(sc, j)) return;
     sched_submit(sc, j);
 }
 
@@ -390,12 +418,9 @@ void sched_on_done(sched *sc, job *j)
         return;
     }
     if (j->expired) {
-        /* its expires_at passed before this attempt began: none was made */
+        /* it waited for a connection past its expiry: no attempt made */
         j->attempt--;
-        sched_flow_end(sc, j, 0, 1);
-        metrics.expired++;
-        log_info("task %s %s", j->id, j->err);
-        sched_record(sc, j, OUT_EXPIRE, 0);
+        sched_end_expired(sc, j, 0);
         return;
     }
     sched_count(j);
@@ -426,6 +451,15 @@ void sched_on_done(sched *sc, job *j)
         double jitter = (double)(random() % 1000) / 1000.0;
         int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
         if (next < until) next = until;
+        if (j->expires_ms > 0 && next >= j->expires_ms) {
+            /* the next attempt could not begin in time: it ends now, this
+             * attempt recorded */
+            size_t n = strlen(j->err);
+            snprintf(j->err + n, sizeof(j->err) - n, "; expired: its next attempt would begin "
+                     "after its expires_at");
+            sched_end_expired(sc, j, 1);
+            return;
+        }
         log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
                   (long long)next);
         metrics.retries++;
@@ -494,8 +528,11 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
             snprintf(j->err, sizeof(j->err), "%s", v[i].reason);
             task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
-            /* spread: a burst held back does not come round all at once */
-            sched_record(sc, j, OUT_PARK, now + FLOW_PARK_MS + random() % FLOW_PARK_MS);
+            /* spread: a burst held back does not come round all at once;
+             * one that expires sooner comes round then, to end */
+            int64_t again = now + FLOW_PARK_MS + random() % FLOW_PARK_MS;
+            if (j->expires_ms > 0 && j->expires_ms < again) again = j->expires_ms;
+            sched_record(sc, j, OUT_PARK, again);
         }
     }
     free(c);
@@ -653,11 +690,13 @@ static void sched_snap_cb(const store_flow_info *items, int n, const store_flow_
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control settings: %s", err);
         return;
     }
-    /* only what changed since the last call comes, a page at a time */
+    /* only what changed since the last call comes, a page at a time; a
+     * read counts once its last page is in */
     flow_cache_apply(sc->fc, items, n, m->fresh, !m->more, store_now_ms(sc->s));
     flow_cache_set_waiting(sc->fc, m->waiting);
     sc->flow_version = m->version;
     if (m->more) sched_flow_refresh(sc);
+    else sc->flow_loads++;
 }
 
 void sched_flow_refresh(sched *sc)
@@ -699,6 +738,7 @@ static void sched_take(sched *sc, const char *slice, store_lease *l)
     j->due_ms = l->due_ms;
     j->attempt = l->attempt;
     j->spec = l->spec;
+    j->expires_ms = -1;
     wheel_timer_init(&j->timer, sched_fire, sc);
     sc->held++;
     sc->claimed++;
@@ -1022,6 +1062,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
     cJSON_AddNumberToObject(obj, "recording", sc->recording);
+    if (sc->fc) cJSON_AddNumberToObject(obj, "flow_loads", (double)sc->flow_loads);
     store_stats(sc->s, obj);
 }
 

@@ -187,6 +187,8 @@ typedef void store_list_fn(const char *const *ids, int n, const char *next_curso
  * cancel: ST_OK, ST_NOTFOUND, ST_CONFLICT (detail = its status) or
  * ST_UNAVAILABLE (detail = reason). */
 typedef enum { MOVE_RETRY, MOVE_RUN } store_move_kind;
+/* A retry's ST_CONFLICT detail when the task's expires_at is not after it */
+#define STORE_PAST_EXPIRY "past_expiry"
 
 /* ---- flow control (flow.h) ----
  * Queues and destinations with limits, enforced cluster-wide by the store;
@@ -346,6 +348,11 @@ struct store {
  * waits for no node: the caller paces the tries. */
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
                           int *fatal, char *err, size_t errlen);
+/* Whether Redis at cfg->nodes answers: the seeds, then every master, each
+ * with blocking calls of redis.timeout_ms (on a thread of the caller's: it
+ * touches nothing else). 0, or -1 + err and *fatal as store_redis_create. */
+int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen);
+
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
 

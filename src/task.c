@@ -604,11 +604,18 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     if (ex) {
         if (task_json_time(ex, &expires, why, sizeof(why)) != 0) FAIL("expires_at: %s", why);
         if (expires <= at) FAIL("expires_at: must be after execute_at (%lld)", (long long)at);
+        /* one the API is given already past would only ever expire; a run a
+         * schedule makes late does, and says so */
+        if (!made && expires <= now_ms) FAIL("expires_at: already past (now is %lld)",
+                                             (long long)now_ms);
     } else if (ttl) {
         int64_t d;
         if (task_json_int(ttl, 1, TASK_MAX_AHEAD_MS, &d) != 0)
             FAIL("ttl_ms: must be an integer from 1 to %lld", (long long)TASK_MAX_AHEAD_MS);
         expires = at + d;
+        if (!made && expires <= now_ms)
+            FAIL("ttl_ms: the task would have expired already (execute_at + ttl_ms is before "
+                 "now)");
     }
     char tparent[TRACE_PARENT_LEN + 1] = "";
     const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
@@ -717,6 +724,17 @@ int task_input_parse_made(const cJSON *obj, int64_t now_ms, task_input *out, cha
     return task_input_read(obj, now_ms, 1, out, err, errlen);
 }
 
+int64_t task_spec_expires_ms(const char *spec)
+{
+    /* most specs have none: found without a parse */
+    if (!spec || !strstr(spec, "\"expires_at\":")) return 0;
+    cJSON *o = cJSON_Parse(spec);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "expires_at");
+    int64_t ms = cJSON_IsNumber(e) && e->valuedouble > 0 ? (int64_t)e->valuedouble : 0;
+    cJSON_Delete(o);
+    return ms;
+}
+
 int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)
 {
     char **docs[2] = {&t->spec, &t->rec};
@@ -817,17 +835,40 @@ void task_input_free(task_input *t)
     t->spec = NULL;
 }
 
-/* ---- NUL in the JSON text ---- */
+/* ---- URLs shown outside ---- */
+
+static void task_redact_member(cJSON *o, const char *name)
+{
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(u)) return;
+    char *r = util_url_redact(u->valuestring);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, name, cJSON_CreateString(r));
+    free(r);
+}
+
+void task_redact_urls(cJSON *task)
+{
+    task_redact_member(task, "callback_url");
+    task_redact_member(cJSON_GetObjectItemCaseSensitive(task, "on_failure"), "callback_url");
+}
+
+/* ---- NUL and invalid UTF-8 in the JSON text ---- */
 
 typedef struct task_scan {
     const char *p, *end;
     char path[TASK_PATH_MAX];
     size_t plen;            /* the path is cut at TASK_PATH_MAX - 1 bytes */
+    int want;               /* TASK_SCAN_NUL, TASK_SCAN_UTF8: what is found */
     task_nul_fn *fn;
     void *priv;
     size_t found;
     int stop;
+    unsigned char bad_byte; /* the first byte starting no UTF-8 sequence, */
+    size_t bad_at;          /* at this offset of the string (last found) */
 } task_scan;
+
+#define TASK_SCAN_NUL 1
+#define TASK_SCAN_UTF8 2
 
 static void task_scan_path(task_scan *sc, const char *s, size_t n)
 {
@@ -850,12 +891,14 @@ static void task_scan_found(task_scan *sc)
     if (sc->fn(sc->path, sc->priv)) sc->stop = 1;
 }
 
-/* The rest of a string, sc->p just past its opening quote. 1 if it holds a
- * NUL. A member name (`name`) is added to the path as written, but for \" \\
- * and \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
+/* The rest of a string, sc->p just past its opening quote: what of
+ * TASK_SCAN_NUL and TASK_SCAN_UTF8 (bytes that are not UTF-8) it holds. A
+ * member name (`name`) is added to the path as written, but for \" \\ and
+ * \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
 static int task_scan_string(task_scan *sc, int name)
 {
     int nul = 0;
+    const char *start = sc->p;
     while (sc->p < sc->end && *sc->p != '"') {
         const char *c = sc->p++;
         if (*c == '\\' && sc->p < sc->end) {
@@ -877,8 +920,17 @@ static int task_scan_string(task_scan *sc, int name)
             task_scan_path(sc, c, 1);
         }
     }
+    /* escapes are ASCII: checking the raw bytes checks what cJSON decodes,
+     * whose own \u escapes are refused when they are lone surrogates */
+    size_t bad;
+    int found = nul ? TASK_SCAN_NUL : 0;
+    if (!util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
+        found |= TASK_SCAN_UTF8;
+        sc->bad_byte = (unsigned char)start[bad];
+        sc->bad_at = bad;
+    }
     if (sc->p < sc->end) sc->p++;
-    return nul;
+    return found & sc->want;
 }
 
 /* One value at sc->p. Malformed text is walked over, one byte at least per
@@ -936,14 +988,19 @@ static void task_scan_value(task_scan *sc, int depth)
     }
 }
 
+static void task_scan_all(task_scan *sc)
+{
+    while (sc->p < sc->end && !sc->stop) {
+        const char *at = sc->p;
+        task_scan_value(sc, 0);
+        if (sc->p == at) sc->p++;
+    }
+}
+
 size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv)
 {
-    task_scan sc = {.p = s, .end = s + len, .fn = fn, .priv = priv};
-    while (sc.p < sc.end && !sc.stop) {
-        const char *at = sc.p;
-        task_scan_value(&sc, 0);
-        if (sc.p == at) sc.p++;
-    }
+    task_scan sc = {.p = s, .end = s + len, .want = TASK_SCAN_NUL, .fn = fn, .priv = priv};
+    task_scan_all(&sc);
     return sc.found;
 }
 
@@ -963,4 +1020,28 @@ int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen)
 {
     task_nul_err e = {err, errlen};
     return task_json_nuls(s, len, task_nul_first, &e) ? -1 : 0;
+}
+
+typedef struct task_utf8_err {
+    const task_scan *sc;
+    char *err;
+    size_t errlen;
+} task_utf8_err;
+
+static int task_utf8_first(const char *path, void *priv)
+{
+    task_utf8_err *e = priv;
+    /* the path may quote the bad bytes: whoever prints err cleans it */
+    snprintf(e->err, e->errlen, "%s: not valid UTF-8 (byte 0x%02X at byte %zu of the string)",
+             *path ? path : "body", e->sc->bad_byte, e->sc->bad_at);
+    return 1;
+}
+
+int task_json_check_utf8(const char *s, size_t len, char *err, size_t errlen)
+{
+    task_scan sc = {.p = s, .end = s + len, .want = TASK_SCAN_UTF8, .fn = task_utf8_first};
+    task_utf8_err e = {&sc, err, errlen};
+    sc.priv = &e;
+    task_scan_all(&sc);
+    return sc.found ? -1 : 0;
 }

@@ -88,6 +88,18 @@ size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv);
  * (\u0000)" in err, or 0 when there is none. */
 int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen);
 
+/* The first string of the JSON text s[0..len) -- member name or value, at
+ * any depth -- whose bytes are not UTF-8 (util_utf8_valid): -1 with "path:
+ * not valid UTF-8 (byte 0xF8 at byte 3 of the string)" in err, or 0 when
+ * every string is. Bytes outside strings are cJSON's to refuse. Safe on any
+ * bytes. */
+int task_json_check_utf8(const char *s, size_t len, char *err, size_t errlen);
+
+/* The URLs of a task object (callback_url, on_failure.callback_url) as
+ * util_url_redact shows them, in place: for a task that leaves tickd in an
+ * event or a listing. */
+void task_redact_urls(cJSON *task);
+
 /* Parse an RFC 3339 timestamp ("2026-11-22T05:00:00.250Z", "...+02:00") to
  * Unix ms. Returns 0, or -1 with the reason in err. */
 int task_parse_rfc3339(const char *s, int64_t *ms, char *err, size_t errlen);
@@ -123,6 +135,9 @@ int64_t task_slice_minute(const char *slice);
  * members in another order than the spec had), a text starting with '{'
  * (a spec stored as it is) copied, or NULL when rec is neither. */
 char *task_rec_spec(const char *rec, size_t len, const char *id);
+
+/* The expires_at (ms) of a stored spec, 0 when it has none. */
+int64_t task_spec_expires_ms(const char *spec);
 
 /* A string member "name": str added to both the spec and the record of t
  * (a schedule's run names its schedule). Returns 0. */

@@ -126,7 +126,8 @@ static void print_text(struct evkeyvalq *hdrs, const seen *s)
     } else {
         size_t shown = s->len < LISTEN_SHOW_MAX ? s->len : LISTEN_SHOW_MAX;
         char *b = show_clean((const char *)s->body, shown, 0);
-        fprintf(f, "body (%zu bytes):\n%s%s", s->len, b, b[shown - 1] == '\n' ? "" : "\n");
+        size_t blen = strlen(b); /* the cleaner may shorten it */
+        fprintf(f, "body (%zu bytes):\n%s%s", s->len, b, blen && b[blen - 1] == '\n' ? "" : "\n");
         if (shown < s->len) fprintf(f, "... (%zu more bytes not shown)\n", s->len - shown);
         free(b);
     }

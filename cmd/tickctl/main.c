@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,9 @@
 #define CTL_HEADERS_MAX 64
 #define CTL_ARGS_MAX 4
 #define CTL_CURSOR_MAX 1024        /* a listing's cursor (tickd's are ~300 bytes) */
+#define CTL_CURSOR_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:~+-/="
+#define CTL_ALL_PAGES 10000        /* pages one --all follows */
+#define CTL_ALL_BYTES CTL_ANSWER_MAX /* answers ls --all holds to print */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -266,11 +270,28 @@ fail:
 
 /* ---- answers ------------------------------------------------------------- */
 
-/* The API's JSON as it came (it ends in a newline). */
+/* JSON text for scripts, with no control a terminal would act on. */
+static void print_json(const char *text, size_t len)
+{
+    char *s = show_json_clean(text, len);
+    size_t n = strlen(s);
+    fwrite(s, 1, n, stdout);
+    if (n && s[n - 1] != '\n') putchar('\n');
+    free(s);
+}
+
+/* The API's JSON as it came, its controls escaped (print_json). */
 static void print_raw(const ctl_answer *a)
 {
-    fwrite(a->body, 1, a->len, stdout);
-    if (a->len && a->body[a->len - 1] != '\n') putchar('\n');
+    print_json(a->body, a->len);
+}
+
+/* One line of text from the API, made printable. */
+static void print_clean(const char *text)
+{
+    char *s = show_clean(text, strlen(text), 1);
+    printf("%s\n", s);
+    free(s);
 }
 
 /* A 2xx answer that should be JSON and is not: tickd's answers always are. */
@@ -326,7 +347,7 @@ static int print_added(const ctl *c, const ctl_answer *a)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(a->json, "id");
     if (c->given[O_JSON]) print_raw(a);
-    else if (cJSON_IsString(id)) printf("%s\n", id->valuestring);
+    else if (cJSON_IsString(id)) print_clean(id->valuestring);
     else return not_json(a, "add");
     return CTL_OK;
 }
@@ -437,6 +458,48 @@ static void query_add(char *q, size_t qlen, const char *name, const char *value)
     free(e);
 }
 
+/* Following next_cursor (--all) trusts no server to end the walk: it stops
+ * with an error after CTL_ALL_PAGES pages, and at a cursor given before (a
+ * server answering one cursor, or a cycle of them, for ever). */
+typedef struct walk {
+    int pages;
+    uint64_t seen[CTL_ALL_PAGES];   /* FNV-1a of each cursor followed */
+} walk;
+
+/* The answer's next_cursor into cursor ("" after the last page): CTL_OK, or
+ * CTL_API said on stderr when it is no cursor tickctl may print and send
+ * back (tickd's are of CTL_CURSOR_CHARS, shorter than CTL_CURSOR_MAX) or,
+ * with all, when the walk would not end. */
+static int walk_next(walk *w, const cJSON *answer, int all, char *cursor, const char *what)
+{
+    const cJSON *next = cJSON_GetObjectItemCaseSensitive(answer, "next_cursor");
+    const char *v = cJSON_IsString(next) ? next->valuestring : "";
+    size_t n = strlen(v);
+    uint64_t h = 14695981039346656037u;
+    *cursor = '\0';
+    if (!next || cJSON_IsNull(next)) return CTL_OK;
+    if (!n || n >= CTL_CURSOR_MAX || strspn(v, CTL_CURSOR_CHARS) != n) {
+        fprintf(stderr, "tickctl: %s: the answer's next_cursor is no cursor tickd gives\n", what);
+        return CTL_API;
+    }
+    memcpy(cursor, v, n + 1);
+    if (!all) return CTL_OK;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)v[i]) * 1099511628211u;
+    for (int i = 0; i < w->pages; i++)
+        if (w->seen[i] == h) {
+            fprintf(stderr, "tickctl: %s --all: page %d gave a cursor given before: stopping "
+                    "(the walk would not end)\n", what, w->pages + 1);
+            return CTL_API;
+        }
+    if (w->pages == CTL_ALL_PAGES) {
+        fprintf(stderr, "tickctl: %s --all: stopping after %d pages (go on with --cursor '%s')\n",
+                what, CTL_ALL_PAGES, cursor);
+        return CTL_API;
+    }
+    w->seen[w->pages++] = h;
+    return CTL_OK;
+}
+
 /* --cursor and --key-prefix within what tickd takes: 0, or CTL_USAGE */
 static int filter_check(const ctl *c)
 {
@@ -448,13 +511,18 @@ static int filter_check(const ctl *c)
 }
 
 /* GET path + query + limit and cursor, page after page while --all and a
- * next_cursor: the array `field` of each page joined into all; cursor ends
- * as the last next_cursor ("": none). With --json and no --all the first
- * page is printed as it came (*printed = 1). */
+ * next_cursor (walk_next: a bounded walk, at most CTL_ALL_BYTES of answers):
+ * the array `field` of each page joined into all; cursor ends as the last
+ * next_cursor ("": none). With --json and no --all the first page is printed
+ * as it came (*printed = 1). */
 static int get_pages(ctl *c, const char *path, const char *query, const char *field,
                      long long limit, char cursor[CTL_CURSOR_MAX], cJSON *all, int *printed)
 {
+    const char *what = c->cmd->name;
     char q[4 * CTL_CURSOR_MAX];
+    walk *w = xcalloc(1, sizeof(*w));
+    size_t held = 0;
+    int rc;
     *printed = 0;
     for (;;) {
         ctl_answer a;
@@ -465,28 +533,36 @@ static int get_pages(ctl *c, const char *path, const char *query, const char *fi
         if (*cursor) query_add(q, sizeof(q), "cursor", cursor);
         char *p = xmalloc(strlen(path) + strlen(q) + 1);
         sprintf(p, "%s%s", path, q);
-        int rc = ctl_call(&c->api, "GET", p, NULL, &a);
+        rc = ctl_call(&c->api, "GET", p, NULL, &a);
         free(p);
-        if (rc != CTL_OK) return rc;
+        if (rc != CTL_OK) break;
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(a.json, field), *t;
-        const cJSON *next = cJSON_GetObjectItemCaseSensitive(a.json, "next_cursor");
         if (!cJSON_IsArray(items)) {
-            rc = not_json(&a, c->cmd->name);
+            rc = not_json(&a, what);
             ctl_answer_free(&a);
-            return rc;
+            break;
         }
         if (c->given[O_JSON] && !c->given[O_ALL]) {
             print_raw(&a);
             ctl_answer_free(&a);
             *printed = 1;
-            return CTL_OK;
+            break;
         }
         cJSON_ArrayForEach(t, items) cJSON_AddItemToArray(all, cJSON_Duplicate(t, 1));
-        *cursor = '\0';
-        if (cJSON_IsString(next)) snprintf(cursor, CTL_CURSOR_MAX, "%s", next->valuestring);
+        held += a.len;
+        rc = walk_next(w, a.json, c->given[O_ALL], cursor, what);
         ctl_answer_free(&a);
-        if (!c->given[O_ALL] || !*cursor) return CTL_OK;
+        if (rc != CTL_OK) break;
+        if (*cursor && c->given[O_ALL] && held > CTL_ALL_BYTES) {
+            fprintf(stderr, "tickctl: %s --all: stopping at over %u MiB of %s (go on with "
+                    "--cursor '%s')\n", what, CTL_ALL_BYTES >> 20, field, cursor);
+            rc = CTL_API;
+            break;
+        }
+        if (!c->given[O_ALL] || !*cursor) break;
     }
+    free(w);
+    return rc;
 }
 
 /* every page's items as one answer, {field: [...], next_cursor: null} */
@@ -496,7 +572,7 @@ static void print_pages_json(const char *field, cJSON *all)
     cJSON_AddItemReferenceToObject(o, field, all);
     cJSON_AddNullToObject(o, "next_cursor");
     char *s = cJSON_PrintUnformatted(o);
-    printf("%s\n", s);
+    print_json(s, strlen(s));
     free(s);
     cJSON_Delete(o);
 }
@@ -557,6 +633,7 @@ static int retry_bulk(ctl *c)
         return usage_error(c, "--limit: want an integer from 1 to 10000");
     if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
+    walk *w = xcalloc(1, sizeof(*w));
     for (;;) {
         ctl_answer a;
         cJSON *f = cJSON_CreateObject();
@@ -568,18 +645,20 @@ static int retry_bulk(ctl *c)
         cJSON_Delete(f);
         if (rc != CTL_OK) {
             if (total) fprintf(stderr, "tickctl: %lld tasks were retried before\n", total);
-            return rc;
+            break;
         }
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(a.json, "retried");
-        const cJSON *next = cJSON_GetObjectItemCaseSensitive(a.json, "next_cursor");
         if (!cJSON_IsNumber(n)) {
             rc = not_json(&a, "retry");
             ctl_answer_free(&a);
-            return rc;
+            break;
         }
         total += (long long)n->valuedouble;
-        *cursor = '\0';
-        if (cJSON_IsString(next)) snprintf(cursor, sizeof(cursor), "%s", next->valuestring);
+        if ((rc = walk_next(w, a.json, c->given[O_ALL], cursor, "retry")) != CTL_OK) {
+            fprintf(stderr, "tickctl: %lld tasks were retried\n", total);
+            ctl_answer_free(&a);
+            break;
+        }
         if (c->given[O_ALL] && *cursor) {
             ctl_answer_free(&a);
             continue;
@@ -591,8 +670,10 @@ static int retry_bulk(ctl *c)
             fprintf(stderr, "more: tickctl retry --status %s --cursor '%s' (or --all)\n",
                     status, cursor);
         ctl_answer_free(&a);
-        return CTL_OK;
+        break;
     }
+    free(w);
+    return rc;
 }
 
 static int cmd_retry(ctl *c)
@@ -647,7 +728,10 @@ static void print_queue_row(const cJSON *q)
     const char *names[] = {"rate", "max_concurrency", "scheduled", "waiting", "in_flight",
                            "failed_last_hour"};
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(q, "name");
-    printf("%-24s", cJSON_IsString(name) ? name->valuestring : "?");
+    char *n = show_clean(cJSON_IsString(name) ? name->valuestring : "?",
+                         cJSON_IsString(name) ? strlen(name->valuestring) : 1, 1);
+    printf("%-24s", n);
+    free(n);
     for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(q, names[i]);
         if (cJSON_IsNumber(v)) printf(" %10.15g", v->valuedouble);

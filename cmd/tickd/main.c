@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,8 +79,18 @@ typedef struct tickd {
     cbtls *tls;                 /* callback TLS and proxy; NULL: libcurl's defaults */
     onfail *of;                 /* task.failed events */
     struct event *sig_term, *sig_int, *stop_ev;
+    struct event *sig_hup, *sig_usr1, *sig_usr2;
+    const char *file, *flag_listen, *flag_redis, *flag_store; /* as given, read again on SIGHUP */
     struct event *store_ev;     /* the next try to reach the store */
     int64_t store_wait_ms;      /* and the pause before the one after */
+    /* A try first probes Redis on a thread of its own (blocking connects
+     * and reads, redis.timeout_ms each), so that the loop goes on answering
+     * 503 while a Redis that drops or never answers is waited for. */
+    pthread_t probe_th;
+    int probing;
+    struct event *probe_ev;     /* the probe ended */
+    int probe_rc, probe_fatal;
+    char probe_err[512];
     char scripts[PATH_MAX + 32];
     int workers;
     int rc;                     /* the exit status */
@@ -202,6 +213,82 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
     event_add(t->stop_ev, &tv);
 }
 
+/* ---- signals that do not stop ----------------------------------------- */
+
+/* The configuration as at start: defaults < the file < TICKD_ variables <
+ * the flags. 0, or -1 + err. */
+static int tickd_config_read(const tickd *t, config *c, char *err, size_t errlen)
+{
+    config_defaults(c);
+    if ((t->file && config_load_file(c, t->file, err, errlen) != 0) ||
+        config_load_env(c, err, errlen) != 0 ||
+        (t->flag_listen && config_set(c, "server", "listen", t->flag_listen, err, errlen) != 0) ||
+        (t->flag_redis && config_set(c, "redis", "nodes", t->flag_redis, err, errlen) != 0) ||
+        (t->flag_store && config_set(c, "server", "store", t->flag_store, err, errlen) != 0))
+        return -1;
+    return config_validate(c, err, errlen);
+}
+
+/* SIGHUP: the configuration is read again; what can change under a running
+ * tickd does (the API tokens, log_level, access_log), the rest is named as
+ * waiting for a restart. One that does not load, or would open an API that
+ * was guarded, changes nothing. Said whatever log_level: an operator asked. */
+static void tickd_reload(evutil_socket_t sig, short what, void *arg)
+{
+    tickd *t = arg;
+    config *c = xmalloc(sizeof(*c));
+    char err[512], rest[600];
+    (void)sig, (void)what;
+    if (t->stop_ev) {
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGHUP: ignored while shutting down");
+    } else if (tickd_config_read(t, c, err, sizeof(err)) != 0) {
+        log_error("SIGHUP: configuration not reloaded, nothing changed: %s", err);
+    } else if (t->cfg.api_token[0] && !c->api_token[0]) {
+        log_error("SIGHUP: configuration not reloaded, nothing changed: server.api_token is no "
+                  "longer set (restart tickd to open the API)");
+    } else {
+        int ntok = api_set_tokens(t->a, c->api_token);
+        log_level = log_level_parse(c->log_level);
+        http_server_set_access_log(api_http(t->a), (int)c->access_log);
+        memcpy(t->cfg.api_token, c->api_token, sizeof(c->api_token));
+        memcpy(t->cfg.log_level, c->log_level, sizeof(c->log_level));
+        t->cfg.access_log = c->access_log;
+        config_diff(&t->cfg, c, rest, sizeof(rest));
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGHUP: configuration reloaded: %d API token%s, "
+                  "log_level %s, access_log %s%s%s", ntok, ntok == 1 ? "" : "s", c->log_level,
+                  c->access_log ? "on" : "off", *rest ? "; changed, taking effect at the next "
+                  "start: " : "", rest);
+    }
+    free(c);
+}
+
+/* SIGUSR1: one status line; SIGUSR2: nothing (said, so that it is seen). */
+static void tickd_status(evutil_socket_t sig, short what, void *arg)
+{
+    tickd *t = arg;
+    (void)what;
+    if (sig != SIGUSR1) {
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGUSR2: ignored (SIGUSR1 logs the status, "
+                  "SIGHUP reloads the configuration)");
+        return;
+    }
+    long long up_s = (util_realtime_ms() - t->start_ms) / 1000, waiting;
+    int busy = api_busy(t->a);
+    if (!t->sc) {
+        log_write(LOG_INFO, __FILE__, __LINE__, "status: up %lld s, waiting for the store; %d API "
+                  "request%s being answered; store %s, log_level %s", up_s, busy,
+                  busy == 1 ? "" : "s", t->cfg.store, t->cfg.log_level);
+        return;
+    }
+    int calling = tickd_calling(t), held = sched_held(t->sc);
+    waiting = sched_flow_waiting(t->sc); /* -1: no flow control (the memory store) */
+    log_write(LOG_INFO, __FILE__, __LINE__, "status: up %lld s, %s; %d callback%s in flight, %d "
+              "task%s held, %lld waiting for flow control, %d API request%s being answered; "
+              "store %s, log_level %s", up_s, t->stop_ev ? "shutting down" : "running", calling,
+              calling == 1 ? "" : "s", held, held == 1 ? "" : "s", waiting < 0 ? 0 : waiting,
+              busy, busy == 1 ? "" : "s", t->cfg.store, t->cfg.log_level);
+}
+
 /* ---- start-up ---------------------------------------------------------- */
 
 /* A task's callback_url naming a literal address the policy refuses (or
@@ -273,17 +360,16 @@ static int tickd_args(tickd *t, int argc, char **argv)
         {"print-config", no_argument, NULL, 'p'}, {"version", no_argument, NULL, 'v'},
         {"gen-secret", no_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    const char *file = NULL, *listen = NULL, *redis = NULL, *storek = NULL;
     char err[512];
     int o;
 
     config_defaults(&t->cfg);
     while ((o = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
         switch (o) {
-        case 'c': file = optarg; break;
-        case 'l': listen = optarg; break;
-        case 'r': redis = optarg; break;
-        case 's': storek = optarg; break;
+        case 'c': t->file = optarg; break;
+        case 'l': t->flag_listen = optarg; break;
+        case 'r': t->flag_redis = optarg; break;
+        case 's': t->flag_store = optarg; break;
         case 'p': config_print_defaults(stdout); exit(0);
         case 'g': {
             char sec[64];
@@ -304,14 +390,9 @@ static int tickd_args(tickd *t, int argc, char **argv)
         tickd_usage(stderr);
         return -1;
     }
-    if (!file && TICKD_DEFAULT_CONFIG[0] && access(TICKD_DEFAULT_CONFIG, F_OK) == 0)
-        file = TICKD_DEFAULT_CONFIG;
-    if ((file && config_load_file(&t->cfg, file, err, sizeof(err)) != 0) ||
-        config_load_env(&t->cfg, err, sizeof(err)) != 0 ||
-        (listen && config_set(&t->cfg, "server", "listen", listen, err, sizeof(err)) != 0) ||
-        (redis && config_set(&t->cfg, "redis", "nodes", redis, err, sizeof(err)) != 0) ||
-        (storek && config_set(&t->cfg, "server", "store", storek, err, sizeof(err)) != 0) ||
-        config_validate(&t->cfg, err, sizeof(err)) != 0 ||
+    if (!t->file && TICKD_DEFAULT_CONFIG[0] && access(TICKD_DEFAULT_CONFIG, F_OK) == 0)
+        t->file = TICKD_DEFAULT_CONFIG;
+    if (tickd_config_read(t, &t->cfg, err, sizeof(err)) != 0 ||
         netpolicy_init(&t->np, t->cfg.deny, t->cfg.allow, err, sizeof(err)) != 0 ||
         webhook_keys_parse(t->cfg.signing_secrets, &t->keys, err, sizeof(err)) != 0) {
         fprintf(stderr, "tickd: config: %s\n", err);
@@ -355,12 +436,55 @@ static int tickd_run(tickd *t, char *err, size_t errlen)
  * cluster failing over, a node loading) is tried again, the pause doubling
  * up to 5 s; one that cannot (a refused password, another keyspace's bucket
  * count, an evicting Redis) ends tickd with status 2. */
+static void *tickd_probe_main(void *arg)
+{
+    tickd *t = arg;
+    t->probe_rc = store_redis_probe(&t->cfg, &t->probe_fatal, t->probe_err,
+                                    sizeof(t->probe_err));
+    event_active(t->probe_ev, EV_READ, 0);
+    return NULL;
+}
+
+static void tickd_store_wait(tickd *t, const char *err);
+static void tickd_store_create(tickd *t);
+
+static void tickd_probe_done(evutil_socket_t fd, short what, void *arg)
+{
+    tickd *t = arg;
+    (void)fd, (void)what;
+    pthread_join(t->probe_th, NULL);
+    t->probing = 0;
+    if (t->stop_ev || t->rc) return;
+    if (t->probe_rc == 0) {
+        tickd_store_create(t);
+    } else if (t->probe_fatal) {
+        log_error("%s", t->probe_err);
+        t->rc = 2;
+        event_base_loopexit(t->base, NULL);
+    } else {
+        tickd_store_wait(t, t->probe_err);
+    }
+}
+
 static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
 {
     tickd *t = arg;
+    (void)fd, (void)what;
+    if (strcmp(t->cfg.store, "memory") == 0) {
+        tickd_store_create(t);
+        return;
+    }
+    if (pthread_create(&t->probe_th, NULL, tickd_probe_main, t) == 0) {
+        t->probing = 1;
+        return;
+    }
+    tickd_store_create(t); /* no thread: the try blocks the loop, as it can */
+}
+
+static void tickd_store_create(tickd *t)
+{
     char err[512];
     int fatal = 0;
-    (void)fd, (void)what;
     if (strcmp(t->cfg.store, "memory") == 0) {
         log_warn("store = memory: tasks live in this process only and are lost on exit");
         t->st = store_memory_create(t->base, &t->cfg);
@@ -382,6 +506,11 @@ static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(t->base, NULL);
         return;
     }
+    tickd_store_wait(t, err);
+}
+
+static void tickd_store_wait(tickd *t, const char *err)
+{
     log_warn("store not reachable yet: %s; trying again in %lld ms (the API on port %d "
              "answers 503 until then)", err, (long long)t->store_wait_ms, api_port(t->a));
     api_set_waiting(t->a, err);
@@ -407,6 +536,8 @@ int main(int argc, char **argv)
     log_level = log_level_parse(t.cfg.log_level);
     log_json = strcmp(t.cfg.log_format, "json") == 0;
     signal(SIGPIPE, SIG_IGN);
+    /* until the loop handles them (below): not fatal while starting */
+    signal(SIGHUP, SIG_IGN), signal(SIGUSR1, SIG_IGN), signal(SIGUSR2, SIG_IGN);
     int api_conns = tickd_api_connections(&t.cfg);
     /* two priorities: the fire wheel's timer (0) runs before API requests,
      * claims and completions (1) that are ready at the same time */
@@ -456,10 +587,15 @@ int main(int argc, char **argv)
                            t.cfg.body_timeout_ms);
     t.sig_term = evsignal_new(t.base, SIGTERM, tickd_signal, &t);
     t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
+    t.sig_hup = evsignal_new(t.base, SIGHUP, tickd_reload, &t);
+    t.sig_usr1 = evsignal_new(t.base, SIGUSR1, tickd_status, &t);
+    t.sig_usr2 = evsignal_new(t.base, SIGUSR2, tickd_status, &t);
     event_add(t.sig_term, NULL);
     event_add(t.sig_int, NULL);
+    event_add(t.sig_hup, NULL), event_add(t.sig_usr1, NULL), event_add(t.sig_usr2, NULL);
     tickd_scripts_dir(&t.cfg, t.scripts, sizeof(t.scripts));
     t.store_ev = evtimer_new(t.base, tickd_store_try, &t);
+    t.probe_ev = event_new(t.base, -1, 0, tickd_probe_done, &t);
     t.store_wait_ms = 250;
     t.rc = 0;
     tickd_store_try(-1, 0, &t);
@@ -479,8 +615,11 @@ done:
     if (t.a) api_free(t.a);
     if (t.sig_term) event_free(t.sig_term);
     if (t.sig_int) event_free(t.sig_int);
+    if (t.sig_hup) event_free(t.sig_hup), event_free(t.sig_usr1), event_free(t.sig_usr2);
     if (t.stop_ev) event_free(t.stop_ev);
+    if (t.probing) pthread_join(t.probe_th, NULL); /* its try ends within redis.timeout_ms */
     if (t.store_ev) event_free(t.store_ev);
+    if (t.probe_ev) event_free(t.probe_ev);
     event_base_free(t.base);
     netpolicy_free(&t.np);
     webhook_keys_free(t.keys);

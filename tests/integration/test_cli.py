@@ -447,3 +447,38 @@ def test_schema1_keyspace_is_read_and_upgraded(redis, receiver, tickd_factory):
     assert bad.proc.wait(15) != 0
     assert "has schema 3, this tickd speaks 2" in bad.logtext()
     assert redis.cli("HGET", "tickd:meta", "schema") == "3"
+
+
+# ---- make run's first suggestion works as printed -------------------------------
+
+def test_make_runs_first_task_works_as_printed(redis, tmp_path):
+    """scripts/run.sh (make run after the build) prints a receiver and a
+    task to try: both, run as printed, deliver the callback."""
+    port = free_port()
+    env = clean_env(TICKD_REDIS_NODES=redis.addr, TICKD_SERVER_LISTEN=f"127.0.0.1:{port}")
+    out, heard = tmp_path / "run.log", tmp_path / "listen.log"
+    p = subprocess.Popen(["bash", "scripts/run.sh"], cwd=ROOT, env=env,
+                         stdout=open(out, "wb"), stderr=subprocess.STDOUT)
+    listen = None
+    try:
+        wait_for(lambda: answers(port), 15, what="make run's tickd")
+        lines = [ln.strip() for ln in out.read_text().splitlines()]
+        listen_cmd = next(ln for ln in lines if ln.startswith("build/tickctl listen"))
+        i = next(k for k, ln in enumerate(lines) if ln.startswith("curl "))
+        curl = lines[i].rstrip("\\") + " " + lines[i + 1]
+        # the receiver in the background, as printed
+        listen = subprocess.Popen(["bash", "-c", listen_cmd.rstrip("&").strip()], cwd=ROOT,
+                                  stdout=open(heard, "wb"), stderr=subprocess.STDOUT)
+        wait_for(lambda: answers(9000), 10, what="tickctl listen on :9000")
+        r = subprocess.run(["bash", "-c", curl], cwd=ROOT, capture_output=True, text=True,
+                           timeout=10)
+        assert '"status":"scheduled"' in r.stdout, (r.stdout, r.stderr)
+        wait_for(lambda: "--- POST /hook " in heard.read_text(), 15, what="the callback heard")
+        wait_for(lambda: heard.read_text().split("--- POST /hook ")[1].count("answered: 200"),
+                 5, what="answered")
+        assert '{"hi":1}' in heard.read_text().split("--- POST /hook ")[1]
+    finally:
+        if listen and listen.poll() is None:
+            listen.terminate()
+        p.terminate()
+        p.wait(10)

@@ -53,8 +53,7 @@ def test_redis_restart_while_running(redis, receiver, tickd_factory):
     t = tickd_factory(redis, env={"TICKD_REDIS_WATCH_MS": "100"}).start()
     before = t.post({"callback_url": receiver.url(), "delay_ms": 6000})
     redis.stop()
-    time.sleep(1)
-    assert t.request("GET", "/healthz")[0] == 503
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 5, what="unhealthy")
     redis.start()
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="tickd reconnected")
     after = t.post({"callback_url": receiver.url(), "delay_ms": 500})
@@ -127,8 +126,7 @@ def test_sigterm_hands_back_claims_and_exits_0(redis, receiver, tickd_factory):
     wait_for(lambda: receiver.count() == 1, 5, what="slow call started")
     # claimed into the lookahead, not fired yet when SIGTERM comes
     soon = t1.post({"callback_url": receiver.url(), "delay_ms": 1200})
-    time.sleep(0.2)
-    assert t1.get(soon["id"])[1]["status"] == "running"
+    wait_for(lambda: t1.get(soon["id"])[1]["status"] == "running", 1, what="soon claimed")
     assert t1.stop(signal.SIGTERM) == 0
     log = t1.logtext()
     assert "shutting down" in log and "stopped" in log
