@@ -2106,6 +2106,17 @@ static void rs_on_connect(rcluster *rc, int node, void *priv)
     }
 }
 
+/* A start-up call that failed: no reply (err is set) or an error reply,
+ * which goes to err as "CMD KEY: <the server's error>". */
+static int rs_sync_failed(const redisReply *r, const char *cmd, const char *key, char *err,
+                          size_t errlen)
+{
+    if (!r) return 1;
+    if (r->type != REDIS_REPLY_ERROR) return 0;
+    snprintf(err, errlen, "%s %s: %s", cmd, key, r->str);
+    return 1;
+}
+
 static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
 {
     int64_t t0 = util_realtime_ms();
@@ -2113,7 +2124,7 @@ static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
     int64_t t1 = util_realtime_ms();
     if (!r) return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        snprintf(err, errlen, "TIME: unexpected reply");
+        snprintf(err, errlen, "TIME: %s", rs_err(r, NULL));
         freeReplyObject(r);
         return -1;
     }
@@ -2155,19 +2166,22 @@ static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen
         r = NULL;
     }
 
-    /* One keyspace, one bucket count: slices of other counts would be missed. */
+    /* One keyspace, one bucket count: slices of other counts would be missed.
+     * An error reply (CLUSTERDOWN from a master just restarted, LOADING,
+     * TRYAGAIN, an ACL's NOPERM) is named as the server said it. */
     rs_meta_key(rs, metakey);
     r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s buckets %d", metakey, buckets);
-    if (!r) goto fail;
+    if (rs_sync_failed(r, "HSETNX", metakey, err, errlen)) goto fail;
     freeReplyObject(r);
     r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s schema %d", metakey, STORE_SCHEMA);
-    if (!r) goto fail;
+    if (rs_sync_failed(r, "HSETNX", metakey, err, errlen)) goto fail;
     freeReplyObject(r);
     r = rc_sync_command(rs->rc, metakey, err, errlen, "HMGET %s buckets schema", metakey);
-    if (!r) goto fail;
+    if (rs_sync_failed(r, "HMGET", metakey, err, errlen)) goto fail;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !r->element[0]->str ||
         !r->element[1]->str) {
-        snprintf(err, errlen, "%s: unexpected reply", metakey);
+        snprintf(err, errlen, "HMGET %s: unexpected reply (%s)", metakey,
+                 r->type == REDIS_REPLY_ARRAY ? "a field missing" : "not an array");
         goto fail;
     }
     if (atoi(r->element[0]->str) != buckets) {
@@ -2181,7 +2195,7 @@ static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen
         freeReplyObject(r);
         r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s schema %d", metakey,
                             STORE_SCHEMA);
-        if (!r) goto fail;
+        if (rs_sync_failed(r, "HSET", metakey, err, errlen)) goto fail;
         log_info("keyspace %s: schema 1 upgraded to %d", rs->prefix, STORE_SCHEMA);
     } else if (atoi(r->element[1]->str) != STORE_SCHEMA) {
         snprintf(err, errlen, "keyspace %s has schema %s, this tickd speaks %d",
