@@ -164,11 +164,12 @@ def main(argv):
     # was stored all the same
     said = collections.defaultdict(list)
     for e in adds:
-        if e["code"] == 503 and e.get("key"):
-            said[e["key"]].append(e.get("err") or "")
+        if e.get("key"):
+            said[e["key"]].append(e.get("err") or "" if e["code"] == 503 else None)
     key_of = {i: i.rsplit(".", 1)[1] for i in unacked}
-    stored_503 = [i for i in unacked if said.get(key_of[i]) and
-                  not any("not confirmed" in m for m in said[key_of[i]])]
+    # every add of the key answered 503, none of them "not confirmed"
+    stored_503 = [i for i in unacked if said.get(key_of[i]) and all(
+        m is not None and "not confirmed" not in m for m in said[key_of[i]])]
     fig["arrived_after_503_not_stored"] = len(stored_503)
     if stored_503:
         notes.append(f"{len(stored_503)} tasks answered 503 (not stored) were stored and called "
