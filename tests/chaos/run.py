@@ -29,6 +29,7 @@ import os
 import queue
 import random
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -187,12 +188,17 @@ skew_file = None
 pidfile = None
 
 
+pids_lock = threading.Lock()
+
+
 def write_pids():
-    lines = [f"{n} {r.t.proc.pid}\n" for n, r in replicas.items() if r.t.proc is not None]
-    tmp = pidfile + ".new"
-    with open(tmp, "w") as f:
-        f.writelines(lines)
-    os.replace(tmp, pidfile)
+    with pids_lock:
+        lines = [f"{n} {r.t.proc.pid}\n" for n, r in list(replicas.items())
+                 if r.t.proc is not None]
+        tmp = pidfile + ".new"
+        with open(tmp, "w") as f:
+            f.writelines(lines)
+        os.replace(tmp, pidfile)
 
 
 def read_from(path, off):
@@ -532,6 +538,9 @@ def wait_cluster(timeout):
 def main():
     global hist_f, proxy, cluster, nodes, skew_file, pidfile, rng_load, rcv_url
     os.makedirs(OUT, exist_ok=True)
+    # a tickd that crashes leaves its core in OUT (core_pattern permitting)
+    os.chdir(OUT)
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     hist_f = open(os.path.join(OUT, "history.jsonl"), "a", buffering=1)
     plan = make_plan(SEED, SECONDS)
     print(f"chaos: seed {SEED} ({len(plan)} faults planned over {SECONDS:.0f} s); "
@@ -565,7 +574,10 @@ def main():
     set_skew(0)
     base_env = {"TICKD_REDIS_WAIT_REPLICAS": "1", "TICKD_SERVER_WORKERS": "2"}
     skew_env = dict(base_env, LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=skew_file,
-                    FAKETIME_CACHE_DURATION="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+                    FAKETIME_CACHE_DURATION="1", FAKETIME_DONT_FAKE_MONOTONIC="1",
+                    # an ASan build (TICKD_BIN=build/tickd-san) behind LD_PRELOAD
+                    ASAN_OPTIONS=":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                        "verify_asan_link_order=0"])))
     for n in NAMES:
         replicas[n] = Replica(n, OUT, seeds, skew_env if n == SKEWED else base_env)
     for n in NAMES:
