@@ -205,10 +205,15 @@ static void rc_link_ready(rc_link *l)
     if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
 }
 
+/* A link has at most one connection, l->ac; the callbacks of a connection
+ * the link has let go (rc_link_drop frees it and may make a new one before
+ * hiredis is done with the old) must not touch the link's state: a late
+ * "connected" of the old one would mark the link up with no connection. */
 static void rc_on_connect(const redisAsyncContext *ac, int status)
 {
     rc_link *l = ac->data;
     rc_node *n = l->n;
+    if (l->ac != ac) return;
     if (status != REDIS_OK) {
         if (l->lane == 0) log_warn("redis %s: connect failed: %s", n->name, ac->errstr);
         l->ac = NULL; /* hiredis frees the context after this callback */
@@ -225,6 +230,7 @@ static void rc_on_disconnect(const redisAsyncContext *ac, int status)
     rc_link *l = ac->data;
     rc_node *n = l->n;
     (void)status;
+    if (l->ac != ac) return; /* dropped by rc_link_drop, which saw to the rest */
     if (!n->c->freeing && l->lane == 0 && l->up)
         log_warn("redis %s: connection lost%s%s", n->name, ac->errstr[0] ? ": " : "", ac->errstr);
     l->ac = NULL;
@@ -299,19 +305,26 @@ static void rc_link_connect(rc_link *l)
 
 static void rc_ping_cb(redisAsyncContext *ac, void *r, void *priv)
 {
+    rc_link *l = ac->data;
     (void)priv;
-    if (r && ac->data) ((rc_link *)ac->data)->ping_out = 0;
+    if (r && l && l->ac == ac) l->ping_out = 0;
 }
 
+/* Let go of the link's connection and make it again after the backoff. The
+ * reconnect is scheduled before the connection is freed: freeing fails its
+ * pending commands into their callbacks, which may send to this node again
+ * at once, and those must wait for the scheduled connection rather than
+ * make one of their own. */
 static void rc_link_drop(rc_link *l)
 {
     redisAsyncContext *ac = l->ac;
-    int was_connected = l->connected;
+    rcluster *c = l->n->c;
     l->ac = NULL;
     l->up = 0;
     l->connected = 0;
-    redisAsyncFree(ac); /* fails pending commands; disconnect cb if it was connected */
-    if (!was_connected) rc_link_schedule(l);
+    rc_link_schedule(l);
+    redisAsyncFree(ac); /* fails pending commands; its callbacks leave l alone */
+    if (c->cluster) rc_refresh(c);
 }
 
 /* Watchdog: a node silent past timeout_ms (PING unanswered on lane 0, or a
@@ -391,7 +404,7 @@ static void rc_refresh(rcluster *c)
     c->refresh_ms = util_mono_ms();
     for (int i = 0; i < c->nnodes; i++) {
         rc_node *n = c->nodes[(i + (int)(c->refresh_ms / RC_REFRESH_MS)) % c->nnodes];
-        if (n->link[0].up &&
+        if (n->link[0].up && n->link[0].ac &&
             redisAsyncCommand(n->link[0].ac, rc_refresh_cb, c, "CLUSTER SLOTS") == REDIS_OK) {
             c->refreshing = 1;
             return;
