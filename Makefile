@@ -13,6 +13,8 @@
 #   make chaos      3 tickd replicas on a Redis Cluster under random faults for
 #                   CHAOS_SECONDS (default 300; CHAOS_SEED replays a fault
 #                   plan), then a checker (tests/chaos/README.md)
+#   make deb        the Debian package build/deb/tickd_<version>_<arch>.deb
+#                   (debian/; tested by make test)
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -46,7 +48,7 @@ FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 # with the src modules it shares with tickd (RFC 3339 times, signatures)
 CTL_SRCS := $(wildcard cmd/tickctl/*.c)
 CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
-            build/obj/task.o build/obj/webhook.o build/obj/util.o build/obj/log.o
+            build/obj/task.o build/obj/trace.o build/obj/webhook.o build/obj/util.o build/obj/log.o
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \
@@ -186,7 +188,7 @@ chaos: chaos-deps build/tickd
 # everything built first, two at a time; then the tests, one suite after another
 test: deps
 	$(MAKE) --no-print-directory -j2 boundary $(UBINS) $(SUBINS) $(FBINS) build/tickd \
-	  build/tickd-san build/tickctl build/tools/cron_next
+	  build/tickd-san build/tickctl build/tools/cron_next deb
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration integration-san
 
 run: deps build/tickd build/tickctl
@@ -239,6 +241,29 @@ uninstall:
 	  $(DESTDIR)$(MANDIR)/man1/tickctl.1
 	rm -rf $(DESTDIR)$(PREFIX)/share/tickd
 	@echo "kept: $(DESTDIR)$(SYSCONFDIR)/tickd (the config; remove it by hand)"
+
+# make deb: the Debian package (debian/: debhelper, dpkg-buildpackage -b),
+# built in a copy of the sources in build/deb/tickd/ so that nothing is
+# written outside build/: build/deb/tickd_<version>_<arch>.deb, with its
+# .buildinfo, .changes and build.log. As root it installs Debian's packaging
+# tools when missing, as make deps does. debian/rules alone decides how it is
+# built (no variables or jobs of this make reach it; all CPUs are used).
+DEB_TOOLS   = debhelper dpkg-dev fakeroot lintian
+DEB_SOURCES = Makefile README.md $(SRCS) $(wildcard src/*.h cmd/*/* lua/*.lua conf/* doc/* debian/* debian/source/*) \
+              scripts/openapi_c.py
+.PHONY: deb deb-deps
+deb: build/deb/stamp
+deb-deps:
+	@scripts/deps.sh $(DEB_TOOLS)
+build/deb/stamp: $(DEB_SOURCES) | deb-deps
+	rm -rf build/deb && mkdir -p build/deb/tickd
+	cp -a Makefile README.md src cmd lua conf doc scripts debian build/deb/tickd/
+	cd build/deb/tickd && unset MAKEFLAGS MFLAGS MAKELEVEL && \
+	  DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
+	  dpkg-buildpackage -us -uc -b >../build.log 2>&1 || { tail -40 ../build.log; exit 1; }
+	rm -rf build/deb/tickd
+	@ls build/deb/*.deb
+	touch $@
 
 clean:
 	rm -rf build

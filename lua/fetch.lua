@@ -1,7 +1,7 @@
 -- fetch: a pointer was claimed in a slice other than the task's home (a
 -- retry, or a move: retry of a final task, run now); mark the task running in
 -- its home slice and return what to call.
--- KEYS: due, task, del, ok, failed, cancelled (home). ARGV: id, slice of the
+-- KEYS: due, task, del, ok, failed, cancelled, expired (home). ARGV: id, slice of the
 -- pointer, retention_ms, failed_retention_ms
 -- Returns {'ok', attempt, spec, queue} (queue: the count a retry committed
 -- here joins again, else ''), or {status} when it must not run (cancelled,

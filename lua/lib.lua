@@ -11,16 +11,21 @@
 --                     #open -> count of tasks of this slice not yet final
 --   P:{S}:del   SET   ids cancelled while in :due (lazy delete; claim drops them)
 --   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again
+--   P:{S}:w     STRING written (expiring in 60 s) before a WAIT, when an add found its
+--                     ids stored: the WAIT then covers them (store_redis.c)
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
 --                     earlier slice (the id names that home slice)
---   P:{S}:ok, P:{S}:failed, P:{S}:cancelled
+--   P:{S}:ok, P:{S}:failed, P:{S}:cancelled, P:{S}:expired
 --               ZSET  id of this home slice -> when it ended that way (ms):
 --                     the listing's index of final tasks, kept with the state
 --   P:slices    ZSET  slice name, score 0 (its lexical order is time order): every slice that may hold
 --                     tasks (written before a slice's first add; the listing
 --                     walks it and drops slices that are gone)
 --   P:wm:{b}    STRING minute number of bucket b's oldest undrained slice
---   P:meta      HASH  schema, buckets
+--   P:meta      HASH  schema, buckets; wm (the watermarks were written)
+--   P:marker:{m<n>} STRING a random value written once on each master (n: the first
+--                     tag hashing to its slots): gone or changed, that node lost
+--                     tickd's data (store_redis.c, the watch)
 --   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
 --   P:{sc.b}:snext ZSET  active schedule id -> next run (ms), or its lease's end
 --   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)
@@ -140,7 +145,11 @@ end
 local function close_slice(fin, n, now, retention, failed_retention)
   if redis.call('HINCRBY', fin[1], '#open', -n) <= 0 then
     local ttl = retention
-    if redis.call('ZCARD', fin[4]) > 0 and failed_retention > ttl then ttl = failed_retention end
+    -- dead letters (failed, and expired: fin[6]) keep their slice longer
+    if failed_retention > ttl and (redis.call('ZCARD', fin[4]) > 0 or
+                                   (fin[6] and redis.call('ZCARD', fin[6]) > 0)) then
+      ttl = failed_retention
+    end
     for _, k in ipairs(fin) do redis.call('PEXPIREAT', k, now + ttl) end
   end
 end
@@ -151,7 +160,7 @@ local function open_slice(fin)
 end
 
 -- Commit the move st.mv of task id (move.lua): KEYS are the home slice's
--- due, task, del, ok, failed, cancelled. Returns the new state, and the
+-- due, task, del, ok, failed, cancelled, expired. Returns the new state, and the
 -- queue whose count it joins again when it ended before (a retry), else ''.
 local function move_commit(K, id, st)
   local mv = st.mv
@@ -162,9 +171,10 @@ local function move_commit(K, id, st)
     reopened = state_queue(st) or ''
     redis.call('ZREM', K[5], id)
     redis.call('ZREM', K[6], id)
+    redis.call('ZREM', K[7], id)
     redis.call('SREM', K[3], id)
     redis.call('ZREM', K[1], id)
-    open_slice({K[2], K[3], K[4], K[5], K[6]})
+    open_slice({K[2], K[3], K[4], K[5], K[6], K[7]})
     redis.call('HINCRBY', K[2], '#open', 1)
     st.s = 'scheduled'
     st.a = 0

@@ -3,23 +3,26 @@
 -- running from :run (the lease's end), succeeded / failed / cancelled from
 -- their index (when they ended). Retries and moves waiting here are listed
 -- here (their ids name their home).
--- KEYS: due, run, ok, failed, cancelled, del, task. ARGV: status, order (asc |
+-- KEYS: due, run, ok, failed, cancelled, del, task, expired. ARGV: status, order (asc |
 -- desc), after_score, after_id ('' = from the start), limit, from_ms, to_ms
--- (execute_at bounds, -1 = none), key_prefix
+-- (execute_at bounds, -1 = none), key_prefix, runs ('1': the key is
+-- key_prefix and digits alone, a schedule's runs)
 -- Returns {gone, more, last_score, last_id, id, score, id, score, ...}: gone
 -- = 1 when the slice holds nothing at all any more (its keys expired); more =
 -- 1 when the call stopped after SCAN_MAX entries that the filters refused,
 -- to go on after (last_score, last_id): Redis is never held for long.
 local SCAN_MAX = 20000
-local ix = ({scheduled = 1, running = 2, succeeded = 3, failed = 4, cancelled = 5})[ARGV[1]]
+local ix = ({scheduled = 1, running = 2, succeeded = 3, failed = 4, cancelled = 5,
+             expired = 8})[ARGV[1]]
 local desc = ARGV[2] == 'desc'
 local after_score, after_id = ARGV[3], ARGV[4]
 local limit = tonumber(ARGV[5])
 local from, to, prefix = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+local runs = ARGV[9] == '1'
 local key = KEYS[ix]
 local out = {0, 0, '', ''}
 local HEAD = 4
-if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7]) == 0 then
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8]) == 0 then
   out[1] = 1
   return out
 end
@@ -50,6 +53,7 @@ while #out - HEAD < 2 * limit do
       local at, k = id_at(id)
       if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
          string.sub(k, 1, #prefix) == prefix and
+         (not runs or string.find(k, '^%d+$', #prefix + 1)) and
          not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
         out[#out + 1] = id
         out[#out + 1] = score

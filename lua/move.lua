@@ -4,7 +4,7 @@
 -- prepare here (mv), the pointer there (ptr.lua add), commit here; a pointer
 -- claimed before the commit commits it (fetch.lua), so no step order loses
 -- or doubles the run.
--- KEYS: due, task, del, ok, failed, cancelled (home). ARGV: op (prepare |
+-- KEYS: due, task, del, ok, failed, cancelled, expired (home). ARGV: op (prepare |
 -- commit), id, kind (retry | run), slice, due_ms
 -- Returns {'ok', state, queue} | {'notfound'} | {'conflict', status}: queue
 -- names the count the task joins again when this call reopened it (a
@@ -13,6 +13,7 @@ local op, id, kind, slice, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(AR
 local st = task_state(KEYS[1], KEYS[2], id)
 if not st then return {'notfound'} end
 if op == 'prepare' then
+  -- an expired task is never called after its expiry: not retried
   local ok = (kind == 'retry' and (st.s == 'failed' or st.s == 'cancelled')) or
              (kind == 'run' and st.s == 'scheduled')
   if not ok then return {'conflict', st.s} end

@@ -1,8 +1,8 @@
 -- settle: record the outcomes of attempts of tasks homed in this slice.
--- KEYS: due, task, del, run, ok, failed, cancelled (home slice)
+-- KEYS: due, task, del, run, ok, failed, cancelled, expired (home slice)
 -- ARGV: retention_ms, failed_retention_ms, token (this settle's, the same
 --       when it is sent again), then per task a group of 12: id,
---       outcome (ok|fail|retry|release|park), attempt, status_code, error,
+--       outcome (ok|fail|retry|release|park|expire), attempt, status_code, error,
 --       next_due_ms, local (1 when the lease is in this slice), next_slice
 --       (retry: the slice holding the retry pointer, '' = here), and the
 --       attempt's history entry: sent_at_ms (0: none), took_ms, the answer's
@@ -24,7 +24,7 @@ local raw = bulk_read('HMGET', KEYS[2], sfields)
 local states, changed, order = {}, {}, {}
 local zrem, zadd, finals = {}, {}, 0
 local counted, ended = {}, ''
-local fin_ok, fin_failed = {}, {}
+local fin_ok, fin_failed, fin_expired = {}, {}, {}
 
 -- due again at next_due: here, or in next_slice (its pointer written there)
 local function requeue(st, id, next_due, next_slice)
@@ -35,6 +35,18 @@ local function requeue(st, id, next_due, next_slice)
   else
     st.cur = next_slice
   end
+end
+
+-- the task ends as status, indexed in ix (its slice's ok, failed or expired)
+local function finish(st, id, status, ix)
+  st.s = status
+  st.fin = now
+  st.ft = token
+  counted[id] = true
+  st.cur = nil
+  finals = finals + 1
+  ix[#ix + 1] = now; ix[#ix + 1] = id
+  return state_queue(st) or ''
 end
 
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
@@ -54,6 +66,10 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
   if o == 'release' then
     st.s = 'scheduled'
     if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
+  elseif o == 'expire' then
+    -- its expires_at passed before an attempt began: none was made
+    st.err = err
+    ended = finish(st, id, 'expired', fin_expired)
   elseif o == 'park' then
     -- held back by a limit (flow.lua): no attempt made; the entry comes back
     -- at next_due unless a pump lets it go sooner; st.due stays its due
@@ -76,15 +92,8 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
       st.due = tonumber(next_due)
       requeue(st, id, next_due, next_slice)
     else
-      st.s = (o == 'ok') and 'succeeded' or 'failed'
-      st.fin = now
-      st.ft = token
-      counted[id] = true
-      ended = state_queue(st) or ''
-      st.cur = nil
-      finals = finals + 1
-      local ix = (o == 'ok') and fin_ok or fin_failed
-      ix[#ix + 1] = now; ix[#ix + 1] = id
+      if o == 'ok' then ended = finish(st, id, 'succeeded', fin_ok)
+      else ended = finish(st, id, 'failed', fin_failed) end
     end
   end
   if not changed[id] then
@@ -111,8 +120,9 @@ end
 bulk_write('HSET', KEYS[2], hset)
 bulk_write('ZADD', KEYS[5], fin_ok)
 bulk_write('ZADD', KEYS[6], fin_failed)
+bulk_write('ZADD', KEYS[8], fin_expired)
 if finals > 0 then
-  close_slice({KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7]}, finals, now, retention,
+  close_slice({KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, finals, now, retention,
               failed_retention)
 end
 bulk_write('ZREM', KEYS[4], zrem)

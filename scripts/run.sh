@@ -41,15 +41,15 @@ ctlauth=
 [ -z "${TICKD_SERVER_API_TOKEN:-}" ] || ctlauth=' TICKD_TOKEN="$TICKD_SERVER_API_TOKEN"'
 cat <<MSG
 
-tickd on http://$listen, Redis $nodes. Schedule a callback in 2 s (here to
-tickd's own health check, as a GET):
+tickd on http://$listen, Redis $nodes. In another terminal, a receiver that
+prints each callback (tickctl listen), then a task calling it in 2 s:
 
+  build/tickctl listen --port 9000 &
   curl -s -X POST http://$listen/v1/tasks -H 'Content-Type: application/json'$auth \\
-    -d '{"callback_url": "http://$listen/healthz", "method": "GET", "delay_ms": 2000}'
+    -d '{"callback_url": "http://127.0.0.1:9000/hook", "delay_ms": 2000, "req": {"hi": 1}}'
 
-Or with tickctl, watching the callback arrive, in two terminals:
+The same with tickctl:
 
-  build/tickctl listen --port 9000
   TICKD_URL=http://$listen$ctlauth build/tickctl add http://127.0.0.1:9000/hook --in 2s --body '{"hi":1}'
 
 MSG

@@ -12,6 +12,8 @@
 #include "metrics.h"
 #include "openapi.h"
 #include "schedule.h"
+#include "trace.h"
+#include "tz.h"
 #include "util.h"
 
 #define BATCH_MAX 1000
@@ -46,6 +48,11 @@ void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
+    /* every answer is UTF-8 (RFC 8259): text from outside is checked or
+     * cleaned where it comes in, and an answer quoting a record stored
+     * before that was (by an older build) is cleaned here, its bad bytes
+     * and DEL (cJSON escapes the other control bytes) becoming '?' */
+    if (s && !util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
     if (s) {
         s = xrealloc(s, n + 2);
         s[n++] = '\n';
@@ -210,6 +217,17 @@ cJSON *api_body(http_req *req)
             api_error(req, 400, "invalid_argument", "body: trailing data after the JSON value");
             return NULL;
         }
+    /* RFC 8259 section 8.1: a JSON text is UTF-8, and cJSON takes any bytes
+     * in strings; every string is text that may be stored and printed, so a
+     * body with one that is not UTF-8 is refused whole, naming it */
+    if (!util_utf8_valid(data, len, NULL)) {
+        char err[400];
+        if (task_json_check_utf8(data, len, err, sizeof(err)) == 0)
+            snprintf(err, sizeof(err), "body: not valid UTF-8");
+        cJSON_Delete(j);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return NULL;
+    }
     return j;
 }
 
@@ -244,6 +262,30 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     free(it);
 }
 
+/* The request's own trace context (W3C: one that does not parse is
+ * ignored, not refused), for each task that gives none: 1 when there is one. */
+static int api_trace_context(http_req *req, char tp[TRACE_PARENT_LEN + 1], const char **ts)
+{
+    const char *h = http_header(req, "traceparent");
+    char why[160];
+    *ts = NULL;
+    if (!h || http_header_count(req, "traceparent") != 1 ||
+        trace_parent_parse(h, tp, why, sizeof(why)) != 0)
+        return 0;
+    const char *s = http_header(req, "tracestate");
+    if (s && http_header_count(req, "tracestate") == 1 &&
+        trace_state_check(s, why, sizeof(why)) == 0)
+        *ts = s;
+    return 1;
+}
+
+static void api_trace_default(const cJSON *task, task_input *t, const char *tp, const char *ts)
+{
+    if (!tp || cJSON_GetObjectItemCaseSensitive(task, "traceparent")) return;
+    task_input_add_member(t, "traceparent", tp);
+    if (ts) task_input_add_member(t, "tracestate", ts);
+}
+
 static void api_post_task(api *a, http_req *req)
 {
     char err[400];
@@ -263,6 +305,10 @@ static void api_post_task(api *a, http_req *req)
         api_error(req, 400, "invalid_argument", "%s", err);
         return;
     }
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
+    api_trace_default(body, &it->t, traced ? tp : NULL, ts);
     cJSON_Delete(body);
     it->r = api_req_new(a, req);
     store_add(a->s, &it->t, api_add_cb, it);
@@ -371,6 +417,9 @@ static void api_post_batch(api *a, http_req *req)
     r->n = n;
     r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
     int64_t now = store_now_ms(a->s);
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
     api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
@@ -386,6 +435,7 @@ static void api_post_batch(api *a, http_req *req)
             free(it);
             continue;
         }
+        api_trace_default(e, &it->t, traced ? tp : NULL, ts);
         it->r = r;
         it->idx = i;
         items[i] = it;
@@ -809,6 +859,8 @@ static void api_sch_list_cb(const store_schedule *items, int n, const char *err,
     }
     for (int i = 0; i < n; i++) {
         cJSON *o = api_render_schedule(&items[i]);
+        /* a listing shows URLs redacted; GET of one schedule shows them whole */
+        if (o) task_redact_urls(cJSON_GetObjectItemCaseSensitive(o, "task"));
         if (o) cJSON_AddItemToArray(q->items, o);
     }
     int have = cJSON_GetArraySize(q->items);
@@ -909,13 +961,64 @@ static void api_list_schedules(api *a, http_req *req)
 
 /* ---- GET /healthz ------------------------------------------------------ */
 
+/* What the store found wrong with its backend, as /healthz and /v1/stats
+ * give it. Returns 0 when it keeps tickd from taking tasks. */
+static int api_alerts(const api *a, cJSON *obj)
+{
+    store_alerts al;
+    store_get_alerts(a->s, &al);
+    if (al.refusing) cJSON_AddStringToObject(obj, "refusing_adds", al.refusing);
+    if (al.evicting) cJSON_AddNumberToObject(obj, "evicting_masters", al.evicting);
+    if (al.memory_ratio > 0) cJSON_AddNumberToObject(obj, "memory_used_ratio", al.memory_ratio);
+    cJSON_AddNumberToObject(obj, "data_lost", (double)al.data_lost);
+    if (al.data_lost_last) {
+        char at[TZ_RFC3339_MAX], why[256];
+        tz_rfc3339(tz_get("UTC", why), al.data_lost_last_ms, at); /* built in */
+        cJSON_AddStringToObject(obj, "data_lost_last", al.data_lost_last);
+        cJSON_AddStringToObject(obj, "data_lost_last_at", at);
+    }
+    return al.refusing == NULL;
+}
+
 static void api_health_cb(int ok, const char *err, void *priv)
 {
     api_req *r = priv;
     cJSON *body = cJSON_CreateObject();
     cJSON_AddStringToObject(body, "redis", ok ? "ok" : (err ? err : "unavailable"));
+    cJSON *st = cJSON_AddObjectToObject(body, "store");
+    if (!api_alerts(r->a, st)) ok = 0;
     api_finish(r, ok ? 200 : 503, ok ? "OK" : "Service Unavailable", body);
     cJSON_Delete(body);
+}
+
+void api_set_waiting(api *a, const char *why)
+{
+    free(a->waiting_for);
+    a->waiting_for = xstrdup(why);
+}
+
+void api_set_store(api *a, store *s)
+{
+    a->s = s;
+    free(a->waiting_for);
+    a->waiting_for = NULL;
+}
+
+/* Before the store is reached: every request is answered 503, /healthz with
+ * the reason. */
+static void api_route_waiting(api *a, http_req *req, const char *path)
+{
+    const char *why = a->waiting_for ? a->waiting_for : "starting";
+    if (strcmp(path, "/healthz") == 0) {
+        cJSON *body = cJSON_CreateObject();
+        cJSON_AddStringToObject(body, "redis", why);
+        cJSON_AddStringToObject(body, "status", "starting");
+        api_send_json(req, 503, "Service Unavailable", body);
+        cJSON_Delete(body);
+        return;
+    }
+    http_add_header(req, "Retry-After", "1");
+    api_error(req, 503, "unavailable", "store: not reached yet: %.300s", why);
 }
 
 /* ---- routing ----------------------------------------------------------- */
@@ -984,6 +1087,10 @@ static void api_route(http_req *req, void *arg)
     }
     memcpy(path, uri, n);
     path[n] = '\0';
+    if (!a->s) {
+        api_route_waiting(a, req, path);
+        return;
+    }
 
     if (strcmp(path, "/v1/tasks") == 0) {
         if (strcmp(m, "POST") == 0) {
@@ -1091,6 +1198,7 @@ static void api_route(http_req *req, void *arg)
         }
         cJSON *body = cJSON_CreateObject();
         a->stats(a->stats_priv, body);
+        api_alerts(a, cJSON_AddObjectToObject(body, "store"));
         api_send_json(req, 200, "OK", body);
         cJSON_Delete(body);
         return;
@@ -1102,6 +1210,22 @@ static void api_free_tokens(api *a)
 {
     for (int t = 0; t < a->ntokens; t++) free(a->tokens[t]);
     free(a->tokens);
+    a->tokens = NULL;
+    a->ntokens = 0;
+}
+
+int api_set_tokens(api *a, const char *token)
+{
+    api_free_tokens(a);
+    /* space-separated, as config_validate checked them */
+    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
+        size_t n = strcspn(t, " ");
+        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
+        a->tokens[a->ntokens++] = xstrndup(t, n);
+        t += n;
+    }
+    http_server_set_gate(a->http, a->ntokens ? api_gate : NULL);
+    return a->ntokens;
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
@@ -1113,21 +1237,13 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
     a->s = s;
     a->stats = stats;
     a->stats_priv = stats_priv;
-    /* space-separated, as config_validate checked them */
-    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
-        size_t n = strcspn(t, " ");
-        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
-        a->tokens[a->ntokens++] = xstrndup(t, n);
-        t += n;
-    }
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
                               errlen);
     if (!a->http) {
-        api_free_tokens(a);
         free(a);
         return NULL;
     }
-    if (a->ntokens) http_server_set_gate(a->http, api_gate);
+    api_set_tokens(a, token);
     return a;
 }
 
@@ -1159,6 +1275,7 @@ void api_free(api *a)
 {
     if (!a) return;
     free(a->count_waiting);
+    free(a->waiting_for);
     http_server_free(a->http);
     api_free_tokens(a);
     free(a);

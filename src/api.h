@@ -26,6 +26,10 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
                 int64_t idle_timeout_ms, const char *token, store *s, api_stats_fn *stats,
                 void *stats_priv, char *err, size_t errlen);
 
+/* Replace the accepted tokens (as api_create's `token`; "" opens the API),
+ * from the next request's head on. Returns how many there are now. */
+int api_set_tokens(api *a, const char *token);
+
 /* Told the bucket of each schedule created, replaced or resumed (the runner
  * makes its first runs at once rather than at its next tick). */
 typedef void api_schedule_fn(int bucket, void *priv);
@@ -44,6 +48,11 @@ typedef void api_flow_fn(void *priv);
 void api_on_flow(api *a, api_flow_fn *fn, void *priv);
 
 /* The port actually bound. */
+/* Created with no store (NULL), the API answers every request 503 with the
+ * reason last set here, and /healthz too; api_set_store() opens it. */
+void api_set_waiting(api *a, const char *why);
+void api_set_store(api *a, store *s);
+
 int api_port(const api *a);
 
 /* The HTTP server under the API (for its limits). */

@@ -12,6 +12,11 @@ typedef struct flow_req {
     api_req *r;
     char key[FLOW_KEY_MAX];
     int status;               /* the status to answer with the info */
+    /* DELETE of a destination spelled otherwise than its one form: the key
+     * as spelled goes first (settings stored before destinations were taken
+     * to one form are found by no task, but can still be deleted) */
+    char spelled[FLOW_KEY_MAX];
+    int deleted;              /* what deleting it removed */
 } flow_req;
 
 /* A path segment, percent-decoded into out: 0, or -1 when malformed, too
@@ -93,10 +98,16 @@ static void api_flow_written_cb(int n, const char *err, void *priv)
         free(f);
         return;
     }
+    if (f->spelled[0]) {
+        f->deleted = n;
+        f->spelled[0] = '\0';
+        store_flow_put(a->s, f->key, NULL, api_flow_written_cb, f);
+        return;
+    }
     /* this replica acts on it at once; the others within FLOW_SNAPSHOT_MS */
     if (a->on_flow) a->on_flow(a->on_flow_priv);
     if (f->status == 204) {
-        if (n == 0) api_finish_error(f->r, 404, "not_found", "no settings to delete");
+        if (n + f->deleted == 0) api_finish_error(f->r, 404, "not_found", "no settings to delete");
         else api_finish(f->r, 204, "No Content", NULL);
         free(f);
         return;
@@ -104,14 +115,17 @@ static void api_flow_written_cb(int n, const char *err, void *priv)
     store_flow_get(a->s, f->key, api_flow_info_cb, f);
 }
 
+/* spelled: a DELETE's key as the path spelled it, when that differs (else
+ * NULL) */
 static void api_flow_write(api *a, http_req *req, const char *key, const char *settings,
-                           int status)
+                           int status, const char *spelled)
 {
     flow_req *f = xcalloc(1, sizeof(*f));
     f->r = api_req_new(a, req);
     f->status = status;
     snprintf(f->key, sizeof(f->key), "%s", key);
-    store_flow_put(a->s, key, settings, api_flow_written_cb, f);
+    if (spelled) snprintf(f->spelled, sizeof(f->spelled), "%s", spelled);
+    store_flow_put(a->s, spelled ? spelled : key, settings, api_flow_written_cb, f);
 }
 
 static void api_flow_get(api *a, http_req *req, const char *key, int kind)
@@ -137,7 +151,7 @@ static void api_flow_put(api *a, http_req *req, const char *key)
     }
     cJSON_Delete(body);
     char *json = flow_settings_json(&fs, queue);
-    api_flow_write(a, req, key, json, 200);
+    api_flow_write(a, req, key, json, 200, NULL);
     free(json);
 }
 
@@ -153,7 +167,7 @@ void api_flow(api *a, http_req *req, const char *path)
     const char *m = http_method(req);
     int queues = strncmp(path, "/v1/queues", 10) == 0;
     const char *rest = path + (queues ? 10 : 16);
-    char name[FLOW_DEST_MAX], key[FLOW_KEY_MAX], seg[FLOW_DEST_MAX * 3];
+    char name[FLOW_DEST_MAX], given[FLOW_DEST_MAX], key[FLOW_KEY_MAX], seg[FLOW_DEST_MAX * 3];
     if (!store_has_flow(a->s)) {
         api_error(req, 501, "not_implemented",
                   "flow control: queues and destinations need the Redis store");
@@ -181,7 +195,7 @@ void api_flow(api *a, http_req *req, const char *path)
                       TASK_QUEUE_MAX - 1);
             return;
         }
-    } else if (api_segment(seg, name, sizeof(name)) != 0 || !flow_dest_valid(name)) {
+    } else if (api_segment(seg, given, sizeof(given)) != 0 || flow_dest_canon(given, name) != 0) {
         api_error(req, 400, "invalid_argument",
                   "destination: must be host or host:port (lower case, no scheme, path or "
                   "user; an IPv6 address in brackets)");
@@ -195,11 +209,16 @@ void api_flow(api *a, http_req *req, const char *path)
             return;
         }
         if (strcmp(m, "POST") != 0) return api_flow_method(req, "POST");
-        api_flow_write(a, req, key, pause ? "+paused" : "-paused", 200);
+        api_flow_write(a, req, key, pause ? "+paused" : "-paused", 200, NULL);
         return;
     }
     if (strcmp(m, "GET") == 0) api_flow_get(a, req, key, 0);
     else if (strcmp(m, "PUT") == 0) api_flow_put(a, req, key);
-    else if (strcmp(m, "DELETE") == 0) api_flow_write(a, req, key, NULL, 204);
+    else if (strcmp(m, "DELETE") == 0) {
+        char spelled[FLOW_KEY_MAX];
+        int other = !queues && strcmp(given, name) != 0;
+        if (other) snprintf(spelled, sizeof(spelled), "d:%s", given);
+        api_flow_write(a, req, key, NULL, 204, other ? spelled : NULL);
+    }
     else api_flow_method(req, "GET, PUT, DELETE");
 }

@@ -11,7 +11,8 @@
 
 struct api {
     http_server *http;
-    store *s;
+    store *s;                 /* NULL until the store is reached */
+    char *waiting_for;        /* why it is not yet */
     api_stats_fn *stats;
     void *stats_priv;
     int busy;

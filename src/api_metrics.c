@@ -23,6 +23,12 @@ static void metrics_send(api *a, http_req *req)
     store_get_counters(a->s, &sc);
     now.redis_errors = sc.errors;
     now.redis_reconnects = sc.reconnects;
+    store_alerts al;
+    store_get_alerts(a->s, &al);
+    now.store_refusing = al.refusing != NULL;
+    now.store_evicting = al.evicting;
+    now.store_memory_ratio = al.memory_ratio;
+    now.store_data_lost = al.data_lost;
     now.api_connections = http_server_connections(a->http);
     if (a->count_ms) {
         now.scheduled = a->count;

@@ -19,7 +19,8 @@
 #define RETRY_LIMIT_DEFAULT 1000
 #define RETRY_PAGE 100
 
-static const char *statuses[] = {"scheduled", "running", "succeeded", "failed", "cancelled"};
+static const char *statuses[] = {"scheduled", "running", "succeeded", "failed", "cancelled",
+                                 "expired"};
 
 /* A filter of tasks, from a query string or a JSON body. */
 typedef struct api_filter {
@@ -27,6 +28,7 @@ typedef struct api_filter {
     char order[8];
     char cursor[STORE_CURSOR_MAX];
     char prefix[TASK_KEY_MAX + 1];
+    int runs;                   /* by schedule_id: the schedule's runs alone */
     int64_t from, to, limit;
 } api_filter;
 
@@ -65,12 +67,12 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
     snprintf(f->order, sizeof(f->order), "oldest");
     if (!get(src, "status", v, sizeof(v))) {
         snprintf(err, errlen, "status: required, one of scheduled, running, succeeded, failed, "
-                 "cancelled");
+                 "cancelled, expired");
         return -1;
     }
     if (!api_status_ok(v)) {
         snprintf(err, errlen, "status: %.40s is not one of scheduled, running, succeeded, "
-                 "failed, cancelled", v);
+                 "failed, cancelled, expired", v);
         return -1;
     }
     snprintf(f->status, sizeof(f->status), "%.15s", v); /* checked: a status word */
@@ -122,8 +124,10 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
             snprintf(err, errlen, "schedule_id: give key_prefix or schedule_id, not both");
             return -1;
         }
-        /* a schedule's runs have the keys s:<key>:<version> */
-        snprintf(f->prefix, sizeof(f->prefix), "s:%s:", key);
+        /* a schedule's runs have the keys s:<key>:<version>; s:<key>:1:2 is
+         * a run of the schedule keyed <key>:1 */
+        snprintf(f->prefix, sizeof(f->prefix), TASK_RUN_PREFIX "%s:", key);
+        f->runs = 1;
     }
     if (get(src, "from", v, sizeof(v)) && api_time("from", v, &f->from, err, errlen) != 0) return -1;
     if (get(src, "to", v, sizeof(v)) && api_time("to", v, &f->to, err, errlen) != 0) return -1;
@@ -138,7 +142,7 @@ static store_list_query api_filter_query(const api_filter *f, int limit)
 {
     return (store_list_query){.status = f->status, .desc = strcmp(f->order, "newest") == 0,
                               .cursor = f->cursor, .limit = limit, .from_ms = f->from,
-                              .to_ms = f->to, .key_prefix = f->prefix};
+                              .to_ms = f->to, .key_prefix = f->prefix, .runs = f->runs};
 }
 
 /* ---- GET /v1/tasks ------------------------------------------------------- */
@@ -189,6 +193,8 @@ static void list_get_cb(store_status st, const char *spec, const char *state, co
         char *s = api_render_task(it->id, spec, state);
         l->items[it->i] = s ? cJSON_Parse(s) : NULL;
         free(s);
+        /* a listing shows URLs redacted; GET of one task shows them whole */
+        if (l->items[it->i]) task_redact_urls(l->items[it->i]);
     }
     free(it);
     if (--l->waiting == 0) list_req_done(l);
@@ -286,7 +292,7 @@ static void move_cb(store_status st, const char *detail, void *priv)
         break;
     case ST_CONFLICT:
         snprintf(msg, sizeof(msg), "id: the task is %s; %s", detail,
-                 m->retry ? "only a failed or cancelled task can be retried"
+                 m->retry ? "only a failed or cancelled task can be retried (an expired one is never called after its expires_at)"
                           : "only a scheduled task can be run now");
         api_finish_error(m->r, 409, "conflict", msg);
         break;
@@ -439,7 +445,8 @@ void api_retry_tasks(api *a, http_req *req)
                api_filter_read(&f, api_json_get, body, RETRY_LIMIT_DEFAULT, RETRY_LIMIT_MAX, err,
                                sizeof(err)) == 0) {
         if (strcmp(f.status, "failed") != 0 && strcmp(f.status, "cancelled") != 0) {
-            snprintf(err, sizeof(err), "status: only failed or cancelled tasks can be retried");
+            snprintf(err, sizeof(err), "status: only failed or cancelled tasks can be retried "
+                     "(an expired task is never called after its expires_at)");
         } else {
             cJSON_Delete(body);
             bulk_req *b = xcalloc(1, sizeof(*b));

@@ -19,7 +19,9 @@ typedef struct config_key {
     const char *section, *name;
     int type;
     const char *def;
-    int64_t min, max;    /* CT_INT bounds; CT_STR: max length is the field size */
+    int64_t min, max;    /* CT_INT bounds; CT_STR: max length is the field size, and
+                          * min the least length of a value given (the default may
+                          * be shorter: it is then printed commented out) */
     size_t off, size;
     const char *doc;
 } config_key;
@@ -30,8 +32,8 @@ typedef struct config_key {
 static const config_key keys[] = {
     {"server", "listen", CT_STR, "127.0.0.1:8080", 0, 0, F(listen),
      "host:port the HTTP API listens on (port 0 picks a free port, logged at start)"},
-    {"server", "api_token", CT_STR, "", 0, 0, F(api_token),
-     "when set, every /v1/ request needs the header Authorization: Bearer <token> (401 otherwise), token being one of these space-separated tokens (rotation: add the new one, move the clients, remove the old one); /healthz and /metrics stay open (keep them out of files: TICKD_SERVER_API_TOKEN)"},
+    {"server", "api_token", CT_STR, "", 1, 0, F(api_token),
+     "when set, every /v1/ request needs the header Authorization: Bearer <token> (401 otherwise), token being one of these space-separated tokens (rotation: add the new one, move the clients, remove the old one); /healthz and /metrics stay open; unset, the API is open, and an empty value is refused (keep them out of files: TICKD_SERVER_API_TOKEN)"},
     {"server", "max_body", CT_INT, "1048576", 1024, 64LL << 20, F(max_body),
      "largest request body accepted, in bytes; larger gets 413"},
     {"server", "idle_timeout_ms", CT_INT, "60000", 100, 3600000, F(idle_timeout_ms),
@@ -76,6 +78,13 @@ static const config_key keys[] = {
      "after each add, WAIT until this many replicas have it (0 = do not wait)"},
     {"redis", "wait_timeout_ms", CT_INT, "1000", 1, 600000, F(wait_timeout_ms),
      "how long an add waits for wait_replicas before answering 503"},
+    {"redis", "allow_eviction", CT_BOOL, "false", 0, 0, F(allow_eviction),
+     "accept a Redis whose maxmemory-policy may evict keys (anything but noeviction, with "
+     "maxmemory set): evicted tasks are lost without a trace; without it tickd refuses to start "
+     "on such a Redis, and refuses adds (503) while one is found at run time"},
+    {"redis", "watch_ms", CT_INT, "5000", 100, 600000, F(watch_ms),
+     "how often each Redis master's maxmemory-policy, memory use and data marker are read "
+     "(a marker gone or changed: that node lost tickd's data)"},
     {"scheduler", "tick_ms", CT_INT, "1000", 10, 60000, F(tick_ms),
      "how often each bucket is scanned for due tasks and due schedules"},
     {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),
@@ -222,8 +231,9 @@ static const config_key *config_find(const char *section, const char *name)
     return NULL;
 }
 
-/* Set the field of k in base (a config, or a config_host for host_keys). */
-static int config_apply(void *base, const config_key *k, const char *value,
+/* Set the field of k in base (a config, or a config_host for host_keys);
+ * given: the value came from a file, a variable or a flag, not the defaults. */
+static int config_apply(void *base, const config_key *k, const char *value, int given,
                         char *err, size_t errlen)
 {
     char *field = (char *)base + k->off;
@@ -231,6 +241,14 @@ static int config_apply(void *base, const config_key *k, const char *value,
     if (k->type == CT_STR) {
         if (strlen(value) >= k->size) {
             snprintf(err, errlen, "%s: longer than %zu bytes", k->name, k->size - 1);
+            return -1;
+        }
+        /* api_token: an empty value given (an empty line of the file a
+         * variable was filled from, TICKD_SERVER_API_TOKEN= left blank) is
+         * a token lost on the way, not a wish for an open API */
+        if (given && strlen(value) < (size_t)k->min) {
+            snprintf(err, errlen, "%s: empty, which would leave the API open (leave the key "
+                     "out to run without a token)", k->name);
             return -1;
         }
         if (strcmp(k->name, "store") == 0 && strcmp(value, "redis") != 0 &&
@@ -293,7 +311,7 @@ void config_defaults(config *c)
     char err[256];
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < NKEYS; i++)
-        if (config_apply(c, &keys[i], keys[i].def, err, sizeof(err)) != 0)
+        if (config_apply(c, &keys[i], keys[i].def, 0, err, sizeof(err)) != 0)
             log_panic("default of %s.%s: %s", keys[i].section, keys[i].name, err);
 }
 
@@ -335,7 +353,7 @@ static int config_set_host(config *c, const char *name, const char *key, const c
         memset(&tmp, 0, sizeof(tmp));
         snprintf(tmp.name, sizeof(tmp.name), "%s", name);
     }
-    if (config_apply(&tmp, &host_keys[ki], value, err, errlen) != 0) return -1;
+    if (config_apply(&tmp, &host_keys[ki], value, 1, err, errlen) != 0) return -1;
     tmp.set |= 1u << ki;
     c->hosts[h] = tmp;
     if (h == c->nhosts) c->nhosts++;
@@ -357,7 +375,7 @@ int config_set(config *c, const char *section, const char *key,
             snprintf(err, errlen, "%s: unknown key in section [%s]", key, section);
         return -1;
     }
-    return config_apply(c, k, value, err, errlen);
+    return config_apply(c, k, value, 1, err, errlen);
 }
 
 typedef struct load_ctx {
@@ -534,7 +552,7 @@ int config_load_env(config *c, char *err, size_t errlen)
         config_env_name(&keys[i], var, sizeof(var));
         const char *v = getenv(var);
         if (!v) continue;
-        if (config_apply(c, &keys[i], v, why, sizeof(why)) != 0) {
+        if (config_apply(c, &keys[i], v, 1, why, sizeof(why)) != 0) {
             snprintf(err, errlen, "environment %s: %s", var, why);
             return -1;
         }
@@ -620,6 +638,37 @@ int config_validate(const config *c, char *err, size_t errlen)
     return config_validate_callback(c, err, errlen);
 }
 
+/* Whether field k differs between a and b (a config, or a config_host):
+ * strings up to their NUL, what follows it may differ. */
+static int config_field_differs(const void *a, const void *b, const config_key *k)
+{
+    const char *fa = (const char *)a + k->off, *fb = (const char *)b + k->off;
+    return k->type == CT_STR ? strcmp(fa, fb) != 0 : memcmp(fa, fb, k->size) != 0;
+}
+
+int config_diff(const config *a, const config *b, char *out, size_t outlen)
+{
+    int n = 0, hosts = a->nhosts != b->nhosts;
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (!config_field_differs(a, b, &keys[i])) continue;
+        if (len < outlen)
+            len += (size_t)snprintf(out + len, outlen - len, "%s%s.%s", n ? ", " : "",
+                                    keys[i].section, keys[i].name);
+        n++;
+    }
+    for (int h = 0; h < a->nhosts && !hosts; h++) {
+        hosts = strcmp(a->hosts[h].name, b->hosts[h].name) != 0 ||
+                a->hosts[h].set != b->hosts[h].set;
+        for (size_t i = 0; i < NHOSTKEYS && !hosts; i++)
+            hosts = config_field_differs(&a->hosts[h], &b->hosts[h], &host_keys[i]);
+    }
+    if (hosts && len < outlen)
+        snprintf(out + len, outlen - len, "%s[" HOST_SECTION "NAME] sections", n ? ", " : "");
+    return n + hosts;
+}
+
 void config_print_defaults(FILE *out)
 {
     const char *section = "";
@@ -644,7 +693,9 @@ void config_print_defaults(FILE *out)
         }
         if (keys[i].type == CT_INT)
             fprintf(out, ";   range %lld..%lld\n", (long long)keys[i].min, (long long)keys[i].max);
-        fprintf(out, "%s = %s\n", keys[i].name, keys[i].def);
+        /* a default that may not be given (an empty api_token) stays unset */
+        int unset = keys[i].type == CT_STR && strlen(keys[i].def) < (size_t)keys[i].min;
+        fprintf(out, "%s%s = %s\n", unset ? "; " : "", keys[i].name, keys[i].def);
     }
     fprintf(out, "\n; Per receiving host (as named in callback URLs), a [host:NAME] section overrides\n"
                  "; these [callback] keys for https:// callbacks to it: ca_file, ca_path, ca_system,\n"

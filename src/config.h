@@ -54,6 +54,8 @@ typedef struct config {
     char scripts_dir[1024];    /* "" = next to the binary */
     int64_t wait_replicas;
     int64_t wait_timeout_ms;
+    int64_t allow_eviction;    /* accept a maxmemory-policy that may evict keys */
+    int64_t watch_ms;          /* how often the store's memory policy and data markers are read */
     /* [scheduler] */
     int64_t tick_ms;
     int64_t lookahead_ms;
@@ -99,6 +101,11 @@ int config_set(config *c, const char *section, const char *key,
 
 /* Check relations between keys (lookahead vs tick, ...). 0 or -1 + err. */
 int config_validate(const config *c, char *err, size_t errlen);
+
+/* The keys whose values differ between a and b, as "section.key, ..." into
+ * out (cut at outlen), "[host:NAME] sections" for any change there; returns
+ * how many. */
+int config_diff(const config *a, const config *b, char *out, size_t outlen);
 
 /* Write the commented default config file. */
 void config_print_defaults(FILE *out);

@@ -17,6 +17,8 @@
 #include "h1_answer.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "trace.h"
+#include "tz.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -60,6 +62,12 @@ struct xfer {
     int64_t started_ms;         /* monotonic: the request began */
     char *keep;                 /* libcurl: a non-2xx body's first bytes */
     size_t kept;
+    h1_answer head;             /* libcurl: its heads, judged by the built-in client's parser */
+    char *ahead;                /* the answer's head being read (at most H1_HEAD_MAX bytes) */
+    size_t ahead_len, ahead_cap;
+    int head_done;              /* the final head has been read and taken */
+    int refused;                /* a head was refused (head.err): the transfer was ended */
+    int unread;                 /* ended at the final head: its body is not read */
     char denied[200];           /* why the last one was refused */
     struct xfer *next, *prev;
 };
@@ -123,6 +131,9 @@ static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
 
 static void dispatch_finish(dispatch *d, job *j)
 {
+    /* err may quote a receiver (a certificate's name, a libcurl message) or
+     * be cut inside a character: it is stored and printed as text */
+    util_text_clean(j->err, strlen(j->err));
     j->next = NULL;
     pthread_mutex_lock(&d->mu);
     if (d->done_tail) d->done_tail->next = j;
@@ -155,12 +166,12 @@ void dispatch_submit(dispatch *d, job *j)
 
 /* The answer's body is read (so the connection is reusable) and dropped, up
  * to H1_DRAIN_MAX bytes, as the built-in client does; past that the transfer
- * ends (CURLE_WRITE_ERROR, the connection closed) with its status. */
+ * ends (CURLE_WRITE_ERROR, the connection closed) with its status. A body
+ * that runs to the close is not read at all (dispatch_head). */
 static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
 {
     xfer *x = u;
-    long code = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    long code = x->head.status; /* the body comes after the final head */
     if ((code < 200 || code > 299) && x->kept < H1_KEEP_MAX && size * n != 0) {
         size_t k = size * n < H1_KEEP_MAX - x->kept ? size * n : H1_KEEP_MAX - x->kept;
         if (!x->keep) x->keep = xmalloc(H1_KEEP_MAX);
@@ -169,6 +180,45 @@ static size_t dispatch_discard(char *p, size_t size, size_t n, void *u)
     }
     x->got += size * n;
     return x->got > H1_DRAIN_MAX ? 0 : size * n;
+}
+
+/* libcurl hands the answer's head over line by line, interim heads too (and
+ * then a chunked body's trailer lines). Each head, once whole, is judged by
+ * the built-in client's parser (h1_answer.c), so that both clients take and
+ * refuse the same heads: the status line, the Content-Length, the size (a
+ * head past H1_HEAD_MAX is refused once that much has come), a 101. A head
+ * refused ends the transfer at once (x->refused, the reason in x->head.err). */
+static size_t dispatch_head(char *p, size_t size, size_t n, void *u)
+{
+    xfer *x = u;
+    size_t len = size * n, used = 0;
+    if (x->head_done) return len;
+    size_t take = len < H1_HEAD_MAX - x->ahead_len ? len : H1_HEAD_MAX - x->ahead_len;
+    if (x->ahead_len + take > x->ahead_cap) {
+        x->ahead_cap = x->ahead_len + take < 1024 ? 1024 : (x->ahead_len + take) * 2;
+        if (x->ahead_cap > H1_HEAD_MAX) x->ahead_cap = H1_HEAD_MAX;
+        x->ahead = xrealloc(x->ahead, x->ahead_cap);
+    }
+    memcpy(x->ahead + x->ahead_len, p, take);
+    x->ahead_len += take;
+    /* parsed when a head may have ended (an empty line) or has grown too long:
+     * not at every line, which would cost the square of its lines */
+    int empty = (len == 1 && p[0] == '\n') || (len == 2 && p[0] == '\r' && p[1] == '\n');
+    if (!empty && x->ahead_len < H1_HEAD_MAX) return len;
+    if (h1_answer_parse(&x->head, x->ahead, x->ahead_len, &used) < 0) {
+        x->refused = 1;
+        return 0;
+    }
+    memmove(x->ahead, x->ahead + used, x->ahead_len - used);
+    x->ahead_len -= used;
+    x->head_done = x->head.phase != PH_HEAD;
+    /* complete at its head, the connection to close: a body with no length
+     * or over H1_DRAIN_MAX is not read, by either client */
+    if (x->head_done && x->head.phase == PH_DONE && x->head.close) {
+        x->unread = 1;
+        return 0;
+    }
+    return len;
 }
 
 /* errno of a failed connect that is this process's own trouble */
@@ -189,6 +239,8 @@ static void xfer_free(xfer *x)
     }
     curl_slist_free_all(x->hdrs);
     free(x->keep);
+    free(x->ahead);
+    free(x->head.keep);
     free(x->url);
     free(x->hblk);
     free(x->body);
@@ -335,27 +387,55 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
     }
 }
 
+/* libcurl's failures that say the answer is malformed (a head or a chunk it
+ * refuses), not that it was cut short */
+static int xfer_malformed(CURLcode rc, const char *errbuf)
+{
+    return rc == CURLE_WEIRD_SERVER_REPLY || rc == CURLE_UNSUPPORTED_PROTOCOL ||
+           rc == CURLE_BAD_CONTENT_ENCODING ||
+           (rc == CURLE_RECV_ERROR && strstr(errbuf, "chunked-encoding"));
+}
+
+/* A libcurl transfer ended: its outcome told as the built-in client tells
+ * its own (h1.h), so that the record is the same whichever client called. */
 static void worker_complete(worker *w, xfer *x, CURLcode rc)
 {
-    long code = 0;
+    /* the final head's status, as the parser read it (0: none whole) */
+    long code = x->head_done ? x->head.status : 0;
     char err[sizeof(x->j->err)];
-    int local = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    int local = 0, failed = rc != CURLE_OK;
     curl_off_t ra = -1;
     if (curl_easy_getinfo(x->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
         x->j->retry_after_ms = (int64_t)ra * 1000;
-    if (rc == CURLE_WRITE_ERROR && x->got > H1_DRAIN_MAX && code) {
-        rc = CURLE_OK; /* a body over the bound, not read on: the status stands */
-    } else if (rc != CURLE_OK && x->ndenied && x->ndenied == x->nopen) {
+    if (rc == CURLE_WRITE_ERROR && code && (x->unread || x->got > H1_DRAIN_MAX)) {
+        failed = 0; /* a body not read, or not read on: the status stands */
+    } else if (failed && x->ndenied && x->ndenied == x->nopen) {
         snprintf(err, sizeof(err), "%s", x->denied);
         code = 0;
-    } else if (rc == CURLE_OPERATION_TIMEDOUT && code >= 200) {
-        snprintf(err, sizeof(err), "HTTP %ld, but the answer's body was cut off by the timeout "
-                 "(%lld ms)", code, (long long)x->j->timeout_ms);
-    } else if (rc != CURLE_OK) {
-        /* a transfer that failed early keeps the code of no answer */
-        if (rc != CURLE_OPERATION_TIMEDOUT && rc != CURLE_PARTIAL_FILE) code = 0;
-        else if (code < 200) code = 0;
+    } else if (x->refused) {
+        snprintf(err, sizeof(err), "%s", x->head.err);
+        code = 0;
+    } else if (!failed && !x->head_done) {
+        /* libcurl takes a head cut short by the connection's end as whole */
+        snprintf(err, sizeof(err), "connection closed before the answer's head ended");
+        failed = 1;
+    } else if (code && (rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_PARTIAL_FILE ||
+                        (rc == CURLE_RECV_ERROR && !xfer_malformed(rc, x->errbuf)))) {
+        /* the head came, the body was cut short: the status stands */
+        if (rc == CURLE_OPERATION_TIMEDOUT)
+            snprintf(err, sizeof(err), H1_CUT_TIMEOUT, code, (long long)x->j->timeout_ms);
+        else
+            snprintf(err, sizeof(err), H1_CUT_CLOSED, code);
+    } else if (failed && xfer_malformed(rc, x->errbuf)) {
+        const char *why = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+        /* nothing of a head handed over: libcurl refused its status line */
+        if (!x->ahead_len && !x->head.status)
+            snprintf(err, sizeof(err), "malformed answer: bad status line (%s)", why);
+        else
+            snprintf(err, sizeof(err), "malformed answer: %s", why);
+        code = 0;
+    } else if (failed) {
+        code = 0;
         local = rc == CURLE_OUT_OF_MEMORY ||
                 (x->local_errno && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_FAILED_INIT));
         if (x->local_errno && !x->errbuf[0])
@@ -370,8 +450,9 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         }
         memcpy(err, full, strlen(full) + 1);
     }
-    worker_end(w, x, code, rc == CURLE_OK ? NULL : err,
-               (local ? H1_LOCAL : 0) | (rc == CURLE_OPERATION_TIMEDOUT ? H1_TIMEOUT : 0));
+    worker_end(w, x, code, failed ? err : NULL,
+               (local ? H1_LOCAL : 0) |
+               (rc == CURLE_OPERATION_TIMEDOUT && !x->refused ? H1_TIMEOUT : 0));
 }
 
 static void worker_h1_done(void *priv, long status, const char *err, int flags, char *body,
@@ -537,6 +618,14 @@ static CURL *xfer_easy(const worker *w)
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, dispatch_discard);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, dispatch_head);
+    /* the answers both clients read alike: HTTP/1.1 (a receiver's "HTTP/2"
+     * status line is refused, not taken for a connection to multiplex on),
+     * no content coding undone (a Transfer-Encoding of gzip, chunked is
+     * de-chunked only), and no CONNECT answer of a proxy among the heads */
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "tickd/1");
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, (long)((w->keepalive_ms + 999) / 1000));
@@ -582,6 +671,25 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
+    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(spec, "expires_at");
+    if (!j->event[0] && cJSON_IsNumber(exp) && j->fire_ms >= (int64_t)exp->valuedouble) {
+        /* no attempt begins after it: the task ends expired (sched.c) */
+        char at[TZ_RFC3339_MAX], why[256];
+        tz_rfc3339(tz_get("UTC", why), (int64_t)exp->valuedouble, at);
+        j->expired = 1;
+        snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d "
+                 "could begin", at, j->attempt);
+        goto done;
+    }
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(spec, "traceparent");
+    if (cJSON_IsString(tp) && strlen(tp->valuestring) == TRACE_PARENT_LEN) {
+        /* the producer's trace, a span of this attempt's own (trace.h) */
+        char out[TRACE_PARENT_LEN + 1];
+        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(spec, "tracestate");
+        trace_for_attempt(tp->valuestring, j->id, j->attempt, out);
+        xfer_header(x, "traceparent", out);
+        if (cJSON_IsString(ts)) xfer_header(x, "tracestate", ts->valuestring);
+    }
     if (j->event[0]) xfer_header(x, "tickd-event", j->event);
     const char *m = method->valuestring;
     int get = strcmp(m, "GET") == 0, json = 0;
@@ -604,7 +712,7 @@ static int xfer_build(xfer *x)
         char sig[WEBHOOK_SIG_MAX], msg[TASK_ID_MAX + sizeof(j->event) + 1];
         int64_t ts = (int64_t)time(NULL);
         /* an event about the task is a message of its own */
-        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? "." : "", j->event);
+        snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? TASK_EVENT_SEP : "", j->event);
         if (!x->w->sig) x->w->sig = webhook_ctx_new();
         webhook_sign(keys, x->w->sig, msg, ts, x->body ? x->body : "",
                      x->body ? strlen(x->body) : 0, sig);
@@ -627,6 +735,7 @@ static int xfer_build(xfer *x)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
     x->hdrs = xfer_curl_headers(x);

@@ -39,7 +39,7 @@ struct job {
     int attempt;                /* 1, 2, ... */
     char *spec;                 /* task JSON (malloc'd, owned by the job) */
     char event[16];             /* "": the task's callback; else an event about task id
-                                   (sent as tickd-event, signed as webhook-id "<id>.<event>") */
+                                   (sent as tickd-event, signed as webhook-id "<id>~<event>": TASK_EVENT_SEP) */
     /* set by the pool */
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */
@@ -69,7 +69,10 @@ struct job {
     char queue[TASK_QUEUE_MAX];
     char dest[FLOW_DEST_MAX];
     char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */
-    int ended_failed;           /* the scheduler's: the task's end as failed is being recorded */
+    int ended_failed;           /* the scheduler's: the task's end as failed (or expired) is
+                                   being recorded */
+    int64_t fire_ms;            /* the scheduler's: when it handed the job over (store clock) */
+    int expired;                /* set by the pool: expires_at passed by fire_ms; not sent */
 };
 
 /* Runs on the main loop for each job whose callback finished (or was aborted

@@ -9,6 +9,7 @@
 
 #include <curl/curl.h>
 
+#include "netpolicy.h"
 #include "store.h"
 #include "util.h"
 
@@ -126,24 +127,71 @@ int flow_dest_valid(const char *s)
     return port >= 1 && port <= 65535 && colon[1] != '0';
 }
 
-int flow_dest_of_url(const char *url, char *out)
+/* A host as libcurl's URL parser gives it, in place (cap bytes): the
+ * destination's host. 0, or -1 when its address form does not fit. */
+static int flow_dest_host(char *host, size_t cap)
+{
+    for (;;) {
+        size_t n = strlen(host);
+        for (char *p = host; *p; p++) *p = (char)tolower((unsigned char)*p);
+        if (n < 2 || host[0] == '[' || host[n - 1] != '.') break;
+        /* the final dot is the root, the same name; without it a name may be
+         * an IPv4 address the parser spells as one ("127.1." is 127.0.0.1) */
+        host[n - 1] = '\0';
+        char url[FLOW_DEST_MAX + 16], *h = NULL;
+        CURLU *u = curl_url();
+        snprintf(url, sizeof(url), "http://%s/", host);
+        int ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+                 curl_url_get(u, CURLUPART_HOST, &h, 0) == CURLUE_OK && strlen(h) < cap;
+        if (ok) memcpy(host, h, strlen(h) + 1);
+        curl_free(h);
+        curl_url_cleanup(u);
+        if (!ok) break;       /* not a URL's host without it: the name as it is */
+    }
+    char a[FLOW_DEST_MAX];
+    if (netpolicy_address_form(host, a, sizeof(a)) == 0) {
+        if (strlen(a) >= cap) return -1;
+        memcpy(host, a, strlen(a) + 1);
+    }
+    return 0;
+}
+
+/* The destination of url: its port the scheme's default when it names none
+ * (default_port), else only when it names one. */
+static int flow_dest_make(const char *url, int default_port, char *out)
 {
     CURLU *u = curl_url();
-    char *host = NULL, *port = NULL;
+    char *host = NULL, *port = NULL, h[FLOW_DEST_MAX];
     int rc = -1;
     if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || strlen(host) >= sizeof(h))
         goto done;
-    if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK) port = NULL;
-    for (char *p = host; *p; p++) *p = (char)tolower((unsigned char)*p);
-    int n = port ? snprintf(out, FLOW_DEST_MAX, "%s:%s", host, port)
-                 : snprintf(out, FLOW_DEST_MAX, "%s", host);
+    if (curl_url_get(u, CURLUPART_PORT, &port, default_port ? CURLU_DEFAULT_PORT : 0) !=
+        CURLUE_OK)
+        port = NULL;
+    memcpy(h, host, strlen(host) + 1);
+    if (flow_dest_host(h, sizeof(h)) != 0) goto done;
+    int n = port ? snprintf(out, FLOW_DEST_MAX, "%s:%s", h, port)
+                 : snprintf(out, FLOW_DEST_MAX, "%s", h);
     rc = n > 0 && n < FLOW_DEST_MAX ? 0 : -1;
 done:
     curl_free(host);
     curl_free(port);
     curl_url_cleanup(u);
     return rc;
+}
+
+int flow_dest_of_url(const char *url, char *out)
+{
+    return flow_dest_make(url, 1, out);
+}
+
+int flow_dest_canon(const char *name, char *out)
+{
+    char url[FLOW_DEST_MAX + 16];
+    if (!flow_dest_valid(name)) return -1;
+    snprintf(url, sizeof(url), "http://%s/", name);
+    return flow_dest_make(url, 0, out);
 }
 
 /* ---- the replica's copy ---------------------------------------------------- */

@@ -1,8 +1,16 @@
 /* flow.h -- flow control: queues and destinations with limits.
  *
  * A task names a queue (task.h, "default" when it names none); its callback
- * goes to a destination, the URL's host, with ":port" when the URL names
- * one. A queue may have a rate (callbacks a second, fractional allowed, with
+ * goes to a destination, "host:port" of its URL, the port the scheme's
+ * default when the URL names none. The host is in one form however the URL
+ * spells it (flow_dest_of_url): an address as the SSRF guard names it
+ * (netpolicy_address_form: IPv4-mapped IPv6 is IPv4; 127.1, 0x7f.1 and
+ * 2130706433 are 127.0.0.1, as the URL parser reads them), a name in lower
+ * case without its final dot. A name is not resolved: limits are decided
+ * before the connection, the same on every replica, and a name's addresses
+ * are known only when it connects (and may change, and differ between
+ * replicas), so localhost and 127.0.0.1 are two destinations. A queue may
+ * have a rate (callbacks a second, fractional allowed, with
  * a burst), a max_concurrency (callbacks in flight at once, all replicas
  * together) and be paused; a destination the same limits but no pause. A
  * destination "host" applies to every port of the host that has no
@@ -58,6 +66,10 @@ int flow_dest_of_url(const char *url, char *out);
 /* 1 when s names a destination: host or host:port (lower case letters,
  * digits, '.', '-', or an [IPv6] literal; port 1-65535), nothing else. */
 int flow_dest_valid(const char *s);
+/* A destination named in the API (flow_dest_valid), in the form
+ * flow_dest_of_url gives, into out (FLOW_DEST_MAX); a port only when named.
+ * 0, or -1 when it is not valid. */
+int flow_dest_canon(const char *name, char *out);
 
 typedef struct flow_cache flow_cache;
 flow_cache *flow_cache_new(void);

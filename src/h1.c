@@ -355,6 +355,18 @@ static void call_fail_connect(h1_call *k, int e)
     call_fail(k, "Failed to connect to %s port %d: %s", k->h->name, k->h->port, strerror(e));
 }
 
+/* The connection ended (k->err says how) after the final answer's head: the
+ * receiver has answered, and its status stands, the connection closing
+ * mid-body. 0 when no head had come. */
+static int call_cut(h1_call *k)
+{
+    if (!k->conn || !h1_answer_has_status(&k->a)) return 0;
+    k->a.close = 1;
+    k->cut = 1;
+    call_finish(k, k->a.status);
+    return 1;
+}
+
 /* A kept connection failed before any byte of the answer: the host closed it
  * while it sat idle. The request goes once more, on a new connection. */
 static int call_retry(h1_call *k)
@@ -382,6 +394,8 @@ static void call_recv(h1_call *k)
         if (n <= 0) {
             int e = n < 0 ? errno : 0;
             if (call_retry(k)) return;
+            snprintf(k->err, sizeof(k->err), H1_CUT_CLOSED, k->a.status);
+            if (call_cut(k)) return;
             if (e) call_fail(k, "recv failure from %s port %d: %s", k->h->name, k->h->port,
                              strerror(e));
             else call_fail(k, "connection to %s port %d closed before the answer ended",
@@ -636,16 +650,8 @@ static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (!k->conn) waiting_remove(k->h, k);
     k->flags |= H1_TIMEOUT;
-    if (k->conn && h1_answer_has_status(&k->a)) {
-        /* the head came, the body did not: the status stands, and the
-         * connection (mid-body) closes */
-        k->a.close = 1;
-        k->cut = 1;
-        snprintf(k->err, sizeof(k->err), "HTTP %ld, but the answer's body was cut off by the "
-                 "timeout (%lld ms)", k->a.status, (long long)k->timeout_ms);
-        call_finish(k, k->a.status);
-        return;
-    }
+    snprintf(k->err, sizeof(k->err), H1_CUT_TIMEOUT, k->a.status, (long long)k->timeout_ms);
+    if (call_cut(k)) return;
     call_fail(k, "Timeout: no answer from %s port %d within %lld ms", k->h->name, k->h->port,
               (long long)k->timeout_ms);
 }

@@ -25,9 +25,15 @@ typedef struct h1_client h1_client;
 typedef struct h1_host h1_host;
 typedef struct h1_call h1_call;
 
+/* The error of an answer whose head came and whose body was cut short: the
+ * receiver has answered, its status stands. Both callback clients say it so. */
+#define H1_CUT_TIMEOUT "HTTP %ld, but the answer's body was cut off by the timeout (%lld ms)"
+#define H1_CUT_CLOSED "HTTP %ld, but the connection closed before the answer's body ended"
+
 /* A call ended: status is the HTTP status of the final answer, or 0 with err
  * saying why there is none (timeout, connection, malformed answer). A status
- * with err: the head came but its body was cut off by the timeout. flags:
+ * with err: the head came but its body was cut short, by the timeout or the
+ * connection's end (H1_CUT_TIMEOUT, H1_CUT_CLOSED). flags:
  * H1_LOCAL when the call failed for a reason of this process's own (out of
  * descriptors, memory or local ports), not the host's; H1_TIMEOUT when it
  * ran out of time. body: the first

@@ -69,12 +69,14 @@ int64_t h1_retry_after(const char *v, size_t n, int64_t now_s)
 /* An answer head of n bytes: status and framing. */
 static int h1_head(h1_answer *a, const char *p, size_t n)
 {
-    if (n < 13 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9' || p[8] != ' ' ||
+    /* HTTP/1.0 and 1.1 only, as libcurl reads them (it refuses 1.2 to 1.9) */
+    if (n < 13 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '1' || p[8] != ' ' ||
         p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9' ||
         (p[12] != ' ' && p[12] != '\r' && p[12] != '\n'))
         H1_BAD("malformed answer: bad status line");
+    if (memchr(p, '\0', n)) H1_BAD("malformed answer: NUL in the head");
     long status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-    int close_tok = 0, keep_tok = 0, chunked = 0, coded = 0, have_len = 0;
+    int close_tok = 0, keep_tok = 0, chunked = 0, coded = 0, have_len = 0, fields = 0;
     int64_t clen = 0;
     const char *end = p + n, *line = (const char *)memchr(p, '\n', n) + 1;
     while (line < end) {
@@ -83,6 +85,12 @@ static int h1_head(h1_answer *a, const char *p, size_t n)
         if (ll && line[ll - 1] == '\r') ll--;
         if (ll == 0) break;
         const char *colon = memchr(line, ':', ll);
+        /* a line without a colon continues the field above it (obs-fold),
+         * if it starts with a blank and there is one; else it is refused,
+         * as libcurl refuses it */
+        if (!colon && (!fields || (line[0] != ' ' && line[0] != '\t')))
+            H1_BAD("malformed answer: header line without a colon");
+        fields = 1;
         if (colon) {
             size_t nl = (size_t)(colon - line);
             const char *v = colon + 1, *ve = line + ll;
@@ -196,18 +204,25 @@ int h1_answer_parse(h1_answer *a, const char *data, size_t len, size_t *used)
             }
             pos += n;
             a->phase = PH_CHUNK_SIZE;
+        } else if (a->phase == PH_CHUNK_EXT) {
+            const char *eol = memchr(p, '\n', avail);
+            pos += eol ? (size_t)(eol + 1 - p) : avail;
+            if (!eol) break;
+            a->phase = a->remain ? PH_CHUNK_DATA : PH_TRAILER;
         } else { /* PH_CHUNK_SIZE, PH_TRAILER: one line, LF or CRLF ended */
-            const char *eol = memchr(p, '\n', avail < H1_LINE_MAX ? avail : H1_LINE_MAX);
-            if (!eol) {
-                if (avail >= H1_LINE_MAX) {
-                    snprintf(a->err, sizeof(a->err), "malformed answer: chunk line over 4 KiB");
-                    rc = -1;
-                }
+            /* a trailer line is kept whole to be read: shorter than 4 KiB
+             * with its line end, as libcurl takes it */
+            size_t win = a->phase == PH_TRAILER ? H1_LINE_MAX - 1 : H1_LINE_MAX;
+            const char *eol = memchr(p, '\n', avail < win ? avail : win);
+            if (!eol && avail < win) break;
+            if (!eol && a->phase == PH_TRAILER) {
+                snprintf(a->err, sizeof(a->err), "malformed answer: trailer line of 4 KiB or more");
+                rc = -1;
                 break;
             }
-            size_t ll = (size_t)(eol - p), i = 0;
-            pos += ll + 1;
-            if (ll && p[ll - 1] == '\r') ll--;
+            size_t ll = eol ? (size_t)(eol - p) : win, i = 0;
+            pos += eol ? ll + 1 : win;
+            if (eol && ll && p[ll - 1] == '\r') ll--;
             if (a->phase == PH_TRAILER) {
                 if (ll == 0) a->phase = PH_DONE;
                 continue;
@@ -217,13 +232,17 @@ int h1_answer_parse(h1_answer *a, const char *data, size_t len, size_t *used)
                 if (size > (INT64_MAX >> 4)) break;
                 size = size * 16 + h1_hex((unsigned char)p[i]);
             }
-            if (i == 0 || (i < ll && p[i] != ';' && p[i] != ' ' && p[i] != '\t')) {
+            /* at most 16 digits, as libcurl reads them */
+            if (i == 0 || i > 16 || (i < ll && p[i] != ';' && p[i] != ' ' && p[i] != '\t') ||
+                (!eol && i == ll)) {
                 snprintf(a->err, sizeof(a->err), "malformed answer: bad chunk size");
                 rc = -1;
                 break;
             }
             a->remain = size;
-            a->phase = size ? PH_CHUNK_DATA : PH_TRAILER;
+            /* a size line longer than that has an extension: the rest of
+             * it is read and dropped, however long (libcurl reads it so) */
+            a->phase = !eol ? PH_CHUNK_EXT : size ? PH_CHUNK_DATA : PH_TRAILER;
         }
     }
     *used = pos;

@@ -4,11 +4,15 @@
  * H1_KEEP_MAX bytes of a non-2xx answer's when the caller asks (keep_on).
  *
  * Lenient where libcurl is (lines may end in LF alone; interim 1xx answers
- * are skipped), strict where framing is at stake (a Content-Length that is
- * not digits, two that differ, a bad chunk size: malformed). A body is read
- * to its end only up to H1_DRAIN_MAX bytes: past that, or with no length, the
- * answer is complete at its head and the connection must close. Fed any
- * split of the bytes, the result is the same. */
+ * are skipped; a chunk extension is dropped however long), strict where
+ * framing is at stake (a Content-Length that is not digits, two that differ,
+ * a bad chunk size: malformed) and where libcurl is (HTTP/1.0 and 1.1 only, a
+ * header line without a colon, a NUL in the head, a trailer line of 4 KiB).
+ * libcurl's answers are judged by this parser too (dispatch.c hands it each
+ * head libcurl reads), so that both callback clients take and refuse the same
+ * answers. A body is read to its end only up to H1_DRAIN_MAX bytes: past
+ * that, or with no length, the answer is complete at its head and the
+ * connection must close. Fed any split of the bytes, the result is the same. */
 #ifndef TICKD_H1_ANSWER_H
 #define TICKD_H1_ANSWER_H
 
@@ -16,11 +20,13 @@
 #include <stdint.h>
 
 #define H1_HEAD_MAX 65536       /* longest answer head read */
-#define H1_LINE_MAX 4096        /* longest chunk-size or trailer line */
+#define H1_LINE_MAX 4096        /* a trailer line is shorter; a chunk-size line's start (its
+                                   extension past that is read and dropped) */
 #define H1_DRAIN_MAX 1048576    /* a longer body is not read: the connection closes instead */
 #define H1_KEEP_MAX 1024        /* bytes kept of a failed answer's body */
 
-enum { PH_HEAD, PH_BODY, PH_CHUNK_SIZE, PH_CHUNK_DATA, PH_CHUNK_CRLF, PH_TRAILER, PH_DONE };
+enum { PH_HEAD, PH_BODY, PH_CHUNK_SIZE, PH_CHUNK_EXT, PH_CHUNK_DATA, PH_CHUNK_CRLF, PH_TRAILER,
+       PH_DONE };
 
 typedef struct h1_answer {
     int head_req;               /* set by the caller: HEAD, the answer has no body */

@@ -11,7 +11,7 @@
 
 #include "util.h"
 
-int log_level = LOG_INFO;
+_Atomic int log_level = LOG_INFO;
 int log_json;
 
 /* s as the inside of a JSON string (at most `max` bytes of it), to f */

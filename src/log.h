@@ -9,7 +9,9 @@
 
 enum { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
-extern int log_level; /* lines below this level are dropped */
+/* lines below this level are dropped; atomic: set again on SIGHUP while the
+ * dispatch threads log */
+extern _Atomic int log_level;
 extern int log_json;  /* 1: one JSON object per line (server.log_format = json) */
 
 /* Parse "debug", "info", "warn" or "error"; -1 when unknown. */

@@ -137,6 +137,9 @@ char *metrics_render(const metrics_now *now, size_t *len)
             m->failed);
     counter(&o, "tickd_tasks_cancelled_total", "Tasks cancelled through this replica",
             m->cancelled);
+    counter(&o, "tickd_tasks_expired_total",
+            "Tasks that ended expired: their expires_at passed before an attempt began",
+            m->expired);
     counter(&o, "tickd_task_retries_total", "Failed attempts scheduled to go again", m->retries);
     counter(&o, "tickd_callbacks_deferred_total",
             "Callbacks not made for a reason of tickd's own (out of descriptors, memory or "
@@ -147,6 +150,19 @@ char *metrics_render(const metrics_now *now, size_t *len)
             "connection, timeout)", now->redis_errors);
     counter(&o, "tickd_redis_reconnects_total", "Redis connections made again after one was "
             "lost", now->redis_reconnects);
+    counter(&o, "tickd_store_data_lost_total",
+            "Times a Redis master was found without tickd's data (restarted empty, flushed, "
+            "failed over to a replica without it): the tasks stored there are gone",
+            now->store_data_lost);
+    gauge(&o, "tickd_store_refusing_adds",
+          "1 while adds are refused because a Redis master may evict keys (maxmemory-policy)",
+          now->store_refusing);
+    gauge(&o, "tickd_store_evicting_masters",
+          "Redis masters whose maxmemory-policy may evict keys, with maxmemory set",
+          now->store_evicting);
+    gauge(&o, "tickd_store_memory_used_ratio",
+          "used_memory / maxmemory of the fullest Redis master (0: no maxmemory)",
+          now->store_memory_ratio);
     hist(&o, "tickd_callback_lateness_seconds",
          "From a task's due time to its callback request being sent (for a task a limit held "
          "back, from the time the limit let it go)", &m->lateness);

@@ -39,6 +39,7 @@ struct tickd_metrics {
     uint64_t tasks_created;            /* stored by this replica (API and schedules) */
     uint64_t attempts[MO_COUNT];
     uint64_t succeeded, failed, cancelled;
+    uint64_t expired;                  /* ended expired: no attempt began by expires_at */
     uint64_t retries;                  /* attempts that failed and were scheduled again */
     uint64_t deferred;                 /* callbacks not made for tickd's own reason (no attempt) */
     uint64_t schedule_runs;            /* runs made by this replica's runner */
@@ -59,6 +60,10 @@ typedef struct metrics_now {
     long long flow_waiting;            /* tasks held back by a limit (< 0: no limits) */
     double scheduled_age_s;
     uint64_t redis_errors, redis_reconnects;
+    /* the store's backend (store.h's store_alerts) */
+    int store_refusing, store_evicting;
+    double store_memory_ratio;
+    uint64_t store_data_lost;
     int64_t start_ms;                  /* wall clock at start */
     const char *version, *store;       /* tickd_build_info's labels */
 } metrics_now;

@@ -246,6 +246,18 @@ static int np_literal(const char *host, struct sockaddr_storage *ss)
     return -1;
 }
 
+int netpolicy_address_form(const char *host, char *out, size_t outlen)
+{
+    struct sockaddr_storage ss;
+    np_addr a;
+    char s[INET6_ADDRSTRLEN];
+    if (np_literal(host, &ss) != 0) return -1;
+    np_addr_of((struct sockaddr *)&ss, &a);
+    np_addr_str(&a, s, sizeof(s));
+    int n = snprintf(out, outlen, a.has4 ? "%s" : "[%s]", s);
+    return n > 0 && (size_t)n < outlen ? 0 : -1;
+}
+
 /* localhost and its subdomains (RFC 6761), with or without the final dot. */
 static int np_localhost(const char *host)
 {

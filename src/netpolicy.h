@@ -65,6 +65,12 @@ int netpolicy_check(const netpolicy *p, const struct sockaddr *sa, char *why, si
  * each connect). */
 int netpolicy_check_host(const netpolicy *p, const char *host, int port, char *why, size_t whylen);
 
+/* A literal address host (bracketed or not, a zone id dropped) in the one
+ * form the checks above name it: dotted IPv4 for IPv4 and IPv4-mapped IPv6,
+ * else "[v6]" in RFC 5952 text (inet_ntop). 0, or -1 when host is not a
+ * literal address (a name) or out is too small. */
+int netpolicy_address_form(const char *host, char *out, size_t outlen);
+
 void netpolicy_free(netpolicy *p);
 
 #endif

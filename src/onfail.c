@@ -61,7 +61,10 @@ char *onfail_body(const job *j, int64_t now_ms)
      * headers may carry their credentials */
     cJSON_DeleteItemFromObjectCaseSensitive(task, "header");
     cJSON_DeleteItemFromObjectCaseSensitive(task, "on_failure");
-    cJSON_AddStringToObject(ev, "type", ONFAIL_EVENT);
+    /* and its URL without userinfo or query values (README: what is
+     * redacted where) */
+    task_redact_urls(task);
+    cJSON_AddStringToObject(ev, "type", j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
     cJSON_AddStringToObject(ev, "id", j->id);
     cJSON_AddItemToObject(ev, "task", task);
     cJSON_AddNumberToObject(ev, "attempts", j->attempt);
@@ -117,7 +120,7 @@ void onfail_task_failed(onfail *o, const job *j, int64_t now_ms)
     notice *n = xcalloc(1, sizeof(*n));
     n->o = o;
     snprintf(n->j.id, sizeof(n->j.id), "%s", j->id);
-    snprintf(n->j.event, sizeof(n->j.event), "%s", ONFAIL_EVENT);
+    snprintf(n->j.event, sizeof(n->j.event), "%s", j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
     n->j.due_ms = now_ms;
     n->j.attempt = 1;
     n->j.spec = onfail_spec(u, cJSON_IsString(method) && cJSON_IsString(url) ? method->valuestring

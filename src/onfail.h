@@ -21,6 +21,7 @@
 #include "dispatch.h"
 
 #define ONFAIL_EVENT "task.failed"
+#define ONFAIL_EXPIRED "task.expired"    /* the same, for a task that expired */
 #define ONFAIL_ATTEMPTS 5
 #define ONFAIL_BACKOFF_MS 1000
 #define ONFAIL_TIMEOUT_MS 10000

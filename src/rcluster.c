@@ -40,6 +40,7 @@ typedef struct rc_link {
     int ping_out;
     int64_t ping_ms;
     int was_up;             /* it has been usable before: the next ready is a reconnect */
+    uint64_t gen;           /* connections made: names this one (rc_conn) */
 } rc_link;
 
 struct rc_node {
@@ -52,6 +53,7 @@ struct rc_node {
 };
 
 struct rcluster {
+    rc_conn reply_conn;         /* the connection of the reply being handed over */
     struct event_base *base;
     int cluster;
     rc_node **nodes;
@@ -82,6 +84,8 @@ typedef struct rc_req {
     int tries;
     int64_t deadline_ms;        /* retry transient failures until then */
     struct event *retry_ev;
+    int pinned;                 /* rc_command_on: that connection or none */
+    uint64_t pin_gen;
 } rc_req;
 
 /* CRC16-CCITT (XMODEM), as Redis Cluster uses for key slots. */
@@ -196,6 +200,7 @@ static void rc_link_ready(rc_link *l)
 {
     rc_node *n = l->n;
     l->up = 1;
+    l->gen++;
     l->backoff_ms = RC_BACKOFF_MIN_MS;
     l->ping_out = 0;
     if (l->was_up) n->c->reconnects++;
@@ -513,10 +518,16 @@ static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
 {
     rc_req *q = priv;
     redisReply *r = rv;
-    (void)ac;
+    rc_link *l = ac->data;
     if (!r || (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) != 0 &&
                strncmp(r->str, "ASK ", 4) != 0))
         q->c->errors++;
+    q->c->reply_conn = l ? (rc_conn){l->n->idx, l->lane, l->gen} : (rc_conn){-1, 0, 0};
+    if (q->pinned) { /* its answer, whatever it is: never sent again */
+        q->cb(r, r ? NULL : "redis connection lost", q->priv);
+        rc_req_free(q);
+        return;
+    }
     if (!r) {
         if (rc_retry(q) == 0) return;
         q->cb(NULL, q->c->freeing ? "shutting down" : "redis connection lost", q->priv);
@@ -554,6 +565,10 @@ static void rc_send(rc_req *q, int node, int asking)
         return;
     }
     rc_link *l = n ? &n->link[q->lane] : NULL;
+    if (q->pinned && (!l || !l->ac || !l->up || l->gen != q->pin_gen)) {
+        rc_fail_later(q, "the connection of the command before was lost");
+        return;
+    }
     /* lane 1 connects on first use; a link waiting out its backoff waits */
     if (l && !l->ac && !(l->retry_ev && evtimer_pending(l->retry_ev, NULL))) rc_link_connect(l);
     if (!l || !l->ac) {
@@ -650,6 +665,28 @@ void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, 
     rc_start(c, slot, node, lane, cb, priv, argc, argv, argvlen);
 }
 
+rc_conn rc_reply_conn(const rcluster *c)
+{
+    return c->reply_conn;
+}
+
+void rc_command_on(rcluster *c, rc_conn conn, rc_reply_fn *cb, void *priv, int argc,
+                   const char **argv, const size_t *argvlen)
+{
+    rc_req *q = rc_req_new(c, cb, priv, argc, argv, argvlen);
+    if (!q) {
+        rc_start(c, -1, -1, 0, cb, priv, argc, argv, argvlen); /* fails it from the loop */
+        return;
+    }
+    q->slot = -1;
+    q->node = conn.node;
+    q->lane = conn.lane;
+    q->pinned = 1;
+    q->pin_gen = conn.gen;
+    q->deadline_ms = util_mono_ms();
+    rc_send(q, conn.node, 0);
+}
+
 void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
                 int argc, const char **argv, const size_t *argvlen)
 {
@@ -729,9 +766,12 @@ static int rc_sync_auth(const rcluster *c, redisContext *rcx, const char *name, 
 }
 
 rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
-                    const char *pass, int64_t timeout_ms, int64_t wait_ms, char *err,
-                    size_t errlen)
+                    const char *pass, int64_t timeout_ms, int64_t wait_ms, int *fatal,
+                    char *err, size_t errlen)
 {
+    int dummy;
+    if (!fatal) fatal = &dummy;
+    *fatal = 1;
     rcluster *c = calloc(1, sizeof(*c));
     char hosts[16][256];
     int ports[16], nseeds = 0;
@@ -797,11 +837,11 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
             if (r->type == REDIS_REPLY_ERROR && !strstr(r->str, "cluster support disabled")) {
                 /* NOPERM (an ACL without CLUSTER) is for the operator to
                  * mend; LOADING, max clients... may pass */
-                int fatal = strncmp(r->str, "NOPERM", 6) == 0;
+                int noperm = strncmp(r->str, "NOPERM", 6) == 0;
                 snprintf(err, errlen, "redis %s: CLUSTER SLOTS: %s%s", name, r->str,
-                         fatal ? " (tickd's user needs +cluster|slots)" : "");
+                         noperm ? " (tickd's user needs +cluster|slots)" : "");
                 freeReplyObject(r);
-                if (fatal) goto fail;
+                if (noperm) goto fail;
                 continue;
             }
             if (r->type == REDIS_REPLY_ERROR) {
@@ -821,7 +861,10 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
             }
             goto found;
         }
-        if (util_mono_ms() - start >= wait_ms) goto fail;
+        if (util_mono_ms() - start >= wait_ms) {
+            *fatal = 0;
+            goto fail;
+        }
         log_warn("%s; retrying", err);
         struct timespec ts = {0, sleep_ms * 1000000};
         nanosleep(&ts, NULL);
@@ -877,10 +920,10 @@ void rc_free(rcluster *c)
     free(c);
 }
 
-redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
-                            const char *fmt, ...)
+/* A blocking command on node `node`, following MOVED when `follow`. */
+static redisReply *rc_sync_v(rcluster *c, int node, int follow, char *err, size_t errlen,
+                             const char *fmt, va_list ap0)
 {
-    int node = route ? rc_slot_node(c, rc_key_slot(route, strlen(route))) : 0;
     struct timeval tv = {c->timeout_ms / 1000, (c->timeout_ms % 1000) * 1000};
     redisReply *r = NULL;
     va_list ap;
@@ -899,12 +942,12 @@ redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t er
             redisFree(rcx);
             return NULL;
         }
-        va_start(ap, fmt);
+        va_copy(ap, ap0);
         r = redisvCommand(rcx, fmt, ap);
         va_end(ap);
         if (!r) snprintf(err, errlen, "redis %s: %s", n->name, rcx->errstr);
         redisFree(rcx);
-        if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
+        if (follow && r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
             char host[256];
             int ask, port;
             unsigned slot;
@@ -917,5 +960,26 @@ redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t er
         }
         break;
     }
+    return r;
+}
+
+redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
+                            const char *fmt, ...)
+{
+    int node = route ? rc_slot_node(c, rc_key_slot(route, strlen(route))) : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = rc_sync_v(c, node, 1, err, errlen, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+redisReply *rc_sync_node_command(rcluster *c, int node, char *err, size_t errlen,
+                                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = rc_sync_v(c, node, 0, err, errlen, fmt, ap);
+    va_end(ap);
     return r;
 }

@@ -26,17 +26,25 @@ typedef struct rcluster rcluster;
 
 typedef void rc_reply_fn(redisReply *reply, const char *err, void *priv);
 
+/* One connection of one node, as it was when a reply came on it. */
+typedef struct rc_conn {
+    int node, lane;
+    uint64_t gen;
+} rc_conn;
+
 /* Called after each successful (re)connection of a node, with the node's
  * index; rc_node_command() sends to that node. */
 typedef void rc_connect_fn(rcluster *c, int node, void *priv);
 
 /* Connect to the seeds ("host:port,host:port"), waiting and retrying until one
- * answers or `wait_ms` passes. Every connection sends AUTH [user] pass first
- * when `pass` is not empty; a refused password fails at once. Returns NULL
- * with the reason in err. */
+ * answers or `wait_ms` passes (0: each seed tried once). Every connection
+ * sends AUTH [user] pass first when `pass` is not empty; a refused password
+ * fails at once. Returns NULL with the reason in err; *fatal (when not NULL)
+ * is then 1 when waiting cannot mend it (the seeds' spelling, a refused
+ * password, a user without the rights), 0 when a later try may succeed. */
 rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
-                    const char *pass, int64_t timeout_ms, int64_t wait_ms, char *err,
-                    size_t errlen);
+                    const char *pass, int64_t timeout_ms, int64_t wait_ms, int *fatal,
+                    char *err, size_t errlen);
 void rc_free(rcluster *c);
 
 void rc_set_connect_cb(rcluster *c, rc_connect_fn *fn, void *priv);
@@ -49,6 +57,16 @@ void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
  * block it (WAIT), so they never hold up the others. */
 void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen);
+
+/* Inside a reply callback: the connection that reply came on. */
+rc_conn rc_reply_conn(const rcluster *c);
+
+/* Send a command on that connection and no other: never redirected nor
+ * sent again; fails ("connection lost") if it was lost since, or while the
+ * command waits. For WAIT, which counts the writes of its own connection
+ * only. Same contract otherwise. */
+void rc_command_on(rcluster *c, rc_conn conn, rc_reply_fn *cb, void *priv, int argc,
+                   const char **argv, const size_t *argvlen);
 
 /* Send a command to node `node` (not redirected). Same contract. */
 void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
@@ -92,5 +110,8 @@ int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_
  * before the loop runs. */
 redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t errlen,
                             const char *fmt, ...);
+/* The same on node `node` (not redirected). */
+redisReply *rc_sync_node_command(rcluster *c, int node, char *err, size_t errlen,
+                                 const char *fmt, ...);
 
 #endif

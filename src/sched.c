@@ -87,6 +87,7 @@ struct sched {
     struct event *snap_ev;    /* reads the settings again */
     struct event *flow_ev;    /* sends what this loop turn gathered */
     int snap_busy, pump_wanted;
+    int64_t flow_loads;       /* times the settings were read (/v1/stats) */
     job *asking, **asking_tail; /* jobs to ask about, linked by next */
     int nasking;
     flow_batch enq, ends;
@@ -213,6 +214,7 @@ static int sched_flow_asks(sched *sc, job *j)
 
 static void sched_submit(sched *sc, job *j)
 {
+    j->fire_ms = store_now_ms(sc->s);
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -315,7 +317,7 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
-    j->ended_failed = o == OUT_FAIL;
+    j->ended_failed = o == OUT_FAIL || o == OUT_EXPIRE;
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
@@ -382,6 +384,15 @@ void sched_on_done(sched *sc, job *j)
                          "task %s: callback not made (%s); trying again in %lld ms without "
                          "counting an attempt", j->id, j->err, (long long)delay_ms);
         sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
+        return;
+    }
+    if (j->expired) {
+        /* its expires_at passed before this attempt began: none was made */
+        j->attempt--;
+        sched_flow_end(sc, j, 0, 1);
+        metrics.expired++;
+        log_info("task %s %s", j->id, j->err);
+        sched_record(sc, j, OUT_EXPIRE, 0);
         return;
     }
     sched_count(j);
@@ -628,6 +639,7 @@ static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, 
         return;
     }
     flow_cache_load(sc->fc, items, n, waiting, store_now_ms(sc->s));
+    sc->flow_loads++;
 }
 
 void sched_flow_refresh(sched *sc)
@@ -992,6 +1004,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
     cJSON_AddNumberToObject(obj, "recording", sc->recording);
+    if (sc->fc) cJSON_AddNumberToObject(obj, "flow_loads", (double)sc->flow_loads);
     store_stats(sc->s, obj);
 }
 

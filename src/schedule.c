@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace.h"
 #include "util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -12,7 +13,8 @@
 static const char *catch_names[] = {"latest", "all", "none"};
 
 /* Template fields a schedule decides itself. */
-static const char *template_refused[] = {"key", "execute_at", "delay_ms"};
+/* expires_at is a time of its own: a run takes ttl_ms, from its own time */
+static const char *template_refused[] = {"key", "execute_at", "delay_ms", "expires_at"};
 
 void schedule_id(const char *key, char out[SCHED_ID_MAX])
 {
@@ -50,14 +52,16 @@ static int sched_check_template(const cJSON *t, const char *key, int64_t now_ms,
     if (!cJSON_IsObject(t)) FAIL("task: must be a JSON object (the task template)");
     for (size_t i = 0; i < sizeof(template_refused) / sizeof(*template_refused); i++)
         if (cJSON_GetObjectItemCaseSensitive(t, template_refused[i]))
-            FAIL("task.%s: not allowed in a template (the schedule sets it)",
-                 template_refused[i]);
+            FAIL("task.%s: not allowed in a template (%s)", template_refused[i],
+                 strcmp(template_refused[i], "expires_at") == 0
+                     ? "give ttl_ms: each run expires that long after its time"
+                     : "the schedule sets it");
     cJSON *probe = cJSON_Duplicate(t, 1);
     char rkey[TASK_KEY_MAX + 1];
-    snprintf(rkey, sizeof(rkey), "s:%s:1", key);
+    snprintf(rkey, sizeof(rkey), TASK_RUN_PREFIX "%s:1", key);
     cJSON_AddStringToObject(probe, "key", rkey);
     task_input ti;
-    int rc = task_input_parse(probe, now_ms, &ti, why, sizeof(why));
+    int rc = task_input_parse_made(probe, now_ms, &ti, why, sizeof(why));
     cJSON_Delete(probe);
     if (rc != 0) FAIL("task.%s", why);
     task_input_free(&ti);
@@ -305,17 +309,25 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
 {
     char rkey[TASK_KEY_MAX + 24], why[400];
     cJSON *t = cJSON_Duplicate(d->task, 1);
-    snprintf(rkey, sizeof(rkey), "s:%s:%lld", d->key, (long long)(v % 10000000));
+    snprintf(rkey, sizeof(rkey), TASK_RUN_PREFIX "%s:%lld", d->key, (long long)(v % 10000000));
     cJSON_AddStringToObject(t, "key", rkey);
     cJSON_AddNumberToObject(t, "execute_at", (double)at);
     /* on the claim's clock: a run behind it is due at once */
-    int rc = task_input_parse(t, home_now_ms, out, why, sizeof(why));
+    int rc = task_input_parse_made(t, home_now_ms, out, why, sizeof(why));
     cJSON_Delete(t);
     if (rc != 0) {
         snprintf(err, errlen, "task.%s", why);
         return -1;
     }
     out->home_now_ms = home_now_ms;
+    /* a run with no trace context of its template's starts its own: one
+     * trace per run, the same however often the run is made */
+    if (!cJSON_GetObjectItemCaseSensitive(d->task, "traceparent")) {
+        char seed[TASK_KEY_MAX + 64], tp[TRACE_PARENT_LEN + 1];
+        snprintf(seed, sizeof(seed), "%s/%s/%lld", id, rkey, (long long)at);
+        trace_new(seed, tp);
+        task_input_add_member(out, "traceparent", tp);
+    }
     /* schedule_id goes in the spec (GET shows it) */
     return task_input_add_member(out, "schedule_id", id);
 }

@@ -67,7 +67,9 @@ typedef void store_claim_fn(const store_claim *res, void *priv);
 /* An attempt's outcome, to record. */
 /* PARK: held back by a limit (flow.h): no attempt made, due again at due_ms
  * (err: why it waits) in park_slice, a slice of the present minute. */
-typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE, OUT_PARK } store_outcome;
+/* EXPIRE: its expires_at passed before an attempt began: it ends expired,
+ * with no attempt made (err says when). */
+typedef enum { OUT_OK, OUT_FAIL, OUT_RETRY, OUT_RELEASE, OUT_PARK, OUT_EXPIRE } store_outcome;
 
 typedef struct store_attempt {
     const char *id;
@@ -103,6 +105,18 @@ typedef void store_count_fn(int64_t n, const char *err, void *priv);
 typedef struct store_counters {
     uint64_t errors, reconnects;
 } store_counters;
+
+/* What the store has found wrong with its backend, read at any time (the
+ * strings live until the store's next loop turn). A store without a backend
+ * has nothing to report. */
+typedef struct store_alerts {
+    const char *refusing;       /* why adds are refused (503); NULL: they are not */
+    int evicting;               /* masters whose maxmemory-policy may evict keys */
+    double memory_ratio;        /* used_memory / maxmemory of the fullest master; 0: no limit */
+    uint64_t data_lost;         /* times a master was found without tickd's data */
+    const char *data_lost_last; /* the last of them, in a sentence; NULL: none */
+    int64_t data_lost_last_ms;  /* when it was found (wall clock) */
+} store_alerts;
 
 /* A fresh task was stored (the scheduler listens to claim it early). */
 typedef void store_added_fn(int bucket, int64_t due_ms, void *priv);
@@ -159,6 +173,9 @@ typedef struct store_list_query {
     int limit;
     int64_t from_ms, to_ms;    /* execute_at in [from, to); -1: open */
     const char *key_prefix;    /* "" = any key */
+    int runs;                  /* 1: the key is key_prefix and digits alone, a
+                                * schedule's run (not another schedule's whose
+                                * key goes on from this one's) */
 } store_list_query;
 #define STORE_CURSOR_MAX (TASK_SLICE_MAX + TASK_ID_MAX + 32)
 /* n ids, next_cursor NULL at the end; or err. */
@@ -272,6 +289,8 @@ typedef struct store_type {
      * entries), so callers cache it */
     void (*count)(store *s, store_count_fn *cb, void *priv);
     void (*counters)(const store *s, store_counters *out);
+    /* NULL in a store without a backend */
+    void (*alerts)(const store *s, store_alerts *out);
     /* flow control; NULL in a store without it */
     void (*flow_admit)(store *s, const store_flow_task *t, int n, int64_t horizon_ms,
                        store_flow_admit_fn *cb, void *priv);
@@ -306,9 +325,13 @@ struct store {
     void *added_priv;
 };
 
-/* Redis at cfg->nodes (the scripts in scripts_dir), or NULL + err. */
+/* Redis at cfg->nodes (the scripts in scripts_dir), or NULL + err, with
+ * *fatal = 1 when trying again cannot help (a refused password, another
+ * keyspace's bucket count, an evicting Redis not allowed...), 0 when the
+ * store may come up later (unreachable, failing over, loading). Each try
+ * waits for no node: the caller paces the tries. */
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
-                          char *err, size_t errlen);
+                          int *fatal, char *err, size_t errlen);
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
 
@@ -393,6 +416,11 @@ static inline void store_count(store *s, store_count_fn *cb, void *priv)
 static inline void store_get_counters(const store *s, store_counters *out)
 {
     s->type->counters(s, out);
+}
+static inline void store_get_alerts(const store *s, store_alerts *out)
+{
+    *out = (store_alerts){0};
+    if (s->type->alerts) s->type->alerts(s, out);
 }
 static inline int store_has_flow(const store *s) { return s->type->flow_admit != NULL; }
 static inline void store_flow_admit(store *s, const store_flow_task *t, int n, int64_t horizon_ms,

@@ -283,9 +283,10 @@ static void ms_free_task(mtask *t)
 static void ms_expire(mstore *m, int64_t now)
 {
     const config *cfg = m->base.cfg;
-    /* a failed task keeps the ones after it (bounded by failed_retention_ms) */
+    /* a failed or expired task keeps the ones after it (bounded by failed_retention_ms) */
     while (m->fin_head &&
-           m->fin_head->fin_ms + (strcmp(m->fin_head->status, "failed") == 0
+           m->fin_head->fin_ms + (strcmp(m->fin_head->status, "failed") == 0 ||
+                                          strcmp(m->fin_head->status, "expired") == 0
                                       ? cfg->failed_retention_ms : cfg->retention_ms) <= now) {
         mtask *t = m->fin_head;
         m->fin_head = t->fnext;
@@ -503,7 +504,10 @@ static void ms_settle(store *s, const store_attempt *as, int n, store_settled_fn
             t->lease_ms = 0;
             ms_link(m, t, next);
         } else {
-            ms_final(m, t, a->outcome == OUT_OK ? "succeeded" : "failed", now);
+            ms_final(m, t, a->outcome == OUT_OK       ? "succeeded"
+                           : a->outcome == OUT_EXPIRE ? "expired"
+                                                      : "failed",
+                     now);
         }
     }
 }
@@ -646,7 +650,8 @@ static void ms_list(store *s, const store_list_query *q, store_list_fn *cb, void
             int64_t at;
             if (task_id_parse(t->id, sl, &at, key) != 0) continue;
             if ((q->from_ms >= 0 && at < q->from_ms) || (q->to_ms >= 0 && at >= q->to_ms) ||
-                strncmp(key, q->key_prefix, plen) != 0)
+                strncmp(key, q->key_prefix, plen) != 0 ||
+                (q->runs && (!key[plen] || strspn(key + plen, "0123456789") != strlen(key + plen))))
                 continue;
             mpos *p = &v[n++];
             snprintf(p->slice, sizeof(p->slice), "%s", t->slice ? t->slice->name : t->home);

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "rcluster.h"
 #include "schedule.h"
+#include "tz.h"
 #include "util.h"
 
 typedef enum {
@@ -29,7 +30,8 @@ static const char *script_names[SCRIPT_COUNT] = {
     "get"};
 
 /* The five keys of a slice, in the order the scripts take them. */
-enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_COUNT };
+enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, K_EXPIRED,
+       K_COUNT };
 #define KEY_MAX 128
 
 typedef struct store_add_batch store_add_batch;
@@ -49,6 +51,8 @@ typedef struct rstore {
     struct event *flush_ev;    /* sends them at the end of the turn */
     struct qcount *counts;     /* queue counts changed, not yet sent */
     log_limit warn;
+    struct rs_watch *watch;    /* memory policy and data markers (rs_watch_*) */
+    int meta_wm;               /* P:meta said at start the watermarks were written */
     /* slices this process put in the registry P:slices (a cache: a slot
      * overwritten only costs one more ZADD) */
     char registered[REG_CACHE][TASK_SLICE_MAX];
@@ -62,7 +66,7 @@ typedef struct rstore {
 static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
 {
     static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr", "ok", "failed",
-                                          "cancelled"};
+                                          "cancelled", "w", "expired"};
     snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
 }
 
@@ -90,11 +94,6 @@ static void rs_meta_key(const rstore *rs, char *out)
     snprintf(out, KEY_MAX, "%s:meta", rs->prefix);
 }
 
-/* The route of a command on a slice's node (its hash tag alone). */
-static void rs_route(const char *slice, char *out)
-{
-    snprintf(out, KEY_MAX, "{%s}", slice);
-}
 
 /* The keys `which` of a slice, into k (as argv pointers in kp). */
 typedef struct rs_keys {
@@ -111,12 +110,14 @@ static void rs_keys_of(const rstore *rs, const char *slice, const int *which, in
 }
 
 static const int KEYS_CLAIM[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_PTR};
-static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED};
+static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED,
+                                  K_EXPIRED};
 static const int KEYS_PTR[] = {K_DUE, K_RUN, K_PTR};
 static const int KEYS_ADD[] = {K_DUE, K_TASK, K_DEL};
 /* fetch and move: the home slice */
-static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED};
-static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK};
+static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED, K_EXPIRED};
+static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK,
+                                K_EXPIRED};
 
 /* The error text of a failed call: the error reply's, or rcluster's. */
 static const char *rs_err(const redisReply *r, const char *err)
@@ -496,7 +497,7 @@ static chain *chain_new(rstore *rs, const store_attempt *a, store_settled_fn *cb
 
 static step *chain_settle_step(chain *c, const char *home)
 {
-    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 7);
+    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 8);
     char token[40];
     step_int(st, c->rs->base.cfg->retention_ms);
     step_int(st, c->rs->base.cfg->failed_retention_ms);
@@ -510,7 +511,7 @@ static step *chain_settle_step(chain *c, const char *home)
 /* The settle step's record of attempt a (settle.lua takes groups of 8). */
 static void step_settle(step *st, const store_attempt *a, int local, const char *next_slice)
 {
-    static const char *names[] = {"ok", "fail", "retry", "release", "park"};
+    static const char *names[] = {"ok", "fail", "retry", "release", "park", "expire"};
     step_str(st, a->id);
     step_str(st, names[a->outcome]);
     step_int(st, a->attempt);
@@ -749,11 +750,11 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
         f->cl = cl;
         f->i = i;
         char ret[UTIL_INT_MAX], fret[UTIL_INT_MAX];
-        rs_keys_of(rs, home, KEYS_HOME, 6, &k);
+        rs_keys_of(rs, home, KEYS_HOME, 7, &k);
         util_fmt_int(ret, s_cfg(rs)->retention_ms);
         util_fmt_int(fret, s_cfg(rs)->failed_retention_ms);
         const char *args[] = {l->id, cl->slice, ret, fret};
-        rs_eval(rs, 0, SCRIPT_FETCH, 6, k.p, 4, args, rs_fetch_cb, f);
+        rs_eval(rs, 0, SCRIPT_FETCH, 7, k.p, 4, args, rs_fetch_cb, f);
     }
 }
 
@@ -776,6 +777,368 @@ static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_clai
     util_fmt_int(margin, s->cfg->lease_margin_ms);
     const char *args[] = {lookahead, lim, margin};
     rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 3, args, rs_claim_cb, cl);
+}
+
+/* ---- the backend's watch: eviction policy, memory, data markers --------- */
+
+/* tickd's promise is "stored before 201": a Redis that may evict keys, or
+ * that loses its data (restarted without persistence, flushed, failed over
+ * to a replica that never had it), breaks it without a word from Redis.
+ * Every redis.watch_ms each master is read:
+ *  - INFO memory (not CONFIG GET, which managed services rename or forbid):
+ *    a maxmemory-policy other than noeviction with maxmemory set may evict
+ *    tasks, and so does volatile-*: finished tasks and dead letters carry a
+ *    TTL. Unless redis.allow_eviction, adds are refused while one is found.
+ *  - its data marker, P:marker:{m<n>}, a random value written once with a
+ *    tag that hashes to one of the master's slots. It lives exactly as long
+ *    as that node keeps tickd's data: found gone or changed, the data went
+ *    with it. */
+#define WATCH_MARKERS 64
+#define WATCH_LOG_MS 60000
+#define WATCH_MEMORY_WARN 0.9
+
+typedef struct rs_node_mem {
+    int known;
+    int evicting;               /* policy may evict, and maxmemory is set */
+    double ratio;               /* used / maxmemory; 0: no limit */
+    char policy[32];
+    long long maxmemory;
+} rs_node_mem;
+
+typedef struct rs_marker {
+    char tag[16];               /* hash tag, "m<n>" */
+    char value[48];             /* as read or written last; "": not known yet */
+    int64_t seen_ms;            /* when value was last read back (wall clock) */
+    int pending;                /* a read is on its way */
+} rs_marker;
+
+typedef struct rs_watch {
+    struct event *ev;
+    rs_node_mem *mem;
+    int nmem;
+    rs_marker markers[WATCH_MARKERS];
+    int nmarkers;
+    char refusing[480];         /* why adds are refused; "": they are not */
+    int evicting;
+    double ratio;
+    uint64_t lost;
+    char lost_last[600];
+    int64_t lost_last_ms;
+    int64_t refuse_logged_ms, memory_logged_ms;
+} rs_watch;
+
+/* Reads the value, writing `ARGV[1]` when there is none: one call either way. */
+static const char marker_lua[] =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if not v then redis.call('SET', KEYS[1], ARGV[1]) end return v";
+
+static void rs_marker_key(const rstore *rs, const char *tag, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:marker:{%s}", rs->prefix, tag);
+}
+
+static void rs_marker_value(char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%lld-%08lx%08lx", (long long)util_realtime_ms(),
+             (unsigned long)random(), (unsigned long)random());
+}
+
+/* One marker per master serving slots: the first "m<n>" on its slots. */
+static void rs_watch_tags(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    int nodes = rc_node_count(rs->rc);
+    for (int i = 0; i < nodes; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        char tag[16], key[KEY_MAX];
+        int found = 0;
+        for (int n = 0; n < 200000 && !found; n++) {
+            snprintf(tag, sizeof(tag), "m%d", n);
+            rs_marker_key(rs, tag, key);
+            found = rc_slot_node(rs->rc, rc_key_slot(key, strlen(key))) == i;
+        }
+        if (!found) continue;
+        int have = 0;
+        for (int m = 0; m < w->nmarkers && !have; m++) have = strcmp(w->markers[m].tag, tag) == 0;
+        if (have || w->nmarkers == WATCH_MARKERS) continue;
+        rs_marker *mk = &w->markers[w->nmarkers++];
+        *mk = (rs_marker){0};
+        snprintf(mk->tag, sizeof(mk->tag), "%s", tag);
+    }
+}
+
+/* A master was found without tickd's data: said once, counted, shown. */
+static void rs_data_lost(rstore *rs, const char *where, const char *what, int64_t seen_ms)
+{
+    rs_watch *w = rs->watch;
+    char seen[TZ_RFC3339_MAX], now[TZ_RFC3339_MAX], why[256];
+    const tz *utc = tz_get("UTC", why); /* built in */
+    int64_t t = util_realtime_ms();
+    tz_rfc3339(utc, t, now);
+    if (seen_ms) tz_rfc3339(utc, seen_ms, seen);
+    w->lost++;
+    w->lost_last_ms = t;
+    snprintf(w->lost_last, sizeof(w->lost_last),
+             "%s: tickd's data there is gone (%s%s%s): Redis restarted without persistence, "
+             "was flushed, or failed over to a replica that never had it; the tasks and "
+             "schedules stored there before %s are lost",
+             where, what, seen_ms ? "; last seen " : "", seen_ms ? seen : "", now);
+    log_error("store lost data: %s", w->lost_last);
+}
+
+typedef struct marker_ctx {
+    rstore *rs;
+    char tag[16];
+    char wrote[48];
+    int64_t sent_ms;
+} marker_ctx;
+
+static rs_marker *rs_marker_find(rs_watch *w, const char *tag)
+{
+    for (int m = 0; m < w->nmarkers; m++)
+        if (strcmp(w->markers[m].tag, tag) == 0) return &w->markers[m];
+    return NULL;
+}
+
+static void rs_marker_cb(redisReply *r, const char *err, void *priv)
+{
+    marker_ctx *c = priv;
+    rs_watch *w = c->rs->watch;
+    rs_marker *mk = w ? rs_marker_find(w, c->tag) : NULL;
+    (void)err;
+    if (!mk) goto done;
+    mk->pending = 0;
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) goto done;
+    const char *now = r->type == REDIS_REPLY_STRING ? r->str : c->wrote;
+    if (mk->value[0] && strcmp(mk->value, now) != 0) {
+        char key[KEY_MAX], where[300], what[200];
+        rs_marker_key(c->rs, mk->tag, key);
+        int node = rc_slot_node(c->rs->rc, rc_key_slot(key, strlen(key)));
+        snprintf(where, sizeof(where), "redis %s",
+                 node >= 0 && node < rc_node_count(c->rs->rc) ? rc_node_name(c->rs->rc, node)
+                                                             : "?");
+        snprintf(what, sizeof(what), "its marker %s was %s", key,
+                 r->type == REDIS_REPLY_NIL ? "missing" : "replaced");
+        rs_data_lost(c->rs, where, what, mk->seen_ms);
+    }
+    snprintf(mk->value, sizeof(mk->value), "%s", now);
+    mk->seen_ms = c->sent_ms;
+done:
+    free(c);
+}
+
+static void rs_marker_read(rstore *rs, rs_marker *mk)
+{
+    char key[KEY_MAX];
+    marker_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    c->sent_ms = util_realtime_ms();
+    snprintf(c->tag, sizeof(c->tag), "%s", mk->tag);
+    rs_marker_value(c->wrote, sizeof(c->wrote));
+    rs_marker_key(rs, mk->tag, key);
+    const char *argv[] = {"EVAL", marker_lua, "1", key, c->wrote};
+    mk->pending = 1;
+    rc_command(rs->rc, key, rs_marker_cb, c, 5, argv, NULL);
+}
+
+/* Parses INFO memory's maxmemory, maxmemory_policy and used_memory. */
+static void rs_node_mem_parse(const char *info, rs_node_mem *m)
+{
+    const char *p;
+    long long used = 0;
+    *m = (rs_node_mem){.known = 1};
+    if ((p = strstr(info, "\nused_memory:"))) used = strtoll(p + 13, NULL, 10);
+    if ((p = strstr(info, "\nmaxmemory:"))) m->maxmemory = strtoll(p + 11, NULL, 10);
+    if ((p = strstr(info, "\nmaxmemory_policy:")))
+        snprintf(m->policy, sizeof(m->policy), "%.*s", (int)strcspn(p + 18, "\r\n"), p + 18);
+    m->evicting = m->maxmemory > 0 && m->policy[0] && strcmp(m->policy, "noeviction") != 0;
+    m->ratio = m->maxmemory > 0 ? (double)used / (double)m->maxmemory : 0;
+}
+
+static void rs_evicting_msg(const char *node, const rs_node_mem *m, char *out, size_t outlen)
+{
+    snprintf(out, outlen,
+             "redis %s: maxmemory-policy %s with maxmemory %lld may evict tasks tickd "
+             "acknowledged; run CONFIG SET maxmemory-policy noeviction (and set it in "
+             "redis.conf), or accept the loss with redis.allow_eviction = true",
+             node, m->policy, m->maxmemory);
+}
+
+/* The masters' readings, taken together: what adds are refused for. */
+static void rs_watch_sum(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    const config *cfg = rs->base.cfg;
+    char first[sizeof(w->refusing)] = "";
+    int64_t now = util_realtime_ms();
+    w->evicting = 0;
+    w->ratio = 0;
+    for (int i = 0; i < w->nmem && i < rc_node_count(rs->rc); i++) {
+        rs_node_mem *m = &w->mem[i];
+        if (!m->known || !rc_node_serves(rs->rc, i)) continue;
+        if (m->ratio > w->ratio) w->ratio = m->ratio;
+        if (!m->evicting) continue;
+        if (!w->evicting++) rs_evicting_msg(rc_node_name(rs->rc, i), m, first, sizeof(first));
+    }
+    if (cfg->allow_eviction) first[0] = '\0';
+    if (first[0] && (!w->refusing[0] || now - w->refuse_logged_ms >= WATCH_LOG_MS)) {
+        log_error("adds refused: %s", first);
+        w->refuse_logged_ms = now;
+    } else if (!first[0] && w->refusing[0]) {
+        log_info("adds accepted again: no Redis master may evict keys now");
+    }
+    snprintf(w->refusing, sizeof(w->refusing), "%s", first);
+    if (w->ratio >= WATCH_MEMORY_WARN && now - w->memory_logged_ms >= WATCH_LOG_MS) {
+        log_warn("redis memory at %.0f%% of maxmemory: adds will be refused when it is full",
+                 w->ratio * 100);
+        w->memory_logged_ms = now;
+    }
+}
+
+typedef struct mem_ctx {
+    rstore *rs;
+    int node;
+} mem_ctx;
+
+static void rs_mem_cb(redisReply *r, const char *err, void *priv)
+{
+    mem_ctx *c = priv;
+    rs_watch *w = c->rs->watch;
+    (void)err;
+    if (w && r && r->type == REDIS_REPLY_STRING) {
+        if (c->node >= w->nmem) {
+            int n = rc_node_count(c->rs->rc);
+            if (n <= c->node) n = c->node + 1;
+            w->mem = xrealloc(w->mem, (size_t)n * sizeof(*w->mem));
+            memset(w->mem + w->nmem, 0, (size_t)(n - w->nmem) * sizeof(*w->mem));
+            w->nmem = n;
+        }
+        rs_node_mem_parse(r->str, &w->mem[c->node]);
+        rs_watch_sum(c->rs);
+    }
+    free(c);
+}
+
+static void rs_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rstore *rs = arg;
+    rs_watch *w = rs->watch;
+    (void)fd, (void)what;
+    int nodes = rc_node_count(rs->rc);
+    for (int i = 0; i < nodes; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        mem_ctx *c = xmalloc(sizeof(*c));
+        *c = (mem_ctx){rs, i};
+        const char *argv[] = {"INFO", "memory"};
+        rc_node_command(rs->rc, i, rs_mem_cb, c, 2, argv, NULL);
+    }
+    rs_watch_tags(rs);
+    for (int m = 0; m < w->nmarkers; m++)
+        if (!w->markers[m].pending) rs_marker_read(rs, &w->markers[m]);
+}
+
+/* At start, before anything is written: the policies (an evicting master
+ * refuses the start unless allowed). */
+static int rs_watch_init(rstore *rs, int *fatal, char *err, size_t errlen)
+{
+    rs_watch *w = rs->watch = xcalloc(1, sizeof(*rs->watch));
+    const config *cfg = rs->base.cfg;
+    int nodes = rc_node_count(rs->rc);
+    w->mem = xcalloc((size_t)(nodes > 0 ? nodes : 1), sizeof(*w->mem));
+    w->nmem = nodes;
+    for (int i = 0; i < nodes; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        redisReply *r = rc_sync_node_command(rs->rc, i, err, errlen, "INFO memory");
+        if (!r) return -1;
+        if (r->type != REDIS_REPLY_STRING) {
+            snprintf(err, errlen, "redis %s: INFO memory: %s", rc_node_name(rs->rc, i),
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            freeReplyObject(r);
+            return -1;
+        }
+        rs_node_mem_parse(r->str, &w->mem[i]);
+        freeReplyObject(r);
+        rs_node_mem *m = &w->mem[i];
+        char msg[480];
+        if (m->evicting) {
+            rs_evicting_msg(rc_node_name(rs->rc, i), m, msg, sizeof(msg));
+            if (!cfg->allow_eviction) {
+                *fatal = 1;
+                snprintf(err, errlen, "%s", msg);
+                return -1;
+            }
+            log_warn("redis.allow_eviction = true: %s", msg);
+        } else if (m->maxmemory == 0 && strcmp(m->policy, "noeviction") != 0) {
+            log_warn("redis %s: maxmemory-policy %s would evict tasks once maxmemory is set; "
+                     "set noeviction", rc_node_name(rs->rc, i), m->policy);
+        }
+    }
+    rs_watch_sum(rs);
+    return 0;
+}
+
+/* At start, once the keyspace is checked: each master's marker, read or
+ * written. */
+static int rs_watch_markers(rstore *rs, char *err, size_t errlen)
+{
+    rs_watch *w = rs->watch;
+    rs_watch_tags(rs);
+    for (int m = 0; m < w->nmarkers; m++) {
+        rs_marker *mk = &w->markers[m];
+        char key[KEY_MAX], v[48];
+        rs_marker_key(rs, mk->tag, key);
+        rs_marker_value(v, sizeof(v));
+        redisReply *r = rc_sync_command(rs->rc, key, err, errlen, "EVAL %s 1 %s %s", marker_lua,
+                                        key, v);
+        if (!r) return -1;
+        if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL) {
+            snprintf(err, errlen, "%s: %s", key,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            freeReplyObject(r);
+            return -1;
+        }
+        snprintf(mk->value, sizeof(mk->value), "%s", r->type == REDIS_REPLY_STRING ? r->str : v);
+        mk->seen_ms = util_realtime_ms();
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+static void rs_watch_start(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    int64_t ms = rs->base.cfg->watch_ms;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    w->ev = event_new(rs->ev, -1, EV_PERSIST, rs_watch_cb, rs);
+    log_assert(w->ev && event_add(w->ev, &tv) == 0);
+}
+
+/* Read everything now (a watermark found gone). */
+static void rs_watch_kick(rstore *rs)
+{
+    if (rs->watch && rs->watch->ev) event_active(rs->watch->ev, EV_TIMEOUT, 0);
+}
+
+static void rs_watch_free(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    if (!w) return;
+    if (w->ev) event_free(w->ev);
+    free(w->mem);
+    free(w);
+    rs->watch = NULL;
+}
+
+static void rs_alerts(const store *s, store_alerts *out)
+{
+    const rs_watch *w = RS(s)->watch;
+    if (!w) return;
+    out->refusing = w->refusing[0] ? w->refusing : NULL;
+    out->evicting = w->evicting;
+    out->memory_ratio = w->ratio;
+    out->data_lost = w->lost;
+    out->data_lost_last = w->lost ? w->lost_last : NULL;
+    out->data_lost_last_ms = w->lost_last_ms;
 }
 
 /* ---- watermarks -------------------------------------------------------- */
@@ -812,6 +1175,8 @@ static void rs_wm_get_cb(redisReply *r, const char *err, void *priv)
         int64_t wm = rs_now_ms(&w->rs->base) / 60000 - 1;
         rs_wm_key(w->rs, w->bucket, key);
         log_error("%s is missing; scanning from minute %lld on", key, (long long)wm);
+        /* its node may have lost everything: the markers tell */
+        rs_watch_kick(w->rs);
         util_fmt_int(v, wm);
         const char *argv[] = {"SET", key, v, "NX"};
         rc_command(w->rs->rc, key, rs_ignore_cb, NULL, 4, argv, NULL);
@@ -855,20 +1220,44 @@ static void rs_wm_advance(store *s, int bucket, int64_t from, int64_t to, store_
 static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
 {
     rstore *rs = RS(s);
-    char key[KEY_MAX];
+    char key[KEY_MAX], metakey[KEY_MAX];
+    int nodes = rc_node_count(rs->rc);
+    char (*gone)[200] = xcalloc((size_t)(nodes > 0 ? nodes : 1), sizeof(*gone));
+    int rc = -1;
     for (int b = 0; b < rs->buckets; b++) {
         rs_wm_key(rs, b, key);
         redisReply *r = rc_sync_command(rs->rc, key, err, errlen, "SET %s %lld NX", key,
                                         (long long)minute);
-        if (!r) return -1;
+        if (!r) goto done;
         if (r->type == REDIS_REPLY_ERROR) {
             snprintf(err, errlen, "%s: %s", key, r->str);
             freeReplyObject(r);
-            return -1;
+            goto done;
+        }
+        /* once a keyspace has its watermarks (P:meta's wm), none is ever
+         * deleted: one missing went with its node's data */
+        int node = rc_slot_node(rs->rc, rc_key_slot(key, strlen(key)));
+        if (r->type == REDIS_REPLY_STATUS && rs->meta_wm && node >= 0 && node < nodes) {
+            size_t n = strlen(gone[node]);
+            snprintf(gone[node] + n, sizeof(gone[node]) - n, "%s%d", n ? ", " : "", b);
         }
         freeReplyObject(r);
     }
-    return 0;
+    for (int i = 0; i < nodes; i++) {
+        char what[300];
+        if (!gone[i][0]) continue;
+        snprintf(what, sizeof(what), "the watermarks of buckets %s were missing at start", gone[i]);
+        rs_data_lost(rs, rc_node_name(rs->rc, i), what, 0);
+    }
+    rs_meta_key(rs, metakey);
+    redisReply *r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s wm 1", metakey);
+    if (!r) goto done;
+    rc = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+    if (rc) snprintf(err, errlen, "%s: %s", metakey, r->str);
+    freeReplyObject(r);
+done:
+    free(gone);
+    return rc;
 }
 
 /* ---- clock, health ----------------------------------------------------- */
@@ -1113,6 +1502,8 @@ struct store_add_batch {
     int lane;
     int n;
     store_op *ops, **tail;
+    int touch_failed;               /* the write its WAIT was to cover failed */
+    rc_conn conn;                   /* the connection its add was answered on */
 };
 
 static void rs_add_send(store_op *op);
@@ -1143,6 +1534,7 @@ static void rs_wait_cb(redisReply *r, const char *err, void *priv)
     store_add_batch *b = priv;
     const config *cfg = b->ops->rs->base.cfg;
     int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= cfg->wait_replicas;
+    int ok_stored = ok && !b->touch_failed;
     char why[300];
     snprintf(why, sizeof(why), "stored on the master but not confirmed by %lld replica%s "
              "within %lld ms (%s); POST it again, the same key and execute_at is idempotent",
@@ -1151,12 +1543,30 @@ static void rs_wait_cb(redisReply *r, const char *err, void *priv)
              r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : rs_err(r, err));
     for (store_op *op = b->ops, *next; op; op = next) {
         next = op->next;
-        /* an id stored before needed no confirmation of this call's writes */
-        if (op->exists) rs_add_done(op, ST_EXISTS, op->state, NULL);
-        else if (ok) rs_add_done(op, ST_OK, op->state, NULL);
-        else rs_add_done(op, ST_UNAVAILABLE, NULL, why);
+        if (op->exists ? ok_stored : ok)
+            rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, op->state, NULL);
+        else
+            rs_add_done(op, ST_UNAVAILABLE, NULL, why);
     }
     free(b);
+}
+
+static void rs_wait_send(store_add_batch *b)
+{
+    rstore *rs = b->ops->rs;
+    char n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+    util_fmt_int(n, rs->base.cfg->wait_replicas);
+    util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    rc_command_on(rs->rc, b->conn, rs_wait_cb, b, 3, argv, NULL);
+}
+
+static void rs_touch_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    (void)err;
+    if (!r || r->type == REDIS_REPLY_ERROR) b->touch_failed = 1;
+    rs_wait_send(b);
 }
 
 static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
@@ -1187,16 +1597,25 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         fresh += !op->exists;
         if (!op->exists) qcount_add(rs, op->t.queue, 1);
     }
-    if (rs->base.cfg->wait_replicas > 0 && fresh) {
-        char route[KEY_MAX], n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+    if (rs->base.cfg->wait_replicas > 0) {
+        /* WAIT counts the writes of its own connection: it goes on the
+         * connection this answer came on, or fails (a resend on another
+         * would confirm nothing). An id found stored was written by another
+         * call, perhaps this one sent before on a connection since lost: a
+         * write of this connection behind it, on the same master, makes the
+         * WAIT cover it too. */
+        char key[KEY_MAX];
+        b->conn = rc_reply_conn(rs->rc);
         i = 0;
         for (store_op *op = ops; op; op = op->next, i += 2)
             op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
-        util_fmt_int(n, rs->base.cfg->wait_replicas);
-        util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
-        rs_route(ops->slice, route);
-        const char *argv[] = {"WAIT", n, ms};
-        rc_command_lane(rs->rc, route, 1, rs_wait_cb, b, 3, argv, NULL);
+        if (fresh == b->n) {
+            rs_wait_send(b);
+            return;
+        }
+        rs_key(rs, ops->slice, K_WAIT, key);
+        const char *touch[] = {"SET", key, "1", "PX", "60000"};
+        rc_command_on(rs->rc, b->conn, rs_touch_cb, b, 5, touch, NULL);
         return;
     }
     i = 0;
@@ -1260,6 +1679,14 @@ static void rs_add_flush_cb(evutil_socket_t fd, short what, void *arg)
     for (store_add_batch *b = list, *next; b; b = next) {
         next = b->next;
         b->next = NULL;
+        /* a Redis that may evict: nothing is written that it could lose
+         * (a batch past STORE_ADD_MAX was gathered while refusing) */
+        if (rs->watch->refusing[0] || b->n > STORE_ADD_MAX) {
+            rs_add_fail_all(b->ops, rs->watch->refusing[0] ? rs->watch->refusing
+                                                           : "adds refused while Redis may evict");
+            free(b);
+            continue;
+        }
         rs_add_batch_send(rs, b);
     }
 }
@@ -1298,7 +1725,7 @@ static void rs_add_send(store_op *op)
     }
     *b->tail = op;
     b->tail = &op->next;
-    if (++b->n == STORE_ADD_MAX) {
+    if (++b->n == STORE_ADD_MAX && !rs->watch->refusing[0]) {
         /* full: on its way now, so Redis works while the turn goes on */
         store_add_batch **pp = &rs->adds;
         while (*pp != b) pp = &(*pp)->next;
@@ -1390,11 +1817,11 @@ static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
     rs_keys k;
     store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
     char fret[UTIL_INT_MAX];
-    rs_keys_of(rs, op->slice, KEYS_HOME, 6, &k);
+    rs_keys_of(rs, op->slice, KEYS_HOME, 7, &k);
     util_fmt_int(ret, s->cfg->retention_ms);
     util_fmt_int(fret, s->cfg->failed_retention_ms);
     const char *args[] = {id, ret, fret};
-    rs_eval(rs, 0, SCRIPT_CANCEL, 6, k.p, 3, args, rs_cancel_cb, op);
+    rs_eval(rs, 0, SCRIPT_CANCEL, 7, k.p, 3, args, rs_cancel_cb, op);
 }
 
 /* ---- schedules ---------------------------------------------------------- */
@@ -1631,13 +2058,13 @@ static void list_next_slice(list_ctx *c)
     }
     rs_keys k;
     char lim[UTIL_INT_MAX], from[UTIL_INT_MAX], to[UTIL_INT_MAX];
-    rs_keys_of(rs, c->slice, KEYS_LIST, 7, &k);
+    rs_keys_of(rs, c->slice, KEYS_LIST, 8, &k);
     util_fmt_int(lim, c->q.limit - c->n);
     util_fmt_int(from, c->q.from_ms);
     util_fmt_int(to, c->q.to_ms);
     const char *args[] = {c->status, c->q.desc ? "desc" : "asc", c->score[0] ? c->score : "0",
-                          c->id, lim, from, to, c->prefix};
-    rs_eval(rs, 0, SCRIPT_LIST, 7, k.p, 8, args, list_slice_cb, c);
+                          c->id, lim, from, to, c->prefix, c->q.runs ? "1" : ""};
+    rs_eval(rs, 0, SCRIPT_LIST, 8, k.p, 9, args, list_slice_cb, c);
 }
 
 static void list_registry_cb(redisReply *r, const char *err, void *priv)
@@ -1759,10 +2186,10 @@ static void move_step(move_ctx *c)
         rs_eval(rs, 0, SCRIPT_PTR, 3, k.p, 4, args, move_cb, c);
         return;
     }
-    rs_keys_of(rs, c->home, KEYS_HOME, 6, &k);
+    rs_keys_of(rs, c->home, KEYS_HOME, 7, &k);
     const char *args[] = {c->step == 0 ? "prepare" : "commit", c->id,
                           c->kind == MOVE_RETRY ? "retry" : "run", c->target, due};
-    rs_eval(rs, 0, SCRIPT_MOVE, 6, k.p, 5, args, move_cb, c);
+    rs_eval(rs, 0, SCRIPT_MOVE, 7, k.p, 5, args, move_cb, c);
 }
 
 static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_ms,
@@ -2106,14 +2533,18 @@ static void rs_on_connect(rcluster *rc, int node, void *priv)
     }
 }
 
-/* A start-up call that failed: no reply (err is set) or an error reply,
- * which goes to err as "CMD KEY: <the server's error>". */
-static int rs_sync_failed(const redisReply *r, const char *cmd, const char *key, char *err,
-                          size_t errlen)
+/* An error reply at start: 1 with err set (and *fatal when waiting cannot
+ * mend it: a refused user or command), 0 for any other reply. A node
+ * loading, a cluster failing over (CLUSTERDOWN, TRYAGAIN, MOVED to a node
+ * not known yet, READONLY from a demoted master) or a script running pass. */
+static int rs_reply_failed(const redisReply *r, const char *what, int *fatal, char *err,
+                           size_t errlen)
 {
-    if (!r) return 1;
     if (r->type != REDIS_REPLY_ERROR) return 0;
-    snprintf(err, errlen, "%s %s: %s", cmd, key, r->str);
+    static const char *const lasting[] = {"NOPERM", "NOAUTH", "WRONGPASS", "ERR "};
+    for (size_t i = 0; i < sizeof(lasting) / sizeof(*lasting); i++)
+        if (strncmp(r->str, lasting[i], strlen(lasting[i])) == 0) *fatal = 1;
+    snprintf(err, errlen, "%s: %s", what, r->str);
     return 1;
 }
 
@@ -2137,25 +2568,27 @@ static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
 
 /* Load the scripts from dir, SCRIPT LOAD them, check or set P:meta (schema,
  * buckets). */
-static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen)
+static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, size_t errlen)
 {
     char path[1200], metakey[KEY_MAX];
     char *lib = NULL;
     redisReply *r = NULL;
     int buckets = rs->buckets;
 
+    *fatal = 1;
     snprintf(path, sizeof(path), "%s/lib.lua", scripts_dir);
     if (!(lib = rs_read_file(path, err, errlen))) goto fail;
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         snprintf(path, sizeof(path), "%s/%s.lua", scripts_dir, script_names[i]);
         char *body = rs_read_file(path, err, errlen);
         if (!body) goto fail;
+        *fatal = 0;
         size_t n = strlen(lib) + strlen(body) + 2;
         rs->src[i] = xmalloc(n);
         snprintf(rs->src[i], n, "%s\n%s", lib, body);
         free(body);
         r = rc_sync_command(rs->rc, NULL, err, errlen, "SCRIPT LOAD %s", rs->src[i]);
-        if (!r) goto fail;
+        if (!r || rs_reply_failed(r, "SCRIPT LOAD", fatal, err, errlen)) goto fail;
         if (r->type != REDIS_REPLY_STRING || r->len != 40) {
             snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s", script_names[i],
                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
@@ -2166,24 +2599,25 @@ static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen
         r = NULL;
     }
 
-    /* One keyspace, one bucket count: slices of other counts would be missed.
-     * An error reply (CLUSTERDOWN from a master just restarted, LOADING,
-     * TRYAGAIN, an ACL's NOPERM) is named as the server said it. */
+    /* One keyspace, one bucket count: slices of other counts would be missed. */
     rs_meta_key(rs, metakey);
     r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s buckets %d", metakey, buckets);
-    if (rs_sync_failed(r, "HSETNX", metakey, err, errlen)) goto fail;
+    if (!r || rs_reply_failed(r, metakey, fatal, err, errlen)) goto fail;
     freeReplyObject(r);
     r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s schema %d", metakey, STORE_SCHEMA);
-    if (rs_sync_failed(r, "HSETNX", metakey, err, errlen)) goto fail;
+    if (!r || rs_reply_failed(r, metakey, fatal, err, errlen)) goto fail;
     freeReplyObject(r);
-    r = rc_sync_command(rs->rc, metakey, err, errlen, "HMGET %s buckets schema", metakey);
-    if (rs_sync_failed(r, "HMGET", metakey, err, errlen)) goto fail;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !r->element[0]->str ||
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HMGET %s buckets schema wm", metakey);
+    if (!r || rs_reply_failed(r, metakey, fatal, err, errlen)) goto fail;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !r->element[0]->str ||
         !r->element[1]->str) {
-        snprintf(err, errlen, "HMGET %s: unexpected reply (%s)", metakey,
-                 r->type == REDIS_REPLY_ARRAY ? "a field missing" : "not an array");
+        /* written just before: read from a node that does not hold it (a
+         * failover under way) */
+        snprintf(err, errlen, "%s: buckets and schema not read back", metakey);
         goto fail;
     }
+    rs->meta_wm = r->element[2]->str != NULL;
+    *fatal = 1; /* from here on, a mismatch waiting cannot mend */
     if (atoi(r->element[0]->str) != buckets) {
         snprintf(err, errlen, "scheduler.buckets: %d, but the keyspace %s was made with %s buckets",
                  buckets, rs->prefix, r->element[0]->str);
@@ -2195,7 +2629,7 @@ static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen
         freeReplyObject(r);
         r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s schema %d", metakey,
                             STORE_SCHEMA);
-        if (rs_sync_failed(r, "HSET", metakey, err, errlen)) goto fail;
+        if (!r) goto fail;
         log_info("keyspace %s: schema 1 upgraded to %d", rs->prefix, STORE_SCHEMA);
     } else if (atoi(r->element[1]->str) != STORE_SCHEMA) {
         snprintf(err, errlen, "keyspace %s has schema %s, this tickd speaks %d",
@@ -2204,6 +2638,7 @@ static int rs_init(rstore *rs, const char *scripts_dir, char *err, size_t errlen
     }
     freeReplyObject(r);
     r = NULL;
+    *fatal = 0;
     if (rs_sync_clock_now(rs, err, errlen) != 0) goto fail;
     rc_set_connect_cb(rs->rc, rs_on_connect, rs);
     free(lib);
@@ -2230,6 +2665,7 @@ static void rs_free(store *s)
 {
     rstore *rs = RS(s);
     if (rs->rc) rc_free(rs->rc);
+    rs_watch_free(rs);
     if (rs->flush_ev) event_free(rs->flush_ev);
     if (rs->counts && rs->counts->ev) event_free(rs->counts->ev);
     free(rs->counts);
@@ -2259,6 +2695,7 @@ static const store_type redis_type = {
     .sync_clock = rs_sync_clock,
     .count = rs_count,
     .counters = rs_counters,
+    .alerts = rs_alerts,
     .flow_admit = rs_flow_admit,
     .flow_enqueue = rs_flow_enqueue,
     .flow_pump = rs_flow_pump,
@@ -2271,10 +2708,8 @@ static const store_type redis_type = {
     .free = rs_free,
 };
 
-#define STARTUP_WAIT_MS 30000
-
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
-                          char *err, size_t errlen)
+                          int *fatal, char *err, size_t errlen)
 {
     rstore *rs = xcalloc(1, sizeof(*rs));
     rs->base.type = &redis_type;
@@ -2287,11 +2722,15 @@ store *store_redis_create(struct event_base *base, const config *cfg, const char
     rs->counts = xcalloc(1, sizeof(*rs->counts));
     rs->counts->ev = evtimer_new(base, qcount_cb, rs);
     log_assert(rs->flush_ev && rs->counts->ev);
-    if (!(rs->rc = rc_create(base, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms,
-                             STARTUP_WAIT_MS, err, errlen)) ||
-        rs_init(rs, scripts_dir, err, errlen) != 0) {
+    *fatal = 0;
+    if (!(rs->rc = rc_create(base, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms, 0,
+                             fatal, err, errlen)) ||
+        rs_watch_init(rs, fatal, err, errlen) != 0 ||
+        rs_init(rs, scripts_dir, fatal, err, errlen) != 0 ||
+        rs_watch_markers(rs, err, errlen) != 0) {
         rs_free(&rs->base);
         return NULL;
     }
+    rs_watch_start(rs);
     return &rs->base;
 }

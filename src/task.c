@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "trace.h"
 #include "util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -37,6 +38,44 @@ int task_key_valid(const char *s)
     for (; s[n]; n++)
         if (!task_keychar((unsigned char)s[n]) || n >= TASK_KEY_MAX) return 0;
     return n > 0;
+}
+
+/* Every name tickd makes itself, and why no name a user chooses can be one:
+ * - a task id, "<slice>.<execute_at ms>.<key>" (task.h): the slice and time
+ *   are tickd's, the key the user's, or task_key_random's 22 base62
+ *   characters when none is given. A key given that equals a random one
+ *   names the same id, so the same task (lua/add.lua, form "c"): that is the
+ *   id's owner re-POSTing, not another kind.
+ * - a schedule's run: a task keyed "s:<schedule key>:<version>"
+ *   (schedule_run_task); the prefix below keeps it for runs alone. Runs of
+ *   two schedules differ too: the version, after the last ':', is digits
+ *   alone, and so is what a listing by schedule_id takes after
+ *   "s:<key>:" (store_list_query.runs): s:ab:1:2 is a run of ab:1, not of ab.
+ * - a schedule id, "sch.<key>": a space of its own (its own URLs, its own
+ *   hashes, lua/sched.lua), never a task's.
+ * - a retry, a run now: the same task, its id unchanged (lua/move.lua).
+ * - the webhook-id of an event about a task, "<task id>~<event>"
+ *   (TASK_EVENT_SEP): '~' is in no id, so no task's webhook-id is an event's.
+ * - fields of the store's hashes: "s:<id>" (a state) and "#open" beside
+ *   ids that start with a digit (a slice) or with "sch.": none is an id.
+ * - queue and destination keys of lua/flow.lua: a kind letter and ':' before
+ *   the name (q:, d:, h:q:, h:d:, w:, f:), never a prefix of another kind's.
+ * A key a user gives must not start with a prefix below: the check is in
+ * task_input_parse; what tickd makes goes through task_input_parse_made. */
+static const struct {
+    const char *prefix, *what;
+} task_reserved[] = {
+    {TASK_RUN_PREFIX, "schedule runs"},
+};
+
+const char *task_key_reserved(const char *key, const char **what)
+{
+    for (size_t i = 0; i < sizeof(task_reserved) / sizeof(*task_reserved); i++)
+        if (strncmp(key, task_reserved[i].prefix, strlen(task_reserved[i].prefix)) == 0) {
+            if (what) *what = task_reserved[i].what;
+            return task_reserved[i].prefix;
+        }
+    return NULL;
 }
 
 int task_key_looks_random(const char *key)
@@ -268,7 +307,8 @@ static int task_check_header(const cJSON *h, char *err, size_t errlen)
 {
     static const char *reserved[] = {"tickd-task-id", "tickd-attempt", "tickd-scheduled-at",
                                      "tickd-event", "content-length", "transfer-encoding",
-                                     "connection", "webhook-id", "webhook-timestamp", "webhook-signature"};
+                                     "connection", "webhook-id", "webhook-timestamp", "webhook-signature",
+                                     "traceparent", "tracestate"};
     int n = 0;
     if (!cJSON_IsObject(h)) FAIL("header: must be an object of string values");
     for (const cJSON *e = h->child; e; e = e->next, n++) {
@@ -459,12 +499,23 @@ fail:
     return -1;
 }
 
-int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
-                     char *err, size_t errlen)
+/* A time field: integer Unix ms or an RFC 3339 string. 0, or -1 + why. */
+static int task_json_time(const cJSON *v, int64_t *ms, char *why, size_t whylen)
+{
+    if (cJSON_IsString(v)) return task_parse_rfc3339(v->valuestring, ms, why, whylen);
+    if (task_json_int(v, 0, INT64_C(1) << 52, ms) == 0) return 0;
+    snprintf(why, whylen, "must be integer Unix milliseconds or an RFC 3339 timestamp");
+    return -1;
+}
+
+/* A task from the API (made 0: its key is a user's) or one tickd makes. */
+static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_input *out,
+                           char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "callback_url", "method", "header", "req",
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
-                                   "on_failure", "queue"};
+                                   "on_failure", "queue", "traceparent", "tracestate",
+                                   "expires_at", "ttl_ms"};
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
     int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -478,6 +529,8 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
         if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))
             FAIL("key: must be 1-200 characters of A-Z a-z 0-9 . _ : -");
+        const char *what, *pre = made ? NULL : task_key_reserved(v->valuestring, &what);
+        if (pre) FAIL("key: must not start with \"%s\" (reserved for %s)", pre, what);
         strcpy(out->key, v->valuestring);
     } else {
         task_key_random(out->key);
@@ -501,14 +554,9 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(obj, "delay_ms");
     if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
     at = now_ms;
+    char why[160];
     if (ea) {
-        if (cJSON_IsString(ea)) {
-            char why[160];
-            if (task_parse_rfc3339(ea->valuestring, &at, why, sizeof(why)) != 0)
-                FAIL("execute_at: %s", why);
-        } else if (task_json_int(ea, 0, INT64_C(1) << 52, &at) != 0) {
-            FAIL("execute_at: must be integer Unix milliseconds or an RFC 3339 timestamp");
-        }
+        if (task_json_time(ea, &at, why, sizeof(why)) != 0) FAIL("execute_at: %s", why);
     } else if (dl) {
         int64_t d;
         if (task_json_int(dl, 0, TASK_MAX_AHEAD_MS, &d) != 0)
@@ -548,6 +596,33 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
+    /* expiry: no attempt begins after it; after execute_at, so that one can */
+    int64_t expires = -1;
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(obj, "expires_at");
+    const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(obj, "ttl_ms");
+    if (ex && ttl) FAIL("expires_at: give expires_at or ttl_ms, not both");
+    if (ex) {
+        if (task_json_time(ex, &expires, why, sizeof(why)) != 0) FAIL("expires_at: %s", why);
+        if (expires <= at) FAIL("expires_at: must be after execute_at (%lld)", (long long)at);
+    } else if (ttl) {
+        int64_t d;
+        if (task_json_int(ttl, 1, TASK_MAX_AHEAD_MS, &d) != 0)
+            FAIL("ttl_ms: must be an integer from 1 to %lld", (long long)TASK_MAX_AHEAD_MS);
+        expires = at + d;
+    }
+    char tparent[TRACE_PARENT_LEN + 1] = "";
+    const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "traceparent"))) {
+        if (!cJSON_IsString(v)) FAIL("traceparent: must be a string");
+        if (trace_parent_parse(v->valuestring, tparent, why, sizeof(why)) != 0)
+            FAIL("traceparent: %s", why);
+    }
+    if (tstate) {
+        if (!tparent[0]) FAIL("tracestate: needs traceparent");
+        if (!cJSON_IsString(tstate)) FAIL("tracestate: must be a string");
+        if (trace_state_check(tstate->valuestring, why, sizeof(why)) != 0)
+            FAIL("tracestate: %s", why);
+    }
     char path[TASK_PATH_MAX] = "req";
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")) &&
         task_lossy_number(v, path, 3, sizeof(path), 0))
@@ -618,25 +693,49 @@ int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
     out->due_ms = at > now_ms ? at : now_ms;
     out->timeout_ms = timeout_ms;
     out->max_attempts = (int)max_attempts;
+    if (expires >= 0) {
+        char num[UTIL_INT_MAX];
+        task_input_add_json(out, "expires_at", num, (size_t)util_fmt_int(num, expires));
+    }
+    if (tparent[0]) task_input_add_member(out, "traceparent", tparent);
+    if (tstate) task_input_add_member(out, "tracestate", tstate->valuestring);
     return 0;
 fail:
     memset(out, 0, sizeof(*out));
     return -1;
 }
 
-int task_input_add_member(task_input *t, const char *name, const char *str)
+int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                     size_t errlen)
 {
-    task_buf m = {0};
-    task_buf_str(&m, str);
+    return task_input_read(obj, now_ms, 0, out, err, errlen);
+}
+
+int task_input_parse_made(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                          size_t errlen)
+{
+    return task_input_read(obj, now_ms, 1, out, err, errlen);
+}
+
+int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)
+{
     char **docs[2] = {&t->spec, &t->rec};
     for (int i = 0; i < 2; i++) {
         size_t len = strlen(*docs[i]);
         task_buf b = {*docs[i], len - 1, len + 1};   /* its last '}' dropped */
         b.p[b.len] = '\0';
-        task_buf_member(&b, name, m.p, m.len);
+        task_buf_member(&b, name, json, n);
         task_buf_add(&b, "}", 1);
         *docs[i] = b.p;
     }
+    return 0;
+}
+
+int task_input_add_member(task_input *t, const char *name, const char *str)
+{
+    task_buf m = {0};
+    task_buf_str(&m, str);
+    task_input_add_json(t, name, m.p, m.len);
     free(m.p);
     return 0;
 }
@@ -718,17 +817,40 @@ void task_input_free(task_input *t)
     t->spec = NULL;
 }
 
-/* ---- NUL in the JSON text ---- */
+/* ---- URLs shown outside ---- */
+
+static void task_redact_member(cJSON *o, const char *name)
+{
+    cJSON *u = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(u)) return;
+    char *r = util_url_redact(u->valuestring);
+    cJSON_ReplaceItemInObjectCaseSensitive(o, name, cJSON_CreateString(r));
+    free(r);
+}
+
+void task_redact_urls(cJSON *task)
+{
+    task_redact_member(task, "callback_url");
+    task_redact_member(cJSON_GetObjectItemCaseSensitive(task, "on_failure"), "callback_url");
+}
+
+/* ---- NUL and invalid UTF-8 in the JSON text ---- */
 
 typedef struct task_scan {
     const char *p, *end;
     char path[TASK_PATH_MAX];
     size_t plen;            /* the path is cut at TASK_PATH_MAX - 1 bytes */
+    int want;               /* TASK_SCAN_NUL, TASK_SCAN_UTF8: what is found */
     task_nul_fn *fn;
     void *priv;
     size_t found;
     int stop;
+    unsigned char bad_byte; /* the first byte starting no UTF-8 sequence, */
+    size_t bad_at;          /* at this offset of the string (last found) */
 } task_scan;
+
+#define TASK_SCAN_NUL 1
+#define TASK_SCAN_UTF8 2
 
 static void task_scan_path(task_scan *sc, const char *s, size_t n)
 {
@@ -751,12 +873,14 @@ static void task_scan_found(task_scan *sc)
     if (sc->fn(sc->path, sc->priv)) sc->stop = 1;
 }
 
-/* The rest of a string, sc->p just past its opening quote. 1 if it holds a
- * NUL. A member name (`name`) is added to the path as written, but for \" \\
- * and \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
+/* The rest of a string, sc->p just past its opening quote: what of
+ * TASK_SCAN_NUL and TASK_SCAN_UTF8 (bytes that are not UTF-8) it holds. A
+ * member name (`name`) is added to the path as written, but for \" \\ and
+ * \/ (so "X-A" shows as X-A, and a NUL as \u0000). */
 static int task_scan_string(task_scan *sc, int name)
 {
     int nul = 0;
+    const char *start = sc->p;
     while (sc->p < sc->end && *sc->p != '"') {
         const char *c = sc->p++;
         if (*c == '\\' && sc->p < sc->end) {
@@ -778,8 +902,17 @@ static int task_scan_string(task_scan *sc, int name)
             task_scan_path(sc, c, 1);
         }
     }
+    /* escapes are ASCII: checking the raw bytes checks what cJSON decodes,
+     * whose own \u escapes are refused when they are lone surrogates */
+    size_t bad;
+    int found = nul ? TASK_SCAN_NUL : 0;
+    if (!util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
+        found |= TASK_SCAN_UTF8;
+        sc->bad_byte = (unsigned char)start[bad];
+        sc->bad_at = bad;
+    }
     if (sc->p < sc->end) sc->p++;
-    return nul;
+    return found & sc->want;
 }
 
 /* One value at sc->p. Malformed text is walked over, one byte at least per
@@ -837,14 +970,19 @@ static void task_scan_value(task_scan *sc, int depth)
     }
 }
 
+static void task_scan_all(task_scan *sc)
+{
+    while (sc->p < sc->end && !sc->stop) {
+        const char *at = sc->p;
+        task_scan_value(sc, 0);
+        if (sc->p == at) sc->p++;
+    }
+}
+
 size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv)
 {
-    task_scan sc = {.p = s, .end = s + len, .fn = fn, .priv = priv};
-    while (sc.p < sc.end && !sc.stop) {
-        const char *at = sc.p;
-        task_scan_value(&sc, 0);
-        if (sc.p == at) sc.p++;
-    }
+    task_scan sc = {.p = s, .end = s + len, .want = TASK_SCAN_NUL, .fn = fn, .priv = priv};
+    task_scan_all(&sc);
     return sc.found;
 }
 
@@ -864,4 +1002,28 @@ int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen)
 {
     task_nul_err e = {err, errlen};
     return task_json_nuls(s, len, task_nul_first, &e) ? -1 : 0;
+}
+
+typedef struct task_utf8_err {
+    const task_scan *sc;
+    char *err;
+    size_t errlen;
+} task_utf8_err;
+
+static int task_utf8_first(const char *path, void *priv)
+{
+    task_utf8_err *e = priv;
+    /* the path may quote the bad bytes: whoever prints err cleans it */
+    snprintf(e->err, e->errlen, "%s: not valid UTF-8 (byte 0x%02X at byte %zu of the string)",
+             *path ? path : "body", e->sc->bad_byte, e->sc->bad_at);
+    return 1;
+}
+
+int task_json_check_utf8(const char *s, size_t len, char *err, size_t errlen)
+{
+    task_scan sc = {.p = s, .end = s + len, .want = TASK_SCAN_UTF8, .fn = task_utf8_first};
+    task_utf8_err e = {&sc, err, errlen};
+    sc.priv = &e;
+    task_scan_all(&sc);
+    return sc.found ? -1 : 0;
 }

@@ -64,9 +64,14 @@ void task_set_url_check(task_url_check_fn *fn, void *priv);
 int task_url_valid(const char *url, char *err, size_t errlen);
 
 /* Validate one task object from the API at time now_ms and fill `out`.
- * Returns 0, or -1 with "field: reason" in err and nothing allocated. */
+ * Returns 0, or -1 with "field: reason" in err and nothing allocated. A key
+ * with a reserved prefix (task_key_reserved) is refused. */
 int task_input_parse(const cJSON *obj, int64_t now_ms, task_input *out,
                      char *err, size_t errlen);
+/* The same for a task tickd makes itself (a schedule's run), whose key may
+ * start with a reserved prefix: the prefix is there for it. */
+int task_input_parse_made(const cJSON *obj, int64_t now_ms, task_input *out, char *err,
+                          size_t errlen);
 void task_input_free(task_input *t);
 
 /* cJSON ends every string at a NUL, so a string holding "\u0000" (or a raw
@@ -82,6 +87,18 @@ size_t task_json_nuls(const char *s, size_t len, task_nul_fn *fn, void *priv);
 /* The first such string as an error: -1 with "path: contains a NUL character
  * (\u0000)" in err, or 0 when there is none. */
 int task_json_check_nul(const char *s, size_t len, char *err, size_t errlen);
+
+/* The first string of the JSON text s[0..len) -- member name or value, at
+ * any depth -- whose bytes are not UTF-8 (util_utf8_valid): -1 with "path:
+ * not valid UTF-8 (byte 0xF8 at byte 3 of the string)" in err, or 0 when
+ * every string is. Bytes outside strings are cJSON's to refuse. Safe on any
+ * bytes. */
+int task_json_check_utf8(const char *s, size_t len, char *err, size_t errlen);
+
+/* The URLs of a task object (callback_url, on_failure.callback_url) as
+ * util_url_redact shows them, in place: for a task that leaves tickd in an
+ * event or a listing. */
+void task_redact_urls(cJSON *task);
 
 /* Parse an RFC 3339 timestamp ("2026-11-22T05:00:00.250Z", "...+02:00") to
  * Unix ms. Returns 0, or -1 with the reason in err. */
@@ -122,6 +139,8 @@ char *task_rec_spec(const char *rec, size_t len, const char *id);
 /* A string member "name": str added to both the spec and the record of t
  * (a schedule's run names its schedule). Returns 0. */
 int task_input_add_member(task_input *t, const char *name, const char *str);
+/* The same with a JSON text json[0..n) as the value. */
+int task_input_add_json(task_input *t, const char *name, const char *json, size_t n);
 
 /* Build an id; split one. task_id_parse fills slice (TASK_SLICE_MAX), the
  * execute_at and the key (TASK_KEY_MAX + 1); returns 0 or -1 if malformed. */
@@ -134,6 +153,17 @@ int task_queue_valid(const char *s);
 
 /* 1 if s is a valid task key: 1..200 of [A-Za-z0-9._:-]. */
 int task_key_valid(const char *s);
+
+/* Names tickd makes itself: the key of a schedule's run starts with
+ * TASK_RUN_PREFIX ("s:<schedule key>:<version>"), the webhook-id of an event
+ * about a task is "<task id>" TASK_EVENT_SEP "<event>". task.c lists every
+ * name tickd makes and why none collides with a user's. */
+#define TASK_RUN_PREFIX "s:"
+#define TASK_EVENT_SEP "~"
+
+/* The reserved prefix a key starts with (and in *what, when what is not
+ * NULL, what it is reserved for), or NULL: a key a user may give. */
+const char *task_key_reserved(const char *key, const char **what);
 
 /* Random URL-safe key of 22 characters into out (>= 23 bytes). */
 void task_key_random(char *out);

@@ -1,6 +1,7 @@
 /* util.c -- see util.h. */
 #include "util.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,16 +81,52 @@ int util_fmt_int(char *buf, long long v)
     return n;
 }
 
-/* The length of the valid UTF-8 sequence at p (up to end), 0 if none. */
-static size_t util_utf8_len(const unsigned char *p, const unsigned char *end)
+size_t util_utf8_seq(const char *s, size_t n)
 {
-    size_t n = *p >= 0xf0 && *p <= 0xf4 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc2 && *p <= 0xdf ? 2 : 0;
-    if (!n || (size_t)(end - p) < n) return 0;
-    for (size_t i = 1; i < n; i++)
+    const unsigned char *p = (const unsigned char *)s;
+    if (!n) return 0;
+    if (p[0] < 0x80) return 1;
+    /* RFC 3629 section 4: the lead byte gives the length and the range of
+     * the second byte, which is where overlongs (E0, F0), surrogates (ED)
+     * and code points past U+10FFFF (F4) are cut off; C0, C1 and F5-FF
+     * lead nothing */
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        len = 2;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        if (p[0] == 0xe0) lo = 0xa0;
+        else if (p[0] == 0xed) hi = 0x9f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        if (p[0] == 0xf0) lo = 0x90;
+        else if (p[0] == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
         if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((*p == 0xe0 && p[1] < 0xa0) || (*p == 0xed && p[1] > 0x9f))) return 0;
-    if (n == 4 && ((*p == 0xf0 && p[1] < 0x90) || (*p == 0xf4 && p[1] > 0x8f))) return 0;
-    return n;
+    return len;
+}
+
+int util_utf8_valid(const char *s, size_t n, size_t *bad)
+{
+    size_t i = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = util_utf8_seq(s + i, n - i);
+        if (!k) {
+            if (bad) *bad = i;
+            return 0;
+        }
+        i += k;
+    }
+    return 1;
 }
 
 void util_text_clean(char *buf, size_t len)
@@ -97,7 +134,7 @@ void util_text_clean(char *buf, size_t len)
     unsigned char *p = (unsigned char *)buf, *end = p + len;
     while (p < end) {
         if (*p >= 0x80) {
-            size_t n = util_utf8_len(p, end);
+            size_t n = util_utf8_seq((const char *)p, (size_t)(end - p));
             if (n) {
                 p += n;
                 continue;
@@ -108,4 +145,57 @@ void util_text_clean(char *buf, size_t len)
         }
         p++;
     }
+}
+
+/* Appends n bytes of s to out (outlen bytes, NUL kept), as far as they fit. */
+static void util_put(char *out, size_t outlen, size_t *len, const char *s, size_t n)
+{
+    if (*len + 1 >= outlen) return;
+    if (n > outlen - 1 - *len) n = outlen - 1 - *len;
+    memcpy(out + *len, s, n);
+    *len += n;
+    out[*len] = '\0';
+}
+
+char *util_url_redact(const char *url)
+{
+    /* at most 3 bytes out for 1 in ("a" to "***"), and "***@", "#***" */
+    size_t cap = 3 * strlen(url) + 8, len = 0;
+    char *out = xmalloc(cap);
+    out[0] = '\0';
+    /* a scheme, its colon and any slashes (libcurl takes http:/h and
+     * http:h as http://h), then the authority up to the first / ? or #; its
+     * userinfo (if any) up to its last @, as user:password@ may hold an @
+     * escaped or not */
+    const char *p = url, *auth = url;
+    while (isalnum((unsigned char)*auth) || *auth == '+' || *auth == '-' || *auth == '.') auth++;
+    if (auth > url && isalpha((unsigned char)*url) && *auth == ':') {
+        for (auth++; *auth == '/';) auth++;
+        const char *end = auth + strcspn(auth, "/?#"), *at = NULL;
+        for (const char *c = auth; c < end; c++)
+            if (*c == '@') at = c;
+        util_put(out, cap, &len, url, (size_t)(auth - url));
+        if (at) util_put(out, cap, &len, "***", 3);
+        p = at ? at : auth;
+    }
+    size_t path = strcspn(p, "?#");
+    util_put(out, cap, &len, p, path);
+    p += path;
+    if (*p == '?') {
+        /* each value, and a part without one (which may be a token alone) */
+        util_put(out, cap, &len, "?", 1);
+        p++;
+        while (*p && *p != '#') {
+            size_t part = strcspn(p, "&#"), name = strcspn(p, "=&#");
+            if (name < part) util_put(out, cap, &len, p, name + 1);
+            if (part) util_put(out, cap, &len, "***", 3);
+            p += part;
+            if (*p == '&') {
+                util_put(out, cap, &len, "&", 1);
+                p++;
+            }
+        }
+    }
+    if (*p == '#') util_put(out, cap, &len, p[1] ? "#***" : "#", p[1] ? 4 : 1);
+    return out;
 }

@@ -28,9 +28,28 @@ uint32_t util_fnv1a(const void *p, size_t n);
 #define UTIL_INT_MAX 24
 int util_fmt_int(char *buf, long long v);
 
+/* UTF-8 as RFC 3629 has it: no overlong forms, no surrogates (U+D800 to
+ * U+DFFF), nothing past U+10FFFF, no sequence cut short. The one check of
+ * text from outside: the API refuses strings that fail it, and text tickd
+ * passes on (receivers' answers, messages quoting input) is cleaned by it.
+ * util_utf8_seq: the length (1 to 4) of the valid sequence s[0..n) starts
+ * with, 0 when it starts none (or n is 0). util_utf8_valid: 1 when all of
+ * s[0..n) is valid, else 0 with the offset of the first byte that starts no
+ * valid sequence in *bad (when bad is not NULL). */
+size_t util_utf8_seq(const char *s, size_t n);
+int util_utf8_valid(const char *s, size_t n, size_t *bad);
+
 /* Make buf[0..len) printable text in place: a control byte (but tab, CR and
  * LF) or a byte that is not part of a valid UTF-8 sequence becomes '?'. For
  * bytes from outside that go into JSON answers (a receiver's body). */
 void util_text_clean(char *buf, size_t len);
+
+/* A URL as it may be shown outside tickd (events, logs, listings), without
+ * what may be a credential: the userinfo becomes *** (u:pw@host shows as
+ * ***@host), each query value *** (?token=***&a=***; a part with no '=' is
+ * *** whole), a fragment #***. Scheme, host, port and path are kept as
+ * written.
+ * Malloc'd. */
+char *util_url_redact(const char *url);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "show.h"
 #include "util.h"
 
 typedef struct ctl_buf {
@@ -59,22 +60,20 @@ static void ctl_say_error(const ctl_answer *a)
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
     if (cJSON_IsString(code) && cJSON_IsString(msg)) {
-        char c[64], m[1024];
-        snprintf(c, sizeof(c), "%s", code->valuestring);
-        snprintf(m, sizeof(m), "%s", msg->valuestring);
+        char *c = show_clean(code->valuestring, strnlen(code->valuestring, 63), 1);
+        char *m = show_clean(msg->valuestring, strnlen(msg->valuestring, 1023), 1);
         for (char *p = c; *p; p++)
             if (*p == '_') *p = ' ';
-        util_text_clean(c, strlen(c));
-        util_text_clean(m, strlen(m));
         fprintf(stderr, "tickctl: %ld %s: %s\n", a->status, c, m);
+        free(c);
+        free(m);
     } else {
         /* not tickd's JSON (a proxy's page?): its first line */
-        char m[200];
         size_t n = a->body ? strcspn(a->body, "\r\n") : 0;
-        snprintf(m, sizeof(m), "%.*s", (int)(n < 199 ? n : 199), a->body ? a->body : "");
-        util_text_clean(m, strlen(m));
+        char *m = show_clean(a->body ? a->body : "", n < 199 ? n : 199, 1);
         fprintf(stderr, "tickctl: %ld from the API%s%s\n", a->status, *m ? ": " : " (no body)",
                 m);
+        free(m);
     }
     if (a->status == 401)
         fprintf(stderr, "tickctl: give the API token in TICKD_TOKEN or with --token\n");

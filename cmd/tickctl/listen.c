@@ -19,6 +19,7 @@
 
 #include "client.h"
 #include "show.h"
+#include "trace.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -114,6 +115,10 @@ static void print_text(struct evkeyvalq *hdrs, const seen *s)
     }
     if (s->due_ms >= 0) fprintf(f, "lateness: %" PRId64 " ms\n", s->at_ms - s->due_ms);
     else fprintf(f, "lateness: unknown (no tickd-scheduled-at header)\n");
+    const char *tph = evhttp_find_header(hdrs, "traceparent");
+    char tp[TRACE_PARENT_LEN + 1], why[160];
+    if (tph && trace_parent_parse(tph, tp, why, sizeof(why)) == 0)
+        fprintf(f, "trace: %.32s (span %.16s)\n", trace_id_of(tp), tp + 36);
     if (s->sig == 0) fprintf(f, "signature: valid\n");
     else if (s->sig == 1) fprintf(f, "signature: INVALID (%s)\n", s->why);
     if (s->len == 0) {
@@ -121,7 +126,8 @@ static void print_text(struct evkeyvalq *hdrs, const seen *s)
     } else {
         size_t shown = s->len < LISTEN_SHOW_MAX ? s->len : LISTEN_SHOW_MAX;
         char *b = show_clean((const char *)s->body, shown, 0);
-        fprintf(f, "body (%zu bytes):\n%s%s", s->len, b, b[shown - 1] == '\n' ? "" : "\n");
+        size_t blen = strlen(b); /* the cleaner may shorten it */
+        fprintf(f, "body (%zu bytes):\n%s%s", s->len, b, blen && b[blen - 1] == '\n' ? "" : "\n");
         if (shown < s->len) fprintf(f, "... (%zu more bytes not shown)\n", s->len - shown);
         free(b);
     }

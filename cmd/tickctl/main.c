@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,9 @@
 #define CTL_HEADERS_MAX 64
 #define CTL_ARGS_MAX 4
 #define CTL_CURSOR_MAX 1024        /* a listing's cursor (tickd's are ~300 bytes) */
+#define CTL_CURSOR_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:~+-/="
+#define CTL_ALL_PAGES 10000        /* pages one --all follows */
+#define CTL_ALL_BYTES CTL_ANSWER_MAX /* answers ls --all holds to print */
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -266,11 +270,28 @@ fail:
 
 /* ---- answers ------------------------------------------------------------- */
 
-/* The API's JSON as it came (it ends in a newline). */
+/* JSON text for scripts, with no control a terminal would act on. */
+static void print_json(const char *text, size_t len)
+{
+    char *s = show_json_clean(text, len);
+    size_t n = strlen(s);
+    fwrite(s, 1, n, stdout);
+    if (n && s[n - 1] != '\n') putchar('\n');
+    free(s);
+}
+
+/* The API's JSON as it came, its controls escaped (print_json). */
 static void print_raw(const ctl_answer *a)
 {
-    fwrite(a->body, 1, a->len, stdout);
-    if (a->len && a->body[a->len - 1] != '\n') putchar('\n');
+    print_json(a->body, a->len);
+}
+
+/* One line of text from the API, made printable. */
+static void print_clean(const char *text)
+{
+    char *s = show_clean(text, strlen(text), 1);
+    printf("%s\n", s);
+    free(s);
 }
 
 /* A 2xx answer that should be JSON and is not: tickd's answers always are. */
@@ -326,7 +347,7 @@ static int print_added(const ctl *c, const ctl_answer *a)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(a->json, "id");
     if (c->given[O_JSON]) print_raw(a);
-    else if (cJSON_IsString(id)) printf("%s\n", id->valuestring);
+    else if (cJSON_IsString(id)) print_clean(id->valuestring);
     else return not_json(a, "add");
     return CTL_OK;
 }
@@ -417,11 +438,13 @@ static int cmd_get(ctl *c)
 }
 
 static const char *const task_statuses[] = {"scheduled", "running", "succeeded", "failed",
-                                            "cancelled"};
+                                            "cancelled", "expired"};
 
 static int status_ok(const char *s, int retry)
 {
-    for (size_t i = retry ? 3 : 0; i < sizeof(task_statuses) / sizeof(*task_statuses); i++)
+    /* retried: failed and cancelled, not expired (never called after its expiry) */
+    size_t n = retry ? 5 : sizeof(task_statuses) / sizeof(*task_statuses);
+    for (size_t i = retry ? 3 : 0; i < n; i++)
         if (strcmp(s, task_statuses[i]) == 0) return 1;
     return 0;
 }
@@ -433,6 +456,48 @@ static void query_add(char *q, size_t qlen, const char *name, const char *value)
     size_t n = strlen(q);
     snprintf(q + n, qlen - n, "%s%s=%s", n ? "&" : "?", name, e);
     free(e);
+}
+
+/* Following next_cursor (--all) trusts no server to end the walk: it stops
+ * with an error after CTL_ALL_PAGES pages, and at a cursor given before (a
+ * server answering one cursor, or a cycle of them, for ever). */
+typedef struct walk {
+    int pages;
+    uint64_t seen[CTL_ALL_PAGES];   /* FNV-1a of each cursor followed */
+} walk;
+
+/* The answer's next_cursor into cursor ("" after the last page): CTL_OK, or
+ * CTL_API said on stderr when it is no cursor tickctl may print and send
+ * back (tickd's are of CTL_CURSOR_CHARS, shorter than CTL_CURSOR_MAX) or,
+ * with all, when the walk would not end. */
+static int walk_next(walk *w, const cJSON *answer, int all, char *cursor, const char *what)
+{
+    const cJSON *next = cJSON_GetObjectItemCaseSensitive(answer, "next_cursor");
+    const char *v = cJSON_IsString(next) ? next->valuestring : "";
+    size_t n = strlen(v);
+    uint64_t h = 14695981039346656037u;
+    *cursor = '\0';
+    if (!next || cJSON_IsNull(next)) return CTL_OK;
+    if (!n || n >= CTL_CURSOR_MAX || strspn(v, CTL_CURSOR_CHARS) != n) {
+        fprintf(stderr, "tickctl: %s: the answer's next_cursor is no cursor tickd gives\n", what);
+        return CTL_API;
+    }
+    memcpy(cursor, v, n + 1);
+    if (!all) return CTL_OK;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)v[i]) * 1099511628211u;
+    for (int i = 0; i < w->pages; i++)
+        if (w->seen[i] == h) {
+            fprintf(stderr, "tickctl: %s --all: page %d gave a cursor given before: stopping "
+                    "(the walk would not end)\n", what, w->pages + 1);
+            return CTL_API;
+        }
+    if (w->pages == CTL_ALL_PAGES) {
+        fprintf(stderr, "tickctl: %s --all: stopping after %d pages (go on with --cursor '%s')\n",
+                what, CTL_ALL_PAGES, cursor);
+        return CTL_API;
+    }
+    w->seen[w->pages++] = h;
+    return CTL_OK;
 }
 
 /* --cursor and --key-prefix within what tickd takes: 0, or CTL_USAGE */
@@ -453,12 +518,14 @@ static int cmd_ls(ctl *c)
     int rc = CTL_OK;
     if (!status_ok(status, 0))
         return usage_error(c, "--status: %.40s is not one of scheduled, running, succeeded, "
-                           "failed, cancelled", status);
+                           "failed, cancelled, expired", status);
     if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 1000, &limit) != 0)
         return usage_error(c, "--limit: want an integer from 1 to 1000");
     if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
     cJSON *all = cJSON_CreateArray();
+    walk *w = xcalloc(1, sizeof(*w));
+    size_t held = 0;
     for (;;) {
         ctl_answer a;
         char lim[24];
@@ -474,7 +541,6 @@ static int cmd_ls(ctl *c)
         free(path);
         if (rc != CTL_OK) break;
         const cJSON *tasks = cJSON_GetObjectItemCaseSensitive(a.json, "tasks"), *t;
-        const cJSON *next = cJSON_GetObjectItemCaseSensitive(a.json, "next_cursor");
         if (!cJSON_IsArray(tasks)) {
             rc = not_json(&a, "ls");
             ctl_answer_free(&a);
@@ -486,9 +552,16 @@ static int cmd_ls(ctl *c)
             break;
         }
         cJSON_ArrayForEach(t, tasks) cJSON_AddItemToArray(all, cJSON_Duplicate(t, 1));
-        *cursor = '\0';
-        if (cJSON_IsString(next)) snprintf(cursor, sizeof(cursor), "%s", next->valuestring);
+        held += a.len;
+        rc = walk_next(w, a.json, c->given[O_ALL], cursor, "ls");
         ctl_answer_free(&a);
+        if (rc != CTL_OK) break;
+        if (*cursor && c->given[O_ALL] && held > CTL_ALL_BYTES) {
+            fprintf(stderr, "tickctl: ls --all: stopping at over %u MiB of tasks (go on with "
+                    "--cursor '%s')\n", CTL_ALL_BYTES >> 20, cursor);
+            rc = CTL_API;
+            break;
+        }
         if (!c->given[O_ALL] || !*cursor) {
             if (c->given[O_JSON]) {
                 /* every page's tasks as one answer */
@@ -496,7 +569,7 @@ static int cmd_ls(ctl *c)
                 cJSON_AddItemReferenceToObject(o, "tasks", all);
                 cJSON_AddNullToObject(o, "next_cursor");
                 char *s = cJSON_PrintUnformatted(o);
-                printf("%s\n", s);
+                print_json(s, strlen(s));
                 free(s);
                 cJSON_Delete(o);
             } else {
@@ -509,6 +582,7 @@ static int cmd_ls(ctl *c)
         }
     }
     cJSON_Delete(all);
+    free(w);
     return rc;
 }
 
@@ -537,6 +611,7 @@ static int retry_bulk(ctl *c)
         return usage_error(c, "--limit: want an integer from 1 to 10000");
     if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
+    walk *w = xcalloc(1, sizeof(*w));
     for (;;) {
         ctl_answer a;
         cJSON *f = cJSON_CreateObject();
@@ -548,18 +623,20 @@ static int retry_bulk(ctl *c)
         cJSON_Delete(f);
         if (rc != CTL_OK) {
             if (total) fprintf(stderr, "tickctl: %lld tasks were retried before\n", total);
-            return rc;
+            break;
         }
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(a.json, "retried");
-        const cJSON *next = cJSON_GetObjectItemCaseSensitive(a.json, "next_cursor");
         if (!cJSON_IsNumber(n)) {
             rc = not_json(&a, "retry");
             ctl_answer_free(&a);
-            return rc;
+            break;
         }
         total += (long long)n->valuedouble;
-        *cursor = '\0';
-        if (cJSON_IsString(next)) snprintf(cursor, sizeof(cursor), "%s", next->valuestring);
+        if ((rc = walk_next(w, a.json, c->given[O_ALL], cursor, "retry")) != CTL_OK) {
+            fprintf(stderr, "tickctl: %lld tasks were retried\n", total);
+            ctl_answer_free(&a);
+            break;
+        }
         if (c->given[O_ALL] && *cursor) {
             ctl_answer_free(&a);
             continue;
@@ -571,8 +648,10 @@ static int retry_bulk(ctl *c)
             fprintf(stderr, "more: tickctl retry --status %s --cursor '%s' (or --all)\n",
                     status, cursor);
         ctl_answer_free(&a);
-        return CTL_OK;
+        break;
     }
+    free(w);
+    return rc;
 }
 
 static int cmd_retry(ctl *c)
@@ -627,7 +706,10 @@ static void print_queue_row(const cJSON *q)
     const char *names[] = {"rate", "max_concurrency", "scheduled", "waiting", "in_flight",
                            "failed_last_hour"};
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(q, "name");
-    printf("%-24s", cJSON_IsString(name) ? name->valuestring : "?");
+    char *n = show_clean(cJSON_IsString(name) ? name->valuestring : "?",
+                         cJSON_IsString(name) ? strlen(name->valuestring) : 1, 1);
+    printf("%-24s", n);
+    free(n);
     for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(q, names[i]);
         if (cJSON_IsNumber(v)) printf(" %10.15g", v->valuedouble);
@@ -801,7 +883,7 @@ static const cmd cmds[] = {
      "attempts (made/allowed) and URL. When there are more, the cursor of the next\n"
      "page is said on stderr.\n"
      "\n"
-     "  --status S        scheduled (default), running, succeeded, failed, cancelled\n"
+     "  --status S        scheduled (default), running, succeeded, failed, cancelled, expired\n"
      "  --limit N         tasks a page (1-1000, default 100)\n"
      "  --cursor C        the page after this cursor (as printed)\n"
      "  --all             every page\n"

@@ -22,17 +22,67 @@ void show_time(int64_t ms, char *out, size_t outlen)
     snprintf(out, outlen, "%s.%03dZ", day, (int)(ms - (int64_t)s * 1000));
 }
 
-char *show_clean(const char *s, size_t len, int one_line)
+/* The code point of the character at p (UTF-8 that util_text_clean let
+ * through, n bytes) when a terminal would act on it rather than show it: a
+ * C1 control (U+0080-U+009F; U+009B alone opens an escape sequence on some
+ * terminals) or a bidi control (U+061C, U+200E, U+200F, U+202A-U+202E,
+ * U+2066-U+2069), which reorders what follows it on the line; else 0. */
+static unsigned show_unsafe(const unsigned char *p, size_t n)
 {
-    char *c = xstrndup(s, len);
+    unsigned cp = n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
+                : n == 3 ? (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu) : 0;
+    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+        (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+        return cp;
+    return 0;
+}
+
+/* show_clean, and with json each unsafe character as its \uXXXX escape
+ * rather than '?': inside a JSON string the same text, printable. */
+static char *show_filter(const char *s, size_t len, int one_line, int json)
+{
+    char *c = xstrndup(s, len), *out = xmalloc(len * 3 + 1);
+    size_t o = 0;
     for (size_t i = 0; i < len; i++)
         if (c[i] == '\0') c[i] = '?';
     util_text_clean(c, len);
-    for (size_t i = 0; i < len; i++) {
-        if (one_line && (c[i] == '\t' || c[i] == '\n' || c[i] == '\r')) c[i] = ' ';
-        else if (c[i] == '\r' && c[i + 1] != '\n') c[i] = '?';
+    for (size_t i = 0; i < len;) {
+        unsigned char b = (unsigned char)c[i];
+        /* after util_text_clean, a byte >= 0x80 starts a sequence it took for
+         * UTF-8; a continuation byte or 0xf5-0xff never start one */
+        size_t n = b < 0x80 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
+        unsigned cp = n > 1 && i + n <= len ? show_unsafe((const unsigned char *)c + i, n) : 0;
+        if ((b >= 0x80 && b < 0xc2) || b >= 0xf5 || i + n > len) {
+            out[o++] = '?';
+            n = 1;
+        } else if (json && (cp || s[i] == 0x7f)) {
+            /* DEL is valid raw in a JSON string, and still a control */
+            o += (size_t)sprintf(out + o, "\\u%04x", cp ? cp : 0x7fu);
+        } else if (cp) {
+            out[o++] = '?';
+        } else if (one_line && (b == '\t' || b == '\n' || b == '\r')) {
+            out[o++] = ' ';
+        } else if (b == '\r' && (i + 1 == len || c[i + 1] != '\n')) {
+            out[o++] = '?';
+        } else {
+            memcpy(out + o, c + i, n);
+            o += n;
+        }
+        i += n;
     }
-    return c;
+    out[o] = '\0';
+    free(c);
+    return out;
+}
+
+char *show_clean(const char *s, size_t len, int one_line)
+{
+    return show_filter(s, len, one_line, 0);
+}
+
+char *show_json_clean(const char *s, size_t len)
+{
+    return show_filter(s, len, 0, 1);
 }
 
 static const char *str_of(const cJSON *o, const char *name)

@@ -16,10 +16,17 @@
 /* Unix ms as "2026-12-01T09:00:00.250Z" into out (>= 32 bytes). */
 void show_time(int64_t ms, char *out, size_t outlen);
 
-/* A malloc'd printable copy of s[0..len): control bytes and invalid UTF-8
- * become '?'; with one_line, tabs and line ends become spaces too, else a
- * CR is kept only before an LF. */
+/* A malloc'd printable copy of s[0..len) (it may be shorter): control
+ * characters (C0 but tab and line ends, DEL, C1), bidi controls (U+061C,
+ * U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) and invalid UTF-8 become
+ * '?' each (so an escape sequence loses its ESC); with one_line, tabs and
+ * line ends become spaces too, else a CR is kept only before an LF. */
 char *show_clean(const char *s, size_t len, int one_line);
+
+/* The same for JSON text printed as it came (--json): a C1 or bidi control
+ * becomes its \uXXXX escape, so a JSON string keeps its value and the
+ * terminal sees no control. */
+char *show_json_clean(const char *s, size_t len);
 
 /* The tasks of a JSON array (as GET /v1/tasks gives them) as a table with a
  * head line; "no tasks" on stderr when there are none. */

@@ -78,6 +78,13 @@ typedef struct tickd {
     cbtls *tls;                 /* callback TLS and proxy; NULL: libcurl's defaults */
     onfail *of;                 /* task.failed events */
     struct event *sig_term, *sig_int, *stop_ev;
+    struct event *sig_hup, *sig_usr1, *sig_usr2;
+    const char *file, *flag_listen, *flag_redis, *flag_store; /* as given, read again on SIGHUP */
+    struct event *store_ev;     /* the next try to reach the store */
+    int64_t store_wait_ms;      /* and the pause before the one after */
+    char scripts[PATH_MAX + 32];
+    int workers;
+    int rc;                     /* the exit status */
     int64_t stop_started_ms, grace_ends_ms;
     int64_t start_ms;           /* wall clock */
 } tickd;
@@ -180,6 +187,11 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
         log_warn("second signal: exiting now");
         exit(1);
     }
+    if (!t->sc) { /* still waiting for the store: nothing runs yet */
+        log_info("%s: stopping before the store was reached", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        event_base_loopexit(t->base, NULL);
+        return;
+    }
     log_info("%s: shutting down (grace %lld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
              (long long)t->cfg.shutdown_grace_ms);
     sdnotify("STOPPING=1");
@@ -190,6 +202,82 @@ static void tickd_signal(evutil_socket_t sig, short what, void *arg)
     t->stop_ev = event_new(t->base, -1, EV_PERSIST, tickd_stop_poll, t);
     struct timeval tv = {0, 20000};
     event_add(t->stop_ev, &tv);
+}
+
+/* ---- signals that do not stop ----------------------------------------- */
+
+/* The configuration as at start: defaults < the file < TICKD_ variables <
+ * the flags. 0, or -1 + err. */
+static int tickd_config_read(const tickd *t, config *c, char *err, size_t errlen)
+{
+    config_defaults(c);
+    if ((t->file && config_load_file(c, t->file, err, errlen) != 0) ||
+        config_load_env(c, err, errlen) != 0 ||
+        (t->flag_listen && config_set(c, "server", "listen", t->flag_listen, err, errlen) != 0) ||
+        (t->flag_redis && config_set(c, "redis", "nodes", t->flag_redis, err, errlen) != 0) ||
+        (t->flag_store && config_set(c, "server", "store", t->flag_store, err, errlen) != 0))
+        return -1;
+    return config_validate(c, err, errlen);
+}
+
+/* SIGHUP: the configuration is read again; what can change under a running
+ * tickd does (the API tokens, log_level, access_log), the rest is named as
+ * waiting for a restart. One that does not load, or would open an API that
+ * was guarded, changes nothing. Said whatever log_level: an operator asked. */
+static void tickd_reload(evutil_socket_t sig, short what, void *arg)
+{
+    tickd *t = arg;
+    config *c = xmalloc(sizeof(*c));
+    char err[512], rest[600];
+    (void)sig, (void)what;
+    if (t->stop_ev) {
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGHUP: ignored while shutting down");
+    } else if (tickd_config_read(t, c, err, sizeof(err)) != 0) {
+        log_error("SIGHUP: configuration not reloaded, nothing changed: %s", err);
+    } else if (t->cfg.api_token[0] && !c->api_token[0]) {
+        log_error("SIGHUP: configuration not reloaded, nothing changed: server.api_token is no "
+                  "longer set (restart tickd to open the API)");
+    } else {
+        int ntok = api_set_tokens(t->a, c->api_token);
+        log_level = log_level_parse(c->log_level);
+        http_server_set_access_log(api_http(t->a), (int)c->access_log);
+        memcpy(t->cfg.api_token, c->api_token, sizeof(c->api_token));
+        memcpy(t->cfg.log_level, c->log_level, sizeof(c->log_level));
+        t->cfg.access_log = c->access_log;
+        config_diff(&t->cfg, c, rest, sizeof(rest));
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGHUP: configuration reloaded: %d API token%s, "
+                  "log_level %s, access_log %s%s%s", ntok, ntok == 1 ? "" : "s", c->log_level,
+                  c->access_log ? "on" : "off", *rest ? "; changed, taking effect at the next "
+                  "start: " : "", rest);
+    }
+    free(c);
+}
+
+/* SIGUSR1: one status line; SIGUSR2: nothing (said, so that it is seen). */
+static void tickd_status(evutil_socket_t sig, short what, void *arg)
+{
+    tickd *t = arg;
+    (void)what;
+    if (sig != SIGUSR1) {
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGUSR2: ignored (SIGUSR1 logs the status, "
+                  "SIGHUP reloads the configuration)");
+        return;
+    }
+    long long up_s = (util_realtime_ms() - t->start_ms) / 1000, waiting;
+    int busy = api_busy(t->a);
+    if (!t->sc) {
+        log_write(LOG_INFO, __FILE__, __LINE__, "status: up %lld s, waiting for the store; %d API "
+                  "request%s being answered; store %s, log_level %s", up_s, busy,
+                  busy == 1 ? "" : "s", t->cfg.store, t->cfg.log_level);
+        return;
+    }
+    int calling = tickd_calling(t), held = sched_held(t->sc);
+    waiting = sched_flow_waiting(t->sc); /* -1: no flow control (the memory store) */
+    log_write(LOG_INFO, __FILE__, __LINE__, "status: up %lld s, %s; %d callback%s in flight, %d "
+              "task%s held, %lld waiting for flow control, %d API request%s being answered; "
+              "store %s, log_level %s", up_s, t->stop_ev ? "shutting down" : "running", calling,
+              calling == 1 ? "" : "s", held, held == 1 ? "" : "s", waiting < 0 ? 0 : waiting,
+              busy, busy == 1 ? "" : "s", t->cfg.store, t->cfg.log_level);
 }
 
 /* ---- start-up ---------------------------------------------------------- */
@@ -263,17 +351,16 @@ static int tickd_args(tickd *t, int argc, char **argv)
         {"print-config", no_argument, NULL, 'p'}, {"version", no_argument, NULL, 'v'},
         {"gen-secret", no_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    const char *file = NULL, *listen = NULL, *redis = NULL, *storek = NULL;
     char err[512];
     int o;
 
     config_defaults(&t->cfg);
     while ((o = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
         switch (o) {
-        case 'c': file = optarg; break;
-        case 'l': listen = optarg; break;
-        case 'r': redis = optarg; break;
-        case 's': storek = optarg; break;
+        case 'c': t->file = optarg; break;
+        case 'l': t->flag_listen = optarg; break;
+        case 'r': t->flag_redis = optarg; break;
+        case 's': t->flag_store = optarg; break;
         case 'p': config_print_defaults(stdout); exit(0);
         case 'g': {
             char sec[64];
@@ -294,14 +381,9 @@ static int tickd_args(tickd *t, int argc, char **argv)
         tickd_usage(stderr);
         return -1;
     }
-    if (!file && TICKD_DEFAULT_CONFIG[0] && access(TICKD_DEFAULT_CONFIG, F_OK) == 0)
-        file = TICKD_DEFAULT_CONFIG;
-    if ((file && config_load_file(&t->cfg, file, err, sizeof(err)) != 0) ||
-        config_load_env(&t->cfg, err, sizeof(err)) != 0 ||
-        (listen && config_set(&t->cfg, "server", "listen", listen, err, sizeof(err)) != 0) ||
-        (redis && config_set(&t->cfg, "redis", "nodes", redis, err, sizeof(err)) != 0) ||
-        (storek && config_set(&t->cfg, "server", "store", storek, err, sizeof(err)) != 0) ||
-        config_validate(&t->cfg, err, sizeof(err)) != 0 ||
+    if (!t->file && TICKD_DEFAULT_CONFIG[0] && access(TICKD_DEFAULT_CONFIG, F_OK) == 0)
+        t->file = TICKD_DEFAULT_CONFIG;
+    if (tickd_config_read(t, &t->cfg, err, sizeof(err)) != 0 ||
         netpolicy_init(&t->np, t->cfg.deny, t->cfg.allow, err, sizeof(err)) != 0 ||
         webhook_keys_parse(t->cfg.signing_secrets, &t->keys, err, sizeof(err)) != 0) {
         fprintf(stderr, "tickd: config: %s\n", err);
@@ -310,10 +392,85 @@ static int tickd_args(tickd *t, int argc, char **argv)
     return 0;
 }
 
+/* The store and the scheduler ready: everything else starts. 0, or -1 +
+ * err. */
+static int tickd_run(tickd *t, char *err, size_t errlen)
+{
+    if (!(t->d = dispatch_create(t->base, t->workers, (int)t->cfg.host_connections,
+                                 t->cfg.keepalive_ms, t->tls, tickd_done, t, err, errlen)))
+        return -1;
+    dispatch_set_edge(t->d, &t->np, t->keys);
+    sched_set_submit(t->sc, tickd_submit, t);
+    t->of = onfail_create(t->base, t->cfg.on_failure_url, tickd_submit_event, t);
+    sched_set_failed(t->sc, tickd_failed, t);
+    t->run = runner_create(t->base, t->st, &t->cfg);
+    api_set_store(t->a, t->st);
+    sched_start(t->sc);
+    runner_start(t->run);
+    char host[256];
+    snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t->cfg.listen, ':') - t->cfg.listen),
+             t->cfg.listen);
+    log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
+             TICKD_VERSION, host, api_port(t->a), t->workers, t->workers == 1 ? "" : "s",
+             t->cfg.store);
+    /* listening, the store reached (the watermarks were read), the
+     * scheduler started: a service manager may call tickd up (it was told
+     * so already, with a status, if the store kept it waiting) */
+    if (sdnotify("READY=1\nSTATUS=serving") != 0)
+        log_warn("NOTIFY_SOCKET=%s: readiness not sent: %s", getenv("NOTIFY_SOCKET"),
+                 strerror(errno));
+    return 0;
+}
+
+/* A try to reach the store. One that may succeed later (Redis down, a
+ * cluster failing over, a node loading) is tried again, the pause doubling
+ * up to 5 s; one that cannot (a refused password, another keyspace's bucket
+ * count, an evicting Redis) ends tickd with status 2. */
+static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
+{
+    tickd *t = arg;
+    char err[512];
+    int fatal = 0;
+    (void)fd, (void)what;
+    if (strcmp(t->cfg.store, "memory") == 0) {
+        log_warn("store = memory: tasks live in this process only and are lost on exit");
+        t->st = store_memory_create(t->base, &t->cfg);
+    } else {
+        t->st = store_redis_create(t->base, &t->cfg, t->scripts, &fatal, err, sizeof(err));
+    }
+    if (t->st && !(t->sc = sched_create(t->base, t->st, &t->cfg, err, sizeof(err)))) {
+        /* its watermarks not read: a node lost on the way */
+        store_close(t->st);
+        store_free(t->st);
+        t->st = NULL;
+    } else if (t->st) {
+        if (tickd_run(t, err, sizeof(err)) == 0) return;
+        fatal = 1;
+    }
+    if (fatal) {
+        log_error("%s", err);
+        t->rc = 2;
+        event_base_loopexit(t->base, NULL);
+        return;
+    }
+    log_warn("store not reachable yet: %s; trying again in %lld ms (the API on port %d "
+             "answers 503 until then)", err, (long long)t->store_wait_ms, api_port(t->a));
+    api_set_waiting(t->a, err);
+    /* up, and saying why it cannot serve yet: a service manager that waited
+     * for the store would hold the boot (or a package's install) for as long
+     * as Redis is away, then restart tickd in a loop */
+    char status[600];
+    snprintf(status, sizeof(status), "READY=1\nSTATUS=waiting for the store: %.500s", err);
+    sdnotify(status);
+    struct timeval tv = {t->store_wait_ms / 1000, (t->store_wait_ms % 1000) * 1000};
+    evtimer_add(t->store_ev, &tv);
+    if ((t->store_wait_ms *= 2) > 5000) t->store_wait_ms = 5000;
+}
+
 int main(int argc, char **argv)
 {
     static tickd t;
-    char err[512], dir[PATH_MAX + 32];
+    char err[512];
     int rc = 1;
 
     t.start_ms = util_realtime_ms();
@@ -321,6 +478,8 @@ int main(int argc, char **argv)
     log_level = log_level_parse(t.cfg.log_level);
     log_json = strcmp(t.cfg.log_format, "json") == 0;
     signal(SIGPIPE, SIG_IGN);
+    /* until the loop handles them (below): not fatal while starting */
+    signal(SIGHUP, SIG_IGN), signal(SIGUSR1, SIG_IGN), signal(SIGUSR2, SIG_IGN);
     int api_conns = tickd_api_connections(&t.cfg);
     /* two priorities: the fire wheel's timer (0) runs before API requests,
      * claims and completions (1) that are ready at the same time */
@@ -336,32 +495,14 @@ int main(int argc, char **argv)
         event_base_free(t.base);
         return 2;
     }
-    int workers = t.cfg.workers ? (int)t.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (workers < 1) workers = 1;
 
-    if (strcmp(t.cfg.store, "memory") == 0) {
-        log_warn("store = memory: tasks live in this process only and are lost on exit");
-        t.st = store_memory_create(t.base, &t.cfg);
-    } else {
-        tickd_scripts_dir(&t.cfg, dir, sizeof(dir));
-        t.st = store_redis_create(t.base, &t.cfg, dir, err, sizeof(err));
-    }
-    if (!t.st || !(t.sc = sched_create(t.base, t.st, &t.cfg, err, sizeof(err)))) {
-        log_error("%s", err);
-        goto done;
-    }
-    if (!(t.d = dispatch_create(t.base, workers, (int)t.cfg.host_connections,
-                                 t.cfg.keepalive_ms, t.tls, tickd_done, &t, err, sizeof(err)))) {
-        log_error("%s", err);
-        goto done;
-    }
-    dispatch_set_edge(t.d, &t.np, t.keys);
-    sched_set_submit(t.sc, tickd_submit, &t);
-    t.of = onfail_create(t.base, t.cfg.on_failure_url, tickd_submit_event, &t);
-    sched_set_failed(t.sc, tickd_failed, &t);
-    t.run = runner_create(t.base, t.st, &t.cfg);
+    t.workers = t.cfg.workers ? (int)t.cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (t.workers < 1) t.workers = 1;
+    /* The API first: while the store cannot be reached it answers 503 (and
+     * /healthz says why), so a start in the middle of an incident comes up
+     * by itself once Redis does. */
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
-                           t.cfg.api_token, t.st, tickd_stats, &t, err, sizeof(err)))) {
+                           t.cfg.api_token, NULL, tickd_stats, &t, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }
@@ -388,23 +529,20 @@ int main(int argc, char **argv)
                            t.cfg.body_timeout_ms);
     t.sig_term = evsignal_new(t.base, SIGTERM, tickd_signal, &t);
     t.sig_int = evsignal_new(t.base, SIGINT, tickd_signal, &t);
+    t.sig_hup = evsignal_new(t.base, SIGHUP, tickd_reload, &t);
+    t.sig_usr1 = evsignal_new(t.base, SIGUSR1, tickd_status, &t);
+    t.sig_usr2 = evsignal_new(t.base, SIGUSR2, tickd_status, &t);
     event_add(t.sig_term, NULL);
     event_add(t.sig_int, NULL);
-    sched_start(t.sc);
-    runner_start(t.run);
-    char host[256];
-    snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t.cfg.listen, ':') - t.cfg.listen),
-             t.cfg.listen);
-    log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
-             TICKD_VERSION, host, api_port(t.a), workers, workers == 1 ? "" : "s", t.cfg.store);
-    /* listening, the store reached (the watermarks were read), the
-     * scheduler started: a service manager may call tickd up */
-    if (sdnotify("READY=1") != 0)
-        log_warn("NOTIFY_SOCKET=%s: readiness not sent: %s", getenv("NOTIFY_SOCKET"),
-                 strerror(errno));
-    event_base_dispatch(t.base);
-    log_info("stopped");
-    rc = 0;
+    event_add(t.sig_hup, NULL), event_add(t.sig_usr1, NULL), event_add(t.sig_usr2, NULL);
+    tickd_scripts_dir(&t.cfg, t.scripts, sizeof(t.scripts));
+    t.store_ev = evtimer_new(t.base, tickd_store_try, &t);
+    t.store_wait_ms = 250;
+    t.rc = 0;
+    tickd_store_try(-1, 0, &t);
+    if (t.rc == 0) event_base_dispatch(t.base);
+    if (t.rc == 0) log_info("stopped");
+    rc = t.rc;
 done:
     if (t.d) dispatch_free(t.d);
     onfail_free(t.of); /* after the pool: it hands back the events it held */
@@ -418,7 +556,9 @@ done:
     if (t.a) api_free(t.a);
     if (t.sig_term) event_free(t.sig_term);
     if (t.sig_int) event_free(t.sig_int);
+    if (t.sig_hup) event_free(t.sig_hup), event_free(t.sig_usr1), event_free(t.sig_usr2);
     if (t.stop_ev) event_free(t.stop_ev);
+    if (t.store_ev) event_free(t.store_ev);
     event_base_free(t.base);
     netpolicy_free(&t.np);
     webhook_keys_free(t.keys);

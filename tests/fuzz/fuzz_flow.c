@@ -1,7 +1,8 @@
 /* fuzz_flow.c -- flow control's parsers of outside bytes: a PUT body of
  * /v1/queues or /v1/destinations (flow_settings_parse), with the stored JSON
- * read back; a destination named in a path (flow_dest_valid); a callback
- * URL's destination (flow_dest_of_url); a receiver's Retry-After value
+ * read back; a destination named in a path (flow_dest_valid, and its one
+ * form, flow_dest_canon, which is its own form); a callback URL's
+ * destination (flow_dest_of_url); a receiver's Retry-After value
  * (h1_retry_after).
  *
  * Input: "<body JSON>\n<destination>\n<Retry-After>" (parts may be missing). */
@@ -47,6 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON_Delete(body);
     if (flow_dest_valid(dest) && strlen(dest) >= FLOW_DEST_MAX) abort();
     if (flow_dest_of_url(dest, out) == 0 && strlen(out) >= FLOW_DEST_MAX) abort();
+    char again[FLOW_DEST_MAX];
+    if (flow_dest_canon(dest, out) == 0 &&
+        (strlen(out) >= FLOW_DEST_MAX || flow_dest_canon(out, again) != 0 || strcmp(out, again) != 0))
+        abort();
     if (h1_retry_after(ra, strlen(ra), 1700000000) < -1) abort();
     free(s);
     return 0;

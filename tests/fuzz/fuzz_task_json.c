@@ -1,6 +1,6 @@
 /* fuzz_task_json.c -- the API's task JSON on arbitrary bytes, as api.c takes
- * it: a raw NUL refused, cJSON, the NUL scan of the text, then
- * task_input_parse. The NUL scan also runs on every input, JSON or not.
+ * it: a raw NUL refused, cJSON, the UTF-8 check and the NUL scan of the
+ * text, then task_input_parse. The NUL scan also runs on every input, JSON or not.
  * Invariants checked beyond the sanitizers: an error names a field
  * ("field: reason"); an accepted task's stored spec is JSON that is accepted
  * again and stored unchanged (what is stored is what was sent); its record
@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "task.h"
+#include "util.h"
 
 #define NOW_MS INT64_C(1795323600000)
 
@@ -55,6 +56,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     cJSON *j = cJSON_ParseWithLength(s, size);
     if (!j) return 0;
+    /* JSON text outside strings is ASCII: for a text that is one value (as
+     * api_body takes it) the string scan finds a string that is not UTF-8
+     * exactly when the text is not UTF-8 */
+    const char *end = NULL;
+    cJSON_Delete(cJSON_ParseWithLengthOpts(s, size, &end, 0));
+    while (end && end < s + size && strchr(" \t\r\n", *end)) end++;
+    int utf8_bad = task_json_check_utf8(s, size, err, sizeof(err)) != 0;
+    if (end == s + size && (utf8_bad == util_utf8_valid(s, size, NULL) ||
+                            (utf8_bad && !strstr(err, ": not valid UTF-8 (byte 0x"))))
+        abort();
+    if (utf8_bad) {
+        cJSON_Delete(j);
+        return 0;
+    }
     if (task_json_check_nul(s, size, err, sizeof(err)) != 0) {
         if (!strstr(err, ": contains a NUL character")) abort();
         cJSON_Delete(j);

@@ -327,6 +327,18 @@ class Tickd:
     def delete(self, tid):
         return self.request("DELETE", f"/v1/tasks/{tid}")
 
+    def settled(self, timeout=10):
+        """Wait until no task is scheduled or running (on a cluster, on every
+        master): every callback that will ever be made has been made and its
+        outcome recorded, so counting deliveries (or duplicates) is exact."""
+        def idle():
+            for s in ("scheduled", "running"):
+                code, res = self.request("GET", f"/v1/tasks?status={s}&limit=1")
+                if code != 200 or res["tasks"]:
+                    return False
+            return True
+        wait_for(idle, timeout, what=f"tickd :{self.port} with no task scheduled or running")
+
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)

@@ -1,6 +1,5 @@
 """Scenarios run the same against every store (Redis and memory)."""
 import json
-import time
 
 from harness import wait_for
 
@@ -47,7 +46,7 @@ def batch_with_one_bad_task(tickd, receiver):
     wait_for(lambda: set(ok) <= set(receiver.by_task()), 5, what="batch delivered")
     code, r = tickd.request("POST", "/v1/tasks/batch", {"tasks": [{}] * 1001})
     assert code == 400 and r["error"]["message"].startswith("tasks:")
-    time.sleep(0.2)
+    tickd.settled()
     assert receiver.count() == 4
 
 
@@ -72,7 +71,7 @@ def fails_after_max_attempts(tickd, receiver):
     t = tickd.post({"callback_url": receiver.url("/status/500"),
                     "retry": {"max_attempts": 4, "backoff_ms": 100}})
     wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 10, what="failed")
-    time.sleep(0.5)
+    tickd.settled()
     assert len(receiver.by_task()[t["id"]]) == 4
     g = tickd.get(t["id"])[1]
     assert g["attempts"] == 4 and g["last_status_code"] == 500 and "finished_at" in g

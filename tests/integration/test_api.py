@@ -95,7 +95,7 @@ def test_cancel(tickd, receiver, redis):
     assert tickd.delete(near["id"])[0] == 204  # cancelling twice is fine
     assert tickd.get(far["id"])[1]["status"] == "cancelled"
     wait_for(lambda: tickd.get(keep["id"])[1]["status"] == "succeeded", 8, what="keep fired")
-    time.sleep(0.5)
+    tickd.settled()
     ids = set(receiver.by_task())
     assert keep["id"] in ids and near["id"] not in ids and far["id"] not in ids
     assert tickd.delete(keep["id"])[0] == 409
@@ -111,7 +111,7 @@ def test_batch_with_one_bad_task(tickd, receiver):
 
 
 def test_healthz(tickd, redis):
-    assert tickd.request("GET", "/healthz") == (200, {"redis": "ok"})
+    assert tickd.request("GET", "/healthz") == (200, {"redis": "ok", "store": {"data_lost": 0}})
 
 
 def test_repost_of_a_finished_task_shows_its_status(tickd, redis):

@@ -41,7 +41,7 @@ def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receive
               "execute_at": start + (i * 30000) // 20000} for i in range(20000)]
     ids = ingest(ts[0], tasks[:10000]) + ingest(ts[1], tasks[10000:])
     wait_for(lambda: receiver.count() >= 20000, 60, 0.2, what="20000 callbacks")
-    time.sleep(1)
+    ts[0].settled(30)
     calls = receiver.by_task()
     assert set(calls) == set(ids)
     dups = [i for i, c in calls.items() if len(c) > 1]
@@ -61,7 +61,7 @@ def test_kill9_one_replica_loses_nothing(cluster, tickd_factory, receiver):
     kill_t = time.time() * 1000
     ts[2].kill9()
     wait_for(lambda: set(ids) <= set(receiver.by_task()), 60, 0.2, what="all delivered")
-    time.sleep(4)  # leases of the killed replica expire: their re-runs arrive
+    ts[0].settled(30)  # leases of the killed replica expire: their re-runs arrive
     calls = receiver.by_task()
     # a duplicate is one attempt delivered twice (a retry after a timeout is
     # a new attempt, with its own tickd-attempt)
@@ -173,7 +173,7 @@ def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
     assert out["r"].returncode == 0, out["r"].stdout[-2000:] + out["r"].stderr
     ids += ingest(t, [{"callback_url": receiver.url(), "delay_ms": 500} for _ in range(200)])
     wait_for(lambda: set(ids) <= set(receiver.by_task()), 30, 0.2, what="all delivered")
-    time.sleep(1)
+    t.settled(30)
     calls = receiver.by_task()
     assert all(len(calls[i]) == 1 for i in ids)
 
@@ -198,7 +198,7 @@ def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
         assert len(per_master) == 3 and all(per_master.values()), per_master
         # 60 s: a loaded machine (the whole suite) runs this cluster slowly
         wait_for(lambda: set(ids) <= set(receiver.by_task()), 60, 0.2, what="all delivered")
-        time.sleep(0.5)
+        ts[0].settled(30)
         calls = receiver.by_task()
         assert all(len(calls[i]) == 1 for i in ids)
         assert all(t.request("GET", "/healthz")[0] == 200 for t in ts)

@@ -72,9 +72,9 @@ def tickd_env_vars():
         if m:
             section = m.group(1)
             continue
-        m = re.match(r"^(\w+)\s*=", line)
+        m = re.match(r"^(\w+) = |^; (\w+) = $", line)  # "; key = ": a key shown unset
         if m and section:
-            names.add(f"TICKD_{section}_{m.group(1)}".upper())
+            names.add(f"TICKD_{section}_{m.group(1) or m.group(2)}".upper())
     assert "TICKD_REDIS_NODES" in names, f"unexpected --print-config output:\n{out}"
     return frozenset(names)
 

@@ -263,7 +263,7 @@ def test_out_of_descriptors_pauses_accepts_without_spinning(redis, tickd_factory
             clients.append(socket.create_connection(("127.0.0.1", t.port), timeout=2))
         except OSError:
             break
-    time.sleep(0.5)
+    wait_for(lambda: "pausing accepts" in t.logtext(), 5, what="tickd pausing accepts")
     c0 = cpu_seconds(t.proc.pid)
     time.sleep(2)
     used = cpu_seconds(t.proc.pid) - c0

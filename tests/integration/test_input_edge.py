@@ -161,17 +161,33 @@ def test_api_token_of_spaces_only_is_refused_at_start(redis, tickd_factory):
     assert "server.api_token: spaces and no token" in bad.logtext()
 
 
+def test_api_token_given_empty_is_refused_at_start(redis, tickd_factory, tmp_path):
+    """An empty token given, by the environment or by a second line of the
+    file, would leave the API open: tickd refuses to start (exit 2) and says
+    which key and why."""
+    bad = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": ""}).start(wait=False)
+    assert bad.proc.wait(10) == 2
+    assert ("environment TICKD_SERVER_API_TOKEN: api_token: empty, which would leave the API "
+            "open") in bad.logtext()
+    conf = tmp_path / "empty-token.ini"
+    conf.write_text("[server]\napi_token = tok-9f2c\napi_token =\n")
+    bad = tickd_factory(redis, args=["-c", str(conf)]).start(wait=False)
+    assert bad.proc.wait(10) == 2
+    assert f"{conf}:3: api_token: empty, which would leave the API open" in bad.logtext()
+
+
 def test_an_error_quoting_invalid_utf8_is_still_utf8_json(tickd, redis, receiver):
-    """A field name with a byte that is not UTF-8 is named in the 400 with
-    '?' in its place: the answer stays JSON (the harness's OpenAPI check
-    parses it), for a task, a batch item and a schedule alike."""
+    """A field name with a byte that is not UTF-8 is refused, named in the
+    400 with '?' in its place: the answer stays JSON (the harness's OpenAPI
+    check parses it), for a task, a batch and a schedule alike; a batch is
+    refused whole, its body not being UTF-8 (test_utf8.py has the rest)."""
     url = receiver.url().encode()
     code, body = tickd.request("POST", "/v1/tasks",
                                raw=b'{"callback_url":"' + url + b'","cro\x9c":1}')
-    assert code == 400 and body["error"]["message"] == "cro?: unknown field", body
+    assert code == 400 and body["error"]["message"].startswith("cro?: not valid UTF-8"), body
     code, body = tickd.request("POST", "/v1/tasks/batch",
                                raw=b'{"tasks":[{"callback_url":"' + url + b'","k\xffy":1}]}')
-    assert code == 200 and "k?y" in body["results"][0]["error"]["message"], body
+    assert code == 400 and body["error"]["message"].startswith("tasks[0].k?y: not valid"), body
     code, body = tickd.request("POST", "/v1/schedules",
                                raw=b'{"every_ms":1000,"cro\x9c":1,"task":{"callback_url":"' + url
                                + b'"}}')

@@ -57,7 +57,8 @@ def test_installed_tickd_reads_its_config_uses_its_scripts_and_notifies(tmp_path
     log = open(tmp_path / "tickd.log", "wb")
     p = subprocess.Popen([tickd], cwd=tmp_path, env=env, stdout=log, stderr=log)
     try:
-        assert notify.recv(256) == b"READY=1"
+        # with Redis up: ready when serving
+        assert notify.recv(256) == b"READY=1\nSTATUS=serving"
         port = log_port(tmp_path / "tickd.log")  # reported before READY=1
         # ready means serving: the API answers at once
         with socket.create_connection(("127.0.0.1", port), timeout=2) as c:

@@ -5,7 +5,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 
@@ -128,9 +127,9 @@ def test_redis_errors_and_reconnects_are_counted(redis, tickd_factory):
     wait_for(lambda: samples(scrape(t))["tickd_redis_reconnects_total"] >= 1, 15, 0.2,
              what="a reconnect counted")
     redis.stop()
-    time.sleep(0.3)
-    assert t.request("GET", "/healthz")[0] == 503
-    assert samples(scrape(t))["tickd_redis_errors_total"] >= 1
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 5, what="unhealthy")
+    wait_for(lambda: samples(scrape(t))["tickd_redis_errors_total"] >= 1, 5,
+             what="an error counted")
     redis.start()
 
 

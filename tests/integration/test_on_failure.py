@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness import Receiver, wait_for
+from harness import Receiver, now_ms, wait_for
 
 
 @pytest.fixture
@@ -119,8 +119,24 @@ def test_signed_like_any_callback(redis, tickd_factory, receiver, events):
     tid = t.post({"callback_url": receiver.url("/status/500"), "retry": {"max_attempts": 1},
                   "on_failure": {"callback_url": events.url()}})["id"]
     ev = wait_event(events, tid)[0]
-    assert ev["headers"]["webhook-id"] == tid + ".task.failed"
+    assert ev["headers"]["webhook-id"] == tid + "~task.failed"
     assert verify([secret], [ev]) == [[(True, None)]]
+
+
+def test_no_task_id_is_an_events_webhook_id(redis, tickd_factory, receiver, events):
+    """A receiver de-duplicates by webhook-id: the event about task k must not
+    share it with a task keyed k.task.failed (one bucket: the same slice)."""
+    from test_signing import gen_secret
+    t = tickd_factory(redis, env={"TICKD_CALLBACK_SIGNING_SECRETS": gen_secret(),
+                                  "TICKD_SCHEDULER_BUCKETS": "1"}).start()
+    at = now_ms() + 500
+    failing, other = t.batch([
+        {"key": "k", "callback_url": receiver.url("/status/500"), "execute_at": at,
+         "retry": {"max_attempts": 1}, "on_failure": {"callback_url": events.url()}},
+        {"key": "k.task.failed", "callback_url": events.url(), "execute_at": at}])
+    ev = wait_event(events, failing["id"])[0]
+    call = wait_for(lambda: events.by_task().get(other["id"]), 10, what="the other task")[0]
+    assert ev["headers"]["webhook-id"] != call["headers"]["webhook-id"]
 
 
 @pytest.mark.parametrize("onf,message", [

@@ -3,7 +3,7 @@ scheduled is lost; duplicates happen only after a crash."""
 import signal
 import time
 
-from harness import now_ms, wait_for
+from harness import Redis, now_ms, wait_for
 
 FAST_LEASE = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500"}
 
@@ -49,16 +49,18 @@ def test_stopped_then_overdue_tasks_fire(redis, receiver, tickd_factory):
 
 
 def test_redis_restart_while_running(redis, receiver, tickd_factory):
-    t = tickd_factory(redis).start()
+    # its markers read every 100 ms: a restart that kept the data is no loss
+    t = tickd_factory(redis, env={"TICKD_REDIS_WATCH_MS": "100"}).start()
     before = t.post({"callback_url": receiver.url(), "delay_ms": 6000})
     redis.stop()
-    time.sleep(1)
-    assert t.request("GET", "/healthz")[0] == 503
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 5, what="unhealthy")
     redis.start()
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="tickd reconnected")
     after = t.post({"callback_url": receiver.url(), "delay_ms": 500})
     wait_for(lambda: {before["id"], after["id"]} <= set(receiver.by_task()), 15,
              what="both delivered")
+    assert "\ntickd_store_data_lost_total 0\n" in t.request("GET", "/metrics")[1].decode()
+    assert "store lost data" not in t.logtext()
 
 
 def test_post_while_redis_down_is_503_and_stores_nothing(redis, receiver, tickd_factory):
@@ -71,6 +73,35 @@ def test_post_while_redis_down_is_503_and_stores_nothing(redis, receiver, tickd_
     redis.start()
     assert redis.cli("--scan", "--pattern", "tickd:{*") == ""
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="reconnected")
+
+
+def test_a_repost_is_acknowledged_only_once_a_replica_has_it(tmp_path, redis, receiver,
+                                                             tickd_factory):
+    """The 503 "stored but not confirmed" says to POST again; that re-POST
+    finds the task stored and must not answer 200 before a replica has it
+    (its own call wrote nothing, so a WAIT alone would confirm nothing)."""
+    replica = Redis(str(tmp_path), name="replica",
+                    extra=["--replicaof", "127.0.0.1", str(redis.port)]).start()
+    try:
+        wait_for(lambda: "master_link_status:up" in replica.cli("INFO", "replication"), 10)
+        t = tickd_factory(redis, env={"TICKD_REDIS_WAIT_REPLICAS": "1",
+                                      "TICKD_REDIS_WAIT_TIMEOUT_MS": "200"}).start()
+        task = {"callback_url": receiver.url(), "execute_at": now_ms() + 600000, "key": "again"}
+        assert t.post(dict(task, key="warm"))["id"]  # a replica answers: 201
+        replica.proc.send_signal(signal.SIGSTOP)
+        try:
+            code, first = t.request("POST", "/v1/tasks", task)
+            assert code == 503 and "not confirmed" in first["error"]["message"], first
+            code, again = t.request("POST", "/v1/tasks", task)
+            assert code == 503 and "not confirmed" in again["error"]["message"], again
+            code, res = t.request("POST", "/v1/tasks/batch", {"tasks": [task]})
+            assert res["results"][0]["error"]["code"] == "unavailable", res
+        finally:
+            replica.proc.send_signal(signal.SIGCONT)
+        code, ok = t.request("POST", "/v1/tasks", task)
+        assert code == 200 and ok["id"] == res["results"][0]["id"], (code, ok, first)
+    finally:
+        replica.stop()
 
 
 def test_stored_but_not_replicated_names_the_id_single_and_batch(redis, receiver, tickd_factory):
@@ -95,8 +126,7 @@ def test_sigterm_hands_back_claims_and_exits_0(redis, receiver, tickd_factory):
     wait_for(lambda: receiver.count() == 1, 5, what="slow call started")
     # claimed into the lookahead, not fired yet when SIGTERM comes
     soon = t1.post({"callback_url": receiver.url(), "delay_ms": 1200})
-    time.sleep(0.2)
-    assert t1.get(soon["id"])[1]["status"] == "running"
+    wait_for(lambda: t1.get(soon["id"])[1]["status"] == "running", 1, what="soon claimed")
     assert t1.stop(signal.SIGTERM) == 0
     log = t1.logtext()
     assert "shutting down" in log and "stopped" in log

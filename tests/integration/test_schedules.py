@@ -59,7 +59,9 @@ def test_every_second_times_5_fires_exactly_5_on_time(redis, tickd_factory, rece
     first = s["next_runs"][0]["at"]
     assert [r["at"] for r in s["next_runs"]] == [first + i * 1000 for i in range(5)]
     wait_for(lambda: receiver.count() >= 5, 10, what="5 runs")
-    time.sleep(2.5)
+    wait_for(lambda: t.request("GET", "/v1/schedules/sch.five")[1]["state"] == "completed", 5,
+             what="the schedule completed")
+    t.settled()  # a sixth run would have been made and called by then
     runs = runs_by_schedule(receiver)["five"]
     assert [r[0] for r in runs] == [first + i * 1000 for i in range(5)], runs
     late = [r[1] - r[0] for r in runs]
@@ -122,6 +124,30 @@ def test_key_is_idempotent_and_a_change_needs_put(tickd, receiver):
     assert code == 409, c  # a start_at given is part of the definition
     code, c = tickd.request("POST", "/v1/schedules", dict(body, every_ms=30000))
     assert code == 409 and "PUT /v1/schedules/sch.same" in c["error"]["message"], c
+
+
+def test_a_task_key_cannot_name_a_schedules_run(tickd, receiver):
+    """A run's key is s:<schedule key>:<version>: a task posted first with
+    that key would be the run (its id), so the prefix is refused."""
+    start = now_ms() + LEAD_MS + 500
+    why = 'key: must not start with "s:" (reserved for schedule runs)'
+    squat = {"key": "s:hij:1", "callback_url": receiver.url("/squatter"), "execute_at": start}
+    code, res = tickd.request("POST", "/v1/tasks", squat)
+    assert code == 400 and res["error"]["message"] == why, (code, res)
+    res = tickd.batch([squat, dict(squat, key="s:")])
+    assert [r["error"]["message"] for r in res] == ["tasks[0]." + why, "tasks[1]." + why]
+    # the run is the schedule's own; "s" alone and "x:s:" are keys like any other
+    sc = create(tickd, {"key": "hij", "every_ms": 1000, "start_at": start, "times": 1,
+                        "task": {"callback_url": receiver.url("/run")}})
+    tickd.post({"key": "s", "callback_url": receiver.url("/plain")})
+    tickd.post({"key": "x:s:1", "callback_url": receiver.url("/plain")})
+    wait_for(lambda: receiver.count() >= 3, 10, what="the run and two plain tasks")
+    run = [c for c in receiver.calls if c["path"] == "/run"]
+    assert len(run) == 1 and all(c["path"] != "/squatter" for c in receiver.calls)
+    tid = run[0]["headers"]["tickd-task-id"]
+    got = wait_for(lambda: (lambda s: s.get("last_run") and s)(
+        tickd.request("GET", "/v1/schedules/" + sc["id"])[1]), 10, what="last_run")
+    assert got["runs"] == 1 and got["last_run"]["task_id"] == tid
 
 
 BAD = [
@@ -268,7 +294,7 @@ def test_catch_up_after_downtime(redis, tickd_factory, receiver):
                for m in ("all", "latest", "none")}
     for m in ("all", "latest", "none"):
         t.request("DELETE", f"/v1/schedules/sch.{m}")
-    time.sleep(0.5)
+    t.settled()  # the runs in flight at the DELETE have arrived
     runs = runs_by_schedule(receiver)
     # the runs made ahead before the stop fire after it; those due from then
     # to a lead before the restart were missed
@@ -326,7 +352,7 @@ def test_three_replicas_200_schedules_each_run_once(cluster, tickd_factory, rece
     end = now_ms() - 2000
     for i, k in enumerate(keys):
         assert ts[i % 3].request("DELETE", f"/v1/schedules/sch.{k}")[0] == 204
-    time.sleep(1)
+    ts[0].settled()
     runs = runs_by_schedule(receiver)
     check_runs(runs, keys, start, end)
     # exactly once: one delivery per run
@@ -347,7 +373,7 @@ def test_kill9_of_a_replica_loses_no_run(cluster, tickd_factory, receiver):
     end = now_ms() - 2000
     for i, k in enumerate(keys):
         ts[i % 2].request("DELETE", f"/v1/schedules/sch.{k}")
-    time.sleep(1)
+    ts[0].settled()
     # no run lost, none made twice; a run whose callback the killed replica
     # was making may be delivered again (at least once), never made anew
     check_runs(runs_by_schedule(receiver), keys, start, end)
@@ -364,7 +390,7 @@ def test_sigterm_mid_schedule_hands_back(redis, tickd_factory, receiver):
     time.sleep(5)
     end = now_ms() - 2000
     b.request("DELETE", "/v1/schedules/sch.h")
-    time.sleep(0.5)
+    b.settled()
     check_runs(runs_by_schedule(receiver), ["h"], start, end)
 
 
@@ -396,7 +422,7 @@ def test_a_runner_that_died_holding_a_schedule_loses_no_run(redis, tickd_factory
     time.sleep(9)
     end = now_ms() - 2000
     t.request("DELETE", "/v1/schedules/sch.held")
-    time.sleep(0.5)
+    t.settled()
     runs = runs_by_schedule(receiver)
     check_runs(runs, ["held"], start, end)
     twice = [at for at, n in collections.Counter(r[0] for r in runs["held"]).items() if n > 1]

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 
@@ -436,7 +437,9 @@ def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_p
         now = int(time.time())
         body = b'{"x": 1}'
         assert post(ln.port, "/mine", body, {"webhook-id": "m1", "webhook-timestamp": str(now),
-                                             "webhook-signature": sign(secret, "m1", now, body)})[0] == 200
+                                             "webhook-signature": sign(secret, "m1", now, body),
+                                             "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                                                            "00f067aa0ba902b7-01"})[0] == 200
         forged = [
             (b'{"x": 2}', {"webhook-id": "m1", "webhook-timestamp": str(now),
                            "webhook-signature": sign(secret, "m1", now, body)},
@@ -455,6 +458,7 @@ def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_p
             assert code == 401 and why.encode() in answer, (code, answer)
         blocks = ln.wait_blocks(2 + len(forged))
         assert "signature: valid" in blocks[1] and "answered: 200" in blocks[1]
+        assert "trace: 4bf92f3577b34da6a3ce929d0e0e4736 (span 00f067aa0ba902b7)" in blocks[1]
         for b, (_, _, why) in zip(blocks[2:], forged):
             assert b.startswith("--- POST /forged ")
             assert "signature: INVALID (" in b and why in b and b.endswith("answered: 401"), b
@@ -541,8 +545,12 @@ def test_queues_pause_resume(tickd, receiver):
     assert out.splitlines()[1].split()[0] == "mail" and out.rstrip().endswith("paused")
     tid = ok(tickd, "add", receiver.url(), "--queue", "mail").strip()
     wait_for(lambda: js(tickd, "get", tid).get("waiting") == "paused", 5, what="held back")
-    row = [r for r in ok(tickd, "queues").splitlines() if r.startswith("mail")][0].split()
-    assert row[3] == "1" and row[4] == "1" and row[-1] == "paused", row  # 1 open, 1 waiting
+
+    # the per-queue counts are sent apart from the task's state (every 20 ms)
+    def mail_row():
+        return [r for r in ok(tickd, "queues").splitlines() if r.startswith("mail")][0].split()
+    wait_for(lambda: mail_row()[3:5] == ["1", "1"], 5, what="mail counting 1 open, 1 waiting")
+    assert mail_row()[-1] == "paused"
     assert receiver.count() == 0
     assert not ok(tickd, "resume", "mail").rstrip().endswith("paused")
     wait_for(lambda: receiver.count() == 1, 5, what="the callback after resume")
@@ -550,3 +558,132 @@ def test_queues_pause_resume(tickd, receiver):
     assert r.returncode == 2 and "queue name" in r.stderr
     r = ctl(tickd, "pause")
     assert r.returncode == 2 and "needs a queue" in r.stderr
+
+
+# ---- a hostile server ------------------------------------------------------------
+
+# what no string from a server may bring to the terminal: C0 controls but tab
+# and line feed (ESC opens every escape sequence), DEL, C1 controls, and the
+# bidi controls that reorder a line
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+NASTY = "a\x1b]0;owned\x07b\x1b[2Jc\u009b31md\u202eevil\u2066e\u200ff\x7fg\rh"
+
+
+class Hostile:
+    """A real HTTP server speaking the API's JSON with hostile strings in it:
+    answers[(method, path)] is (status, object), or a function of the query
+    giving one; every request is counted."""
+
+    def __init__(self, answers):
+        self.answers, self.requests = answers, 0
+        hs = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                hs.requests += 1
+                path, _, query = self.path.partition("?")
+                a = hs.answers.get((self.command, path), (404, {"error": {
+                    "code": "not_" + NASTY, "message": "no such thing: " + NASTY}}))
+                code, obj = a(urllib.parse.parse_qs(query)) if callable(a) else a
+                body = json.dumps(obj, ensure_ascii=False).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.env = env_for(None, TICKD_URL=f"http://127.0.0.1:{self.server.server_address[1]}")
+
+    def run(self, *args, timeout=5):
+        """tickctl's exit code and output, checked to be UTF-8 without a
+        character a terminal would act on."""
+        r = subprocess.run([TICKCTL, *args], capture_output=True, timeout=timeout, env=self.env)
+        out, err = r.stdout.decode(), r.stderr.decode()
+        for name, text in (("stdout", out), ("stderr", err)):
+            bad = sorted(set(UNSAFE.findall(text)))
+            assert not bad, (args, name, bad, text)
+        return r.returncode, out, err
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile():
+    servers = []
+
+    def make(answers):
+        servers.append(Hostile(answers))
+        return servers[-1]
+    yield make
+    for s in servers:
+        s.close()
+
+
+def nasty_task(i):
+    return {"id": f"t{i}-{NASTY}", "status": "sched\u009buled", "execute_at": 1_800_000_000_000,
+            "attempts": 0, "callback_url": f"http://x/{NASTY}", "method": "POST",
+            "header": {f"X-{NASTY}": NASTY}, "req": NASTY, "last_error": NASTY,
+            "retry": {"max_attempts": 5, "backoff_ms": 1000}}
+
+
+def test_every_server_string_is_cleaned_before_it_is_printed(hostile):
+    page = {"tasks": [nasty_task(1), nasty_task(2)], "next_cursor": None}
+    h = hostile({("GET", "/v1/tasks"): (200, page),
+                 ("GET", "/v1/tasks/t1"): (200, nasty_task(1)),
+                 ("POST", "/v1/tasks"): (201, {"id": NASTY}),
+                 ("GET", "/v1/stats"): (200, {NASTY: NASTY, "n": {NASTY: 1}}),
+                 ("GET", "/v1/queues"): (200, {"queues": [{"name": NASTY, "rate": 1}]})})
+    for args in (["ls"], ["get", "t1"], ["add", "http://x/"], ["stats"], ["queues"],
+                 ["get", "nope"]):
+        code, out, err = h.run(*args)
+        assert code == (1 if args[-1] == "nope" else 0), (args, code, err)
+        assert "owned" in out + err, (args, out, err)  # the text shown, the controls not
+    # --json: the same JSON values, their controls escaped
+    for args, want in ((["ls"], page), (["ls", "--all"], page), (["get", "t1"], nasty_task(1)),
+                       (["stats"], {NASTY: NASTY, "n": {NASTY: 1}})):
+        code, out, _ = h.run("--json", *args)
+        assert code == 0 and json.loads(out) == want, (args, out)
+
+
+def test_next_cursor_is_checked_before_it_is_printed_or_followed(hostile):
+    bad = "\x1b]0;owned\x07"
+    h = hostile({("GET", "/v1/tasks"): (200, {"tasks": [nasty_task(1)], "next_cursor": bad}),
+                 ("POST", "/v1/tasks/retry"): (200, {"retried": 1, "next_cursor": bad})})
+    for args in (["ls"], ["ls", "--all"], ["retry", "--status", "failed", "--all"]):
+        code, out, err = h.run(*args)
+        assert code == 1 and "next_cursor is no cursor tickd gives" in err, (args, code, err)
+    assert h.requests == 3
+
+
+@pytest.mark.parametrize("cycle", [1, 2])
+def test_all_stops_at_a_cursor_given_before(hostile, cycle):
+    """A server that answers one cursor (or a cycle of two) for ever: --all
+    stops with an error at once, instead of asking (and holding) for ever."""
+    def page(q):
+        at = int(q.get("cursor", ["c0"])[0][1:])
+        return 200, {"tasks": [nasty_task(at)], "next_cursor": f"c{(at + 1) % cycle}"}
+
+    def retry(q):
+        return 200, {"retried": 1, "next_cursor": "c0"}
+    h = hostile({("GET", "/v1/tasks"): page, ("POST", "/v1/tasks/retry"): retry})
+    code, out, err = h.run("ls", "--all")
+    assert code == 1 and "gave a cursor given before: stopping" in err, (code, err)
+    assert out == "" and h.requests == cycle + 1
+    code, out, err = h.run("retry", "--status", "failed", "--all")
+    assert code == 1 and "gave a cursor given before: stopping" in err, (code, err)
+    assert "2 tasks were retried" in err and h.requests == cycle + 3

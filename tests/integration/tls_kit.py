@@ -44,6 +44,8 @@ class PKI:
     client.crt/key, client-enc.key (passphrase "hunter2"), client2-both.pem
     (another client's certificate and key in one file)."""
 
+    KEY = ["-newkey", "rsa:2048"]  # how each key is made
+
     def __init__(self, d):
         self.dir = d
         os.makedirs(d, exist_ok=True)
@@ -73,13 +75,13 @@ class PKI:
         return os.path.join(self.dir, name)
 
     def ca(self, name, cn):
-        _ssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+        _ssl(["req", "-x509", *self.KEY, "-nodes", "-keyout", f"{name}.key",
               "-out", f"{name}.crt", "-days", "3650", "-subj", f"/CN={cn}",
               "-addext", "basicConstraints=critical,CA:TRUE",
               "-addext", "keyUsage=critical,keyCertSign,cRLSign"], self.dir)
 
     def leaf(self, name, ca, cn, san, usage):
-        _ssl(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+        _ssl(["req", *self.KEY, "-nodes", "-keyout", f"{name}.key", "-out",
               f"{name}.csr", "-subj", f"/CN={cn}"], self.dir)
         with open(os.path.join(self.dir, f"{name}.ext"), "w") as f:
             f.write((f"subjectAltName={san}\n" if san else "") + f"extendedKeyUsage={usage}\n")

@@ -855,6 +855,46 @@ static void test_validate_tokens(void **state)
         assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
         assert_prefix_str(err, bad[i].want);
     }
+    /* unset, the API is open; given empty (by the file, a flag or the
+     * environment), it is refused and the config left as it was */
+    config_defaults(&c);
+    set_ok(&c, "server", "api_token", "tok-1");
+    assert_int_equal(config_set(&c, "server", "api_token", "", err, sizeof(err)), -1);
+    assert_string_equal(err, "api_token: empty, which would leave the API open (leave the key "
+                        "out to run without a token)");
+    assert_string_equal(c.api_token, "tok-1");
+    setenv("TICKD_SERVER_API_TOKEN", "", 1);
+    assert_int_equal(config_load_env(&c, err, sizeof(err)), -1);
+    assert_prefix_str(err, "environment TICKD_SERVER_API_TOKEN: api_token: empty, which would "
+                      "leave the API open");
+    unsetenv("TICKD_SERVER_API_TOKEN");
+}
+
+/* ---- config_diff -------------------------------------------------------- */
+
+static void test_diff_names_changed_keys(void **state)
+{
+    (void)state;
+    config a, b;
+    char out[256], err[256];
+    config_defaults(&a);
+    config_defaults(&b);
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+    /* a string's bytes after its NUL are no change */
+    set_ok(&a, "redis", "prefix", "longer-prefix");
+    set_ok(&a, "redis", "prefix", "tickd");
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 0);
+    set_ok(&b, "server", "api_token", "tok");
+    set_ok(&b, "scheduler", "batch", "7");
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 2);
+    assert_string_equal(out, "server.api_token, scheduler.batch");
+    assert_int_equal(config_set(&b, "host:h.example", "ca_file", "/x.pem", err, sizeof(err)), 0);
+    assert_int_equal(config_diff(&a, &b, out, sizeof(out)), 3);
+    assert_string_equal(out, "server.api_token, scheduler.batch, [host:NAME] sections");
+    /* cut at outlen, still a string */
+    assert_int_equal(config_diff(&a, &b, out, 10), 3);
+    assert_string_equal(out, "server.ap");
 }
 
 /* ---- config_print_defaults --------------------------------------------- */
@@ -877,6 +917,8 @@ static void test_print_defaults_round_trip(void **state)
     assert_contains(text, "\ntick_ms = 1000\n");
     assert_contains(text, ";   range 10..60000\n");
     assert_contains(text, "TICKD_<SECTION>_<KEY>");
+    /* a key that may not be given empty is shown unset: the file loads */
+    assert_contains(text, "\n; api_token = \n");
     /* every key appears once as "key = " at the start of a line */
     for (size_t i = 0; i < NALL; i++) {
         char pat[64];
@@ -914,6 +956,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_diff_names_changed_keys),
         cmocka_unit_test(test_set_every_key),
         cmocka_unit_test(test_set_int_bounds),
         cmocka_unit_test(test_set_int_malformed),

@@ -88,12 +88,74 @@ static void test_destinations(void **state)
         if (flow_dest_valid(bad[i])) fail_msg("%s accepted", bad[i]);
     char d[FLOW_DEST_MAX];
     assert_int_equal(flow_dest_of_url("http://API.Example.com/x?y=1", d), 0);
-    assert_string_equal(d, "api.example.com");
+    assert_string_equal(d, "api.example.com:80");
     assert_int_equal(flow_dest_of_url("https://example.com:8443/", d), 0);
     assert_string_equal(d, "example.com:8443");
     assert_int_equal(flow_dest_of_url("http://[::1]:9000/", d), 0);
     assert_string_equal(d, "[::1]:9000");
     assert_int_equal(flow_dest_of_url("not a url", d), -1);
+}
+
+/* Each case's input gives its destination through fn. */
+typedef struct dest_case {
+    const char *in, *dest;
+} dest_case;
+
+static void check_dests(int (*fn)(const char *, char *), const dest_case *c, size_t n)
+{
+    char d[FLOW_DEST_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (fn(c[i].in, d) != 0) fail_msg("%s refused", c[i].in);
+        if (strcmp(d, c[i].dest) != 0) fail_msg("%s: %s, not %s", c[i].in, d, c[i].dest);
+    }
+}
+
+/* One destination, one form: every spelling of an address or a name that
+ * reaches the same place gives the same destination. */
+static void test_destination_one_form(void **state)
+{
+    (void)state;
+    static const dest_case urls[] = {
+        {"http://127.0.0.1:9000/", "127.0.0.1:9000"},
+        {"http://[::ffff:127.0.0.1]:9000/", "127.0.0.1:9000"},
+        {"http://[::FFFF:7f00:1]:9000/", "127.0.0.1:9000"},
+        {"http://127.1:9000/", "127.0.0.1:9000"},
+        {"http://2130706433:9000/", "127.0.0.1:9000"},
+        {"http://0x7f.0.0.1:9000/", "127.0.0.1:9000"},
+        {"http://0177.0.0.1:9000/", "127.0.0.1:9000"},
+        {"http://127.1.:9000/", "127.0.0.1:9000"},
+        {"http://127.0.0.1:09000/", "127.0.0.1:9000"},
+        {"http://[0:0:0:0:0:0:0:1]:9000/", "[::1]:9000"},
+        {"http://[::1%25lo]:9000/", "[::1]:9000"},
+        {"http://[2001:DB8::1]/", "[2001:db8::1]:80"},
+        {"http://EXAMPLE.com./", "example.com:80"},
+        {"http://example.com:80/", "example.com:80"},
+        {"https://example.com/", "example.com:443"},
+        {"https://example.com:443/x", "example.com:443"},
+        {"http://%65xample.com/", "example.com:80"},
+        {"http://user:pw@Example.COM:8080/", "example.com:8080"},
+        {"http://LocalHost/", "localhost:80"},  /* a name: resolved when it connects */
+    };
+    check_dests(flow_dest_of_url, urls, sizeof(urls) / sizeof(*urls));
+    /* a destination named in the API takes the same form; a port only when
+     * named (without one it is every port of the host) */
+    static const dest_case names[] = {
+        {"127.0.0.1", "127.0.0.1"},
+        {"[::ffff:127.0.0.1]:9000", "127.0.0.1:9000"},
+        {"[::ffff:7f00:1]", "127.0.0.1"},
+        {"127.1", "127.0.0.1"},
+        {"2130706433:9000", "127.0.0.1:9000"},
+        {"0x7f.1", "127.0.0.1"},
+        {"example.com.", "example.com"},
+        {"example.com.:8443", "example.com:8443"},
+        {"[0::1]:80", "[::1]:80"},
+        {"localhost", "localhost"},
+    };
+    check_dests(flow_dest_canon, names, sizeof(names) / sizeof(*names));
+    char d[FLOW_DEST_MAX];
+    assert_int_equal(flow_dest_canon("Example.com", d), -1);
+    assert_int_equal(flow_dest_canon("example.com/x", d), -1);
+    assert_int_equal(flow_dest_canon("", d), -1);
 }
 
 static void test_cache_route(void **state)
@@ -164,6 +226,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_destinations),
+        cmocka_unit_test(test_destination_one_form),
         cmocka_unit_test(test_cache_route),
         cmocka_unit_test(test_task_queue),
     };

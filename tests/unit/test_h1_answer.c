@@ -201,6 +201,12 @@ static void test_malformed(void **state)
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFFFF\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
         "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+        /* refused as libcurl refuses them, so that both clients agree */
+        "HTTP/1.9 200 OK\r\nContent-Length: 0\r\n\r\n",
+        "http/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nNoColon\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n folded first\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n00000000000000002\r\nok\r\n0\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         result r = feed(bad[i], 0);
@@ -246,12 +252,50 @@ static void test_bounds(void **state)
     assert_int_equal(r.close, 1);
     assert_true(r.body > H1_DRAIN_MAX && r.body <= H1_DRAIN_MAX + (int64_t)chunk);
     free(c);
-    /* a chunk line that never ends */
-    char line[H1_LINE_MAX + 80];
-    at = (size_t)sprintf(line, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;");
-    memset(line + at, 'e', sizeof(line) - at);
-    r = feed_split(line, sizeof(line), NULL, 0, 0);
-    assert_int_equal(r.rc, -1);
+    /* a chunk extension past H1_LINE_MAX is read and dropped (as libcurl
+     * does), whatever the split; a trailer line is refused at 4 KiB */
+    char line[3 * H1_LINE_MAX];
+    at = (size_t)sprintf(line, "HTTP/1.1 500 X\r\nTransfer-Encoding: chunked\r\n\r\n5;");
+    memset(line + at, 'e', 2 * H1_LINE_MAX);
+    at += 2 * H1_LINE_MAX;
+    at += (size_t)sprintf(line + at, "\r\nhello\r\n0\r\n\r\n");
+    r = feed_split(line, at, NULL, 0, 0);
+    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.body, 5);
+    assert_int_equal(r.kept, 5);
+    check_splits(line, at, 0);
+    r = feed_split(line, at - 12, NULL, 0, 0); /* the size line has not ended */
+    assert_int_equal(r.rc, 0);
+    for (int len = H1_LINE_MAX - 1; len <= H1_LINE_MAX; len++) {
+        at = (size_t)sprintf(line, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n");
+        memcpy(line + at, "X-T: ", 5);
+        memset(line + at + 5, 't', (size_t)len - 7);
+        memcpy(line + at + len - 2, "\r\n\r\n", 4);
+        at += (size_t)len + 2;
+        r = feed_split(line, at, NULL, 0, 0);
+        assert_int_equal(r.rc, len < H1_LINE_MAX ? 1 : -1);
+        check_splits(line, at, 0);
+    }
+}
+
+/* Taken as libcurl takes them: HTTP/1.0, folded lines after a field, 16
+ * digits of chunk size; a NUL in the head is refused. */
+static void test_as_libcurl(void **state)
+{
+    (void)state;
+    static const char nul[] = "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n";
+    assert_int_equal(feed_split(nul, sizeof(nul) - 1, NULL, 0, 0).rc, -1);
+    check_splits(nul, sizeof(nul) - 1, 0);
+    static const char *good[] = {
+        "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-A: 1\r\n  folded\r\n\tand again\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000002\r\nok\r\n0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+        result r = feed(good[i], 0);
+        if (r.rc != 1) fail_msg("refused: %s", good[i]);
+        check_splits(good[i], strlen(good[i]), 0);
+    }
 }
 
 static void test_wants_more(void **state)
@@ -294,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_no_length_closes), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bounds),          cmocka_unit_test(test_wants_more),
         cmocka_unit_test(test_keep),            cmocka_unit_test(test_retry_after),
+        cmocka_unit_test(test_as_libcurl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -222,6 +222,25 @@ static void test_self(void **state)
     }
 }
 
+/* The address form destinations take: the one the checks name. */
+static void test_address_form(void **state)
+{
+    (void)state;
+    static const char *in[] = {"127.0.0.1", "[::ffff:127.0.0.1]", "::FFFF:7f00:1",
+                               "[0:0:0:0:0:0:0:1]", "[fe80::1%eth0]", "[2001:DB8:0:0::1]"};
+    static const char *out[] = {"127.0.0.1", "127.0.0.1", "127.0.0.1", "[::1]", "[fe80::1]",
+                                "[2001:db8::1]"};
+    char a[64];
+    for (size_t i = 0; i < sizeof(in) / sizeof(*in); i++) {
+        if (netpolicy_address_form(in[i], a, sizeof(a)) != 0) fail_msg("%s refused", in[i]);
+        if (strcmp(a, out[i]) != 0) fail_msg("%s: %s, not %s", in[i], a, out[i]);
+    }
+    /* names, and a form that does not fit */
+    assert_int_equal(netpolicy_address_form("localhost", a, sizeof(a)), -1);
+    assert_int_equal(netpolicy_address_form("127.1", a, sizeof(a)), -1);
+    assert_int_equal(netpolicy_address_form("[::1]", a, 4), -1);
+}
+
 /* ---- webhook.c ------------------------------------------------------------ */
 
 static void test_webhook_vector(void **state)
@@ -321,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_self),
+        cmocka_unit_test(test_address_form),
         cmocka_unit_test(test_webhook_vector),
         cmocka_unit_test(test_webhook_bad_secrets),
         cmocka_unit_test(test_gen_secret),

@@ -136,7 +136,8 @@ static int setup(void **state, int redis)
             skip();
         }
         snprintf(f->cfg.nodes, sizeof(f->cfg.nodes), "127.0.0.1:%d", redis_port);
-        f->s = store_redis_create(f->base, &f->cfg, "lua", err, sizeof(err));
+        int fatal;
+        f->s = store_redis_create(f->base, &f->cfg, "lua", &fatal, err, sizeof(err));
         if (!f->s) fail_msg("redis store: %s", err);
     } else {
         f->s = store_memory_create(f->base, &f->cfg);

@@ -1025,6 +1025,35 @@ static void test_input_key_errors(void **state)
     cJSON_Delete(o);
 }
 
+/* A key a user gives cannot be a name tickd makes (task.c lists them). */
+static void test_input_key_reserved(void **state)
+{
+    (void)state;
+    char err[256];
+    const char *what = NULL;
+    parse_err_text("{\"key\":\"s:hij:1\",\"callback_url\":\"http://cb.test/\"}", T0_MS, err,
+                   sizeof(err));
+    assert_string_equal(err, "key: must not start with \"s:\" (reserved for schedule runs)");
+    parse_err("{\"key\":\"s:\",\"callback_url\":\"http://cb.test/\"}", T0_MS, "key: must not");
+    assert_string_equal(task_key_reserved("s:a:1", &what), TASK_RUN_PREFIX);
+    assert_string_equal(what, "schedule runs");
+    assert_null(task_key_reserved("s", NULL));
+    assert_null(task_key_reserved("S:a:1", NULL));
+    assert_null(task_key_reserved("x:s:1", NULL));
+    /* the names tickd makes use the prefix, and no id holds the event
+     * separator */
+    assert_int_equal(strncmp("s:", TASK_RUN_PREFIX, 2), 0);
+    assert_int_equal(task_key_valid("a" TASK_EVENT_SEP "b"), 0);
+    /* tickd's own run keys pass where it makes them */
+    cJSON *o = base_task();
+    cJSON_AddStringToObject(o, "key", "s:hij:1");
+    task_input t;
+    assert_int_equal(task_input_parse_made(o, T0_MS, &t, err, sizeof(err)), 0);
+    assert_string_equal(t.key, "s:hij:1");
+    task_input_free(&t);
+    cJSON_Delete(o);
+}
+
 static void test_input_url_errors(void **state)
 {
     (void)state;
@@ -1301,15 +1330,19 @@ static void test_input_error_leaves_out_clean(void **state)
 
 /* ---- NUL and exactness ------------------------------------------------- */
 
-/* The first NUL of `json` as api.c reports it; "" when there is none. */
-static const char *nul_err(const char *json, size_t len)
+/* The first NUL of `json` (check task_json_check_nul), or the first string
+ * that is not UTF-8 (task_json_check_utf8), as api.c reports it; "" when
+ * there is none. */
+typedef int json_check_fn(const char *s, size_t len, char *err, size_t errlen);
+static const char *json_err(json_check_fn *check, const char *json, size_t len)
 {
     static char err[400];
     err[0] = '\0';
-    if (task_json_check_nul(json, len, err, sizeof(err)) == 0) assert_string_equal(err, "");
+    if (check(json, len, err, sizeof(err)) == 0) assert_string_equal(err, "");
     else assert_true(err[0] != '\0');
     return err;
 }
+#define nul_err(json, len) json_err(task_json_check_nul, (json), (len))
 #define NUL_ERR(lit) nul_err((lit), sizeof(lit) - 1)
 
 static void test_json_nul_found_everywhere(void **state)
@@ -1379,6 +1412,40 @@ static void test_json_nul_counts_and_survives_garbage(void **state)
     static char deep[5000];
     memset(deep, '[', sizeof(deep));
     assert_string_equal(nul_err(deep, sizeof(deep)), "");
+}
+
+/* The first string that is not UTF-8 as api_body reports it; "" when none. */
+#define UTF8_ERR(lit) json_err(task_json_check_utf8, (lit), sizeof(lit) - 1)
+
+static void test_json_utf8_found_everywhere(void **state)
+{
+    (void)state;
+    assert_string_equal(UTF8_ERR("{\"req\":\"A\xff\x80\x80" "B\"}"),
+                        "req: not valid UTF-8 (byte 0xFF at byte 1 of the string)");
+    assert_string_equal(UTF8_ERR("{\"req\":{\"a\":[1,{\"b\":[\"x\",\"\xed\xa0\x80\"]}]}}"),
+                        "req.a[1].b[1]: not valid UTF-8 (byte 0xED at byte 0 of the string)");
+    assert_string_equal(UTF8_ERR("{\"header\":{\"X-A\":\"v\xc0\xaf\"}}"),
+                        "header.X-A: not valid UTF-8 (byte 0xC0 at byte 1 of the string)");
+    assert_string_equal(UTF8_ERR("{\"key\":\"k\xf4\x90\x80\x80\"}"),
+                        "key: not valid UTF-8 (byte 0xF4 at byte 1 of the string)");
+    assert_string_equal(UTF8_ERR("{\"tasks\":[{},{\"queue\":\"q\xe2\x82\"}]}"),
+                        "tasks[1].queue: not valid UTF-8 (byte 0xE2 at byte 1 of the string)");
+    /* a member name: named as sent (the API cleans what it prints) */
+    assert_string_equal(UTF8_ERR("{\"cro\x9c\":1}"),
+                        "cro\x9c: not valid UTF-8 (byte 0x9C at byte 3 of the string)");
+    assert_string_equal(UTF8_ERR("\"\xf8\x88\x80\x80\x80\""),
+                        "body: not valid UTF-8 (byte 0xF8 at byte 0 of the string)");
+    /* an escape inside a sequence breaks it; escapes around one do not */
+    assert_string_equal(UTF8_ERR("{\"req\":\"\xe2\\n\x82\xac\"}"),
+                        "req: not valid UTF-8 (byte 0xE2 at byte 0 of the string)");
+    assert_string_equal(UTF8_ERR("{\"req\":\"\\\"\xe2\x82\xac\\\\\",\"a\\u00e9\":\"\\ud83d\\ude00\"}"),
+                        "");
+    assert_string_equal(UTF8_ERR("{\"req\":\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"}"), "");
+    /* a string cut by the end of the text */
+    assert_string_equal(UTF8_ERR("{\"req\":\"\xf0\x9f\x98"),
+                        "req: not valid UTF-8 (byte 0xF0 at byte 0 of the string)");
+    /* NULs are the other check's */
+    assert_string_equal(UTF8_ERR("{\"req\":\"a\\u0000b\"}"), "");
 }
 
 static void test_input_header_control_and_duplicates(void **state)
@@ -1558,6 +1625,7 @@ int main(void)
         cmocka_unit_test(test_input_not_object),
         cmocka_unit_test(test_input_unknown_field),
         cmocka_unit_test(test_input_key_errors),
+        cmocka_unit_test(test_input_key_reserved),
         cmocka_unit_test(test_input_url_errors),
         cmocka_unit_test(test_input_method_errors),
         cmocka_unit_test(test_input_header_errors),
@@ -1566,6 +1634,7 @@ int main(void)
         cmocka_unit_test(test_input_error_leaves_out_clean),
         cmocka_unit_test(test_json_nul_found_everywhere),
         cmocka_unit_test(test_json_nul_counts_and_survives_garbage),
+        cmocka_unit_test(test_json_utf8_found_everywhere),
         cmocka_unit_test(test_input_header_control_and_duplicates),
         cmocka_unit_test(test_input_req_numbers_exact_or_refused),
     };

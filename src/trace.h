@@ -1,0 +1,45 @@
+/* trace.h -- W3C Trace Context (https://www.w3.org/TR/trace-context/) across
+ * the delay: a task keeps its producer's `traceparent` (and `tracestate`),
+ * and each attempt of its callback carries the same trace id with a span id
+ * of its own, so a tracing backend sees the producer, the delay and every
+ * attempt as one trace.
+ *
+ * Span ids are derived, not random: the span of attempt n of a task is the
+ * same whichever replica makes it and however often it is made (a claim
+ * made again after a crash), and differs for every other attempt or task. A
+ * schedule's run that gives no trace context starts a trace of its own, its
+ * ids derived from the run's task id (the same run made twice is one trace). */
+#ifndef TICKD_TRACE_H
+#define TICKD_TRACE_H
+
+#include <stddef.h>
+
+/* "00-" 32 hex "-" 16 hex "-" 2 hex */
+#define TRACE_PARENT_LEN 55
+#define TRACE_STATE_MAX 512
+
+/* Parse a traceparent as the W3C rules read it (version 2 lowercase hex,
+ * not ff; trace id 32 and parent id 16 lowercase hex, not all zero; flags 2
+ * lowercase hex; version 00 exactly 55 characters, a later version at least
+ * 55 with '-' after them). Writes the version-00 form into out (the form
+ * tickd sends on) and returns 0; or -1 with the reason in why. */
+int trace_parent_parse(const char *s, char out[TRACE_PARENT_LEN + 1], char *why, size_t whylen);
+
+/* A tracestate: at most 512 characters of printable ASCII, list members
+ * "key=value" separated by commas (at most 32). 0, or -1 with why. */
+int trace_state_check(const char *s, char *why, size_t whylen);
+
+/* The traceparent attempt `attempt` of task `id` sends, under the stored
+ * parent (a parsed one): the same version, trace id and flags, its own span
+ * id. */
+void trace_for_attempt(const char *parent, const char *id, int attempt,
+                       char out[TRACE_PARENT_LEN + 1]);
+
+/* A new trace for the task `id` (a schedule's run with no trace context):
+ * trace and parent ids derived from id, sampled. */
+void trace_new(const char *id, char out[TRACE_PARENT_LEN + 1]);
+
+/* The 32 hex digits of a traceparent's trace id, as they appear in it. */
+#define trace_id_of(tp) ((tp) + 3)
+
+#endif

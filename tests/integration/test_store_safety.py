@@ -1,0 +1,193 @@
+"""A Redis that may lose what tickd acknowledged: one that evicts keys is
+refused (at start, and found at run time), one that lost its data is said
+(FLUSHALL, a restart without persistence, a cluster master back empty), and a
+tickd started while Redis is down waits for it instead of exiting."""
+import os
+import re
+import shutil
+import signal
+import socket
+
+from harness import Cluster, Redis, Tickd, free_port, now_ms, wait_for
+
+WATCH = {"TICKD_REDIS_WATCH_MS": "100"}
+TASK = {"callback_url": "http://127.0.0.1:9/x", "delay_ms": 3600000}
+
+
+def metric(t, name):
+    code, text = t.request("GET", "/metrics")
+    assert code == 200
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_an_evicting_redis_is_refused_at_start_and_nothing_is_written(tmp_path, tickd_factory):
+    r = Redis(str(tmp_path), extra=["--maxmemory", "3mb",
+                                    "--maxmemory-policy", "allkeys-lru"]).start()
+    try:
+        bad = tickd_factory(r).start(wait=False)
+        assert bad.proc.wait(15) == 2
+        log = bad.logtext()
+        assert f"redis 127.0.0.1:{r.port}" in log and "allkeys-lru" in log, log
+        assert "CONFIG SET maxmemory-policy noeviction" in log and "redis.allow_eviction" in log
+        assert r.cli("KEYS", "tickd:*") == ""  # nothing half-written
+        # accepted knowingly: it starts, and says so
+        ok = tickd_factory(r, env={"TICKD_REDIS_ALLOW_EVICTION": "true"}).start()
+        assert "W " in ok.logtext() and "redis.allow_eviction = true" in ok.logtext()
+        assert ok.post(TASK)["id"]
+        assert ok.stop() == 0
+        # maxmemory 0 never evicts: started, with a warning for later
+        r.cli("CONFIG", "SET", "maxmemory", "0")
+        fine = tickd_factory(r).start()
+        assert "would evict tasks once maxmemory is set" in fine.logtext()
+        assert fine.stop() == 0
+    finally:
+        r.stop()
+
+
+def test_eviction_found_at_run_time_refuses_adds_until_mended(tmp_path, tickd_factory):
+    r = Redis(str(tmp_path), extra=["--maxmemory", "64mb"]).start()
+    try:
+        t = tickd_factory(r, env=WATCH).start()
+        kept = t.post(TASK)["id"]
+        assert 0 < metric(t, "tickd_store_memory_used_ratio") < 0.9
+        assert metric(t, "tickd_store_refusing_adds") == 0
+        r.cli("CONFIG", "SET", "maxmemory-policy", "volatile-lru")
+        wait_for(lambda: t.post(TASK, expect=None)[0] == 503, 10, what="adds refused")
+        code, body = t.post(TASK, expect=None)
+        msg = body["error"]["message"]
+        assert body["error"]["code"] == "unavailable"
+        assert "volatile-lru" in msg and f"127.0.0.1:{r.port}" in msg and "noeviction" in msg
+        code, health = t.request("GET", "/healthz")
+        assert code == 503 and "volatile-lru" in health["store"]["refusing_adds"]
+        assert metric(t, "tickd_store_refusing_adds") == 1
+        assert metric(t, "tickd_store_evicting_masters") == 1
+        code, res = t.request("POST", "/v1/tasks/batch", {"tasks": [TASK, TASK]})
+        assert [x["error"]["code"] for x in res["results"]] == ["unavailable"] * 2, res
+        assert t.get(kept)[0] == 200  # what is stored stays readable
+        assert "adds refused: redis" in t.logtext()
+        r.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 10, what="healthy again")
+        assert t.post(TASK)["id"]
+        assert metric(t, "tickd_store_refusing_adds") == 0
+        assert "adds accepted again" in t.logtext()
+    finally:
+        r.stop()
+
+
+def lost(t):
+    return metric(t, "tickd_store_data_lost_total")
+
+
+def test_flushall_is_said_counted_and_tickd_goes_on(redis, receiver, tickd_factory):
+    t = tickd_factory(redis, env=WATCH).start()
+    ids = [t.post(TASK)["id"] for _ in range(5)]
+    assert lost(t) == 0
+    before = now_ms()
+    redis.cli("FLUSHALL")
+    wait_for(lambda: lost(t) == 1, 10, what="data loss counted")
+    log = t.logtext()
+    assert "store lost data: redis 127.0.0.1:" in log and "was flushed" in log, log
+    code, health = t.request("GET", "/healthz")
+    assert code == 200 and health["store"]["data_lost"] == 1
+    assert "marker" in health["store"]["data_lost_last"]
+    code, stats = t.request("GET", "/v1/stats")
+    assert stats["store"]["data_lost"] == 1
+    assert stats["store"]["data_lost_last_at"] >= "2026"
+    assert t.get(ids[0])[0] == 404  # gone, and said so
+    # a new marker: counted once, not on every read after
+    tid = t.post({"callback_url": receiver.url("/after"), "delay_ms": 300})["id"]
+    wait_for(lambda: tid in receiver.by_task(), 15, what="a task after the loss")
+    assert lost(t) == 1
+    assert now_ms() - before < 15000
+
+
+def test_a_restart_without_persistence_is_said(tmp_path, tickd_factory):
+    r = Redis(str(tmp_path), extra=["--appendonly", "no"]).start()
+    try:
+        t = tickd_factory(r, env=WATCH).start()
+        t.post(TASK)
+        r.stop(signal.SIGKILL)
+        r.start()
+        wait_for(lambda: t.healthy() and lost(t) == 1, 15, what="data loss after restart")
+        assert "tickd's data there is gone" in t.logtext()
+        # a tickd started now finds the keyspace new: nothing to say
+        other = tickd_factory(r, env=WATCH).start()
+        assert lost(other) == 0
+    finally:
+        r.stop()
+
+
+def test_watermarks_gone_while_stopped_are_said_at_start(redis, tickd_factory):
+    t = tickd_factory(redis).start()
+    assert t.stop() == 0
+    assert redis.cli("DEL", "tickd:wm:{3}", "tickd:wm:{7}") == "2"
+    again = tickd_factory(redis).start()
+    log = again.logtext()
+    assert "the watermarks of buckets 3, 7 were missing at start" in log, log
+    assert lost(again) == 1
+
+
+def test_a_tickd_started_while_redis_is_down_waits_for_it(tmp_path, receiver, tickd_factory):
+    r = Redis(str(tmp_path))
+    port = free_port()
+    sock_path = str(tmp_path / "notify.sock")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(sock_path)
+    notify.settimeout(15)
+    t = tickd_factory(r, env={"NOTIFY_SOCKET": sock_path})
+    t.port = port
+    t.start(wait=False)
+    # up for the service manager (no boot held), saying why it cannot serve
+    first = notify.recv(512).decode()
+    assert first.startswith("READY=1\nSTATUS=waiting for the store: redis 127.0.0.1:"), first
+    wait_for(lambda: "store not reachable yet" in t.logtext(), 10, what="waiting said")
+    code, health = t.request("GET", "/healthz")
+    assert code == 503 and health["status"] == "starting", health
+    assert "Connection refused" in health["redis"]
+    code, body = t.post(TASK, expect=None)
+    assert code == 503 and "not reached yet" in body["error"]["message"]
+    assert t.proc.poll() is None
+    r.start()
+    try:
+        wait_for(t.healthy, 15, what="tickd up once Redis is")
+        while True:  # the tries' statuses, then serving
+            msg = notify.recv(512).decode()
+            if "waiting for the store" not in msg:
+                break
+        assert msg == "READY=1\nSTATUS=serving", msg
+        tid = t.post({"callback_url": receiver.url("/late"), "delay_ms": 100})["id"]
+        wait_for(lambda: tid in receiver.by_task(), 15, what="callback")
+        # a SIGTERM while waiting ends it cleanly too
+        r.stop()
+        other = Tickd(str(tmp_path), redis=r)
+        other.port = free_port()
+        other.start(wait=False)
+        wait_for(lambda: "store not reachable yet" in other.logtext(), 10)
+        assert other.stop() == 0
+    finally:
+        r.stop()
+
+
+def test_a_cluster_master_back_empty_is_said(tmp_path, tickd_factory):
+    c = Cluster(str(tmp_path), masters=3, replicas=0).start()
+    try:
+        t = tickd_factory(c.seeds(), env=WATCH).start()
+        for _ in range(10):
+            t.post(TASK)
+        victim = c.masters()[1]
+        # no replica to take over: it comes back with its slots and no data
+        victim.stop(signal.SIGKILL)
+        for f in ("appendonly.aof", "appendonlydir", "dump.rdb"):
+            p = os.path.join(victim.dir, f)
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+            elif os.path.exists(p):
+                os.remove(p)
+        victim.start()
+        wait_for(c.healthy, 30, 0.2, what="cluster ok again")
+        wait_for(lambda: lost(t) == 1, 20, what="loss on one master")
+        assert f"store lost data: redis 127.0.0.1:{victim.port}" in t.logtext(), t.logtext()
+    finally:
+        c.stop()
