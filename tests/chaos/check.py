@@ -256,13 +256,16 @@ def main(argv):
             if ok_at is None and 200 <= a["code"] < 300:
                 ok_at = a["t"]
     dup_kind = collections.Counter()
-    unexplained = []
+    unexplained, after_end = [], []
     for a in dups:
         x = explain(a["t"], windows)
         if x:
             dup_kind[x[1]] += 1
+            after_end.append(x[2])
         else:
             unexplained.append(a)
+    # how long after the end of the fault that explains it a duplicate came
+    fig["duplicate_after_fault_end_s_max"] = round(max(after_end), 1) if after_end else None
     fig["duplicates"] = len(dups)
     fig["duplicates_by_fault"] = dict(sorted(dup_kind.items()))
     fig["duplicates_unexplained"] = len(unexplained)
@@ -367,8 +370,9 @@ def report(fig):
           f"{fig['cancel_outcome_unknown']}, of which never fired {fig['cancel_unknown_but_cancelled']}")
     print(f"  schedule runs {fig['schedule_runs']}, made twice {fig['schedule_runs_made_twice']}, "
           f"missed {fig['schedule_runs_missed']}")
-    print(f"  duplicates {fig['duplicates']} by fault {fig['duplicates_by_fault']}, "
-          f"unexplained {fig['duplicates_unexplained']}")
+    print(f"  duplicates {fig['duplicates']} by fault {fig['duplicates_by_fault']} (at most "
+          f"{fig['duplicate_after_fault_end_s_max']} s after the fault's end), unexplained "
+          f"{fig['duplicates_unexplained']}")
     print(f"  tickd starts {fig['tickd_starts']}, crashed {fig['tickd_crashed']}, "
           f"failed starts {fig['tickd_start_failed']}")
     for k, v in fig["rss"].items():
