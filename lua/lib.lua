@@ -53,6 +53,30 @@
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
 -- is: drain (stop adding, let every slice empty), then start the new version.
 
+-- Bounds: what one call of each script touches, at most. No script walks
+-- what exists (every queue, every task, every hold): each is bounded by its
+-- arguments (what one caller sends: a claim's batch, a settle's outcomes, a
+-- page's limit) or by a constant here. Keep it so, and write the bound of a
+-- new script or op below.
+--   add      the tasks given (a batch: at most 1000); each also reads the
+--            fresh members of its slice due at that very ms (fresh_find)
+--   cancel, fetch, get, move, ptr, wm
+--            one task (fresh_find as above) or one key
+--   claim    ARGV limit (scheduler.batch) expired leases and due ids
+--   settle   the outcomes given (at most SETTLE_BATCH, 256: store_redis.c)
+--   list     ARGV limit ids out, SCAN_MAX (20000) entries looked at a call;
+--            the caller goes on from the last one
+--   sched    one schedule; list: ARGV limit; claim: 4 x ARGV limit
+--   flow     admit, enqueue: the tasks given (at most FLOW_CALL_MAX, 128:
+--            sched.c); pump: the ends given (as many), then PUMP_QUEUES
+--            (64) queues by SSCAN from where the last pump stopped and
+--            PUMP_BUDGET (1024) waiting tasks in all, a hold evicted per
+--            hold set past holds_max; snapshot: PAGE (256) changes, ended
+--            holds and dropped deletions, and an upgrade's HSCAN page of cfg
+--            and n; put, get, count: one key (count: the queues given, at
+--            most 16); list: ARGV limit (at most 200) entries of idx, each a
+--            handful of single-key reads
+--
 -- The queue a task's state counts it in (add.lua): nil for a task stored
 -- before states named it (never counted, so never counted off).
 local function state_queue(st)
@@ -157,6 +181,16 @@ end
 -- A closed slice opens again (a task added, or one made to run again).
 local function open_slice(fin)
   for _, k in ipairs(fin) do redis.call('PERSIST', k) end
+end
+
+-- The expires_at (ms) of task id's record in the task hash, or nil: the
+-- last part of a record (task.h), or a spec stored whole (schema 1).
+local function task_expires(task_key, id)
+  local rec = redis.call('HGET', task_key, id)
+  if not rec then return nil end
+  local rest = string.sub(rec, 1, 1) == '{' and rec or string.match(rec, '\n([^\n]*)$')
+  local ok, o = pcall(cjson.decode, rest or '')
+  return ok and type(o) == 'table' and tonumber(o.expires_at) or nil
 end
 
 -- Commit the move st.mv of task id (move.lua): KEYS are the home slice's

@@ -17,6 +17,9 @@ if op == 'prepare' then
   local ok = (kind == 'retry' and (st.s == 'failed' or st.s == 'cancelled')) or
              (kind == 'run' and st.s == 'scheduled')
   if not ok then return {'conflict', st.s} end
+  -- never called after its expiry: not retried at or past it
+  local exp = kind == 'retry' and task_expires(KEYS[2], id)
+  if exp and due >= exp then return {'conflict', 'past_expiry'} end
   st.mv = {slice = slice, due = due, kind = kind}
   state_put(KEYS[2], id, st)
   -- in the home slice itself: nothing to wait for

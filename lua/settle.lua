@@ -66,10 +66,6 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
   if o == 'release' then
     st.s = 'scheduled'
     if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
-  elseif o == 'expire' then
-    -- its expires_at passed before an attempt began: none was made
-    st.err = err
-    ended = finish(st, id, 'expired', fin_expired)
   elseif o == 'park' then
     -- held back by a limit (flow.lua): no attempt made; the entry comes back
     -- at next_due unless a pump lets it go sooner; st.due stays its due
@@ -91,6 +87,10 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     if o == 'retry' then
       st.due = tonumber(next_due)
       requeue(st, id, next_due, next_slice)
+    elseif o == 'expire' then
+      -- its expires_at passed before an attempt could begin (the one made
+      -- before it, if any, is the history's last)
+      ended = finish(st, id, 'expired', fin_expired)
     else
       if o == 'ok' then ended = finish(st, id, 'succeeded', fin_ok)
       else ended = finish(st, id, 'failed', fin_failed) end

@@ -641,7 +641,8 @@ static void api_last_run_cb(store_status st, const char *spec, const char *state
     char status[32];
     (void)spec, (void)err;
     if (st == ST_OK) api_state_status(state, status, sizeof(status));
-    else snprintf(status, sizeof(status), st == ST_NOTFOUND ? "expired" : "unknown");
+    /* its record outlived its retention: gone (not a task's status) */
+    else snprintf(status, sizeof(status), st == ST_NOTFOUND ? "gone" : "unknown");
     cJSON_AddStringToObject(lr, "status", status);
     api_sreq_finish(q, q->body);
 }
@@ -916,32 +917,45 @@ int api_query(const char *target, const char *name, char *out, size_t outlen)
     return 0;
 }
 
-static void api_list_schedules(api *a, http_req *req)
+int api_page_query(http_req *req, int64_t max, int64_t *limit, char *cursor, size_t cursorlen)
 {
     const char *target = http_target(req), *q = strchr(target, '?');
-    char v[SCHED_ID_MAX + 32];
-    int64_t limit = 100;
+    char v[32];
     /* every parameter must be one of ours */
     for (q = q ? q + 1 : NULL; q && *q; q = strchr(q, '&') ? strchr(q, '&') + 1 : NULL) {
         size_t n = strcspn(q, "=&");
         if (!((n == 5 && strncmp(q, "limit", 5) == 0) || (n == 6 && strncmp(q, "cursor", 6) == 0))) {
             api_error(req, 400, "invalid_argument", "%.*s: unknown parameter (limit, cursor)",
                       (int)(n > 100 ? 100 : n), q);
-            return;
+            return -1;
         }
     }
     if (api_query(target, "limit", v, sizeof(v))) {
         char *end;
-        limit = strtoll(v, &end, 10);
-        if (!*v || *end || limit < 1 || limit > SCHED_LIST_MAX) {
-            api_error(req, 400, "invalid_argument", "limit: must be an integer from 1 to %d",
-                      SCHED_LIST_MAX);
-            return;
+        long long n = strtoll(v, &end, 10);
+        if (!*v || *end || n < 1 || n > max) {
+            api_error(req, 400, "invalid_argument", "limit: must be an integer from 1 to %lld",
+                      (long long)max);
+            return -1;
         }
+        *limit = n;
     }
+    cursor[0] = '\0';
+    if (api_query(target, "cursor", cursor, cursorlen) && strlen(cursor) + 1 >= cursorlen) {
+        api_error(req, 400, "invalid_argument", "cursor: malformed (pass next_cursor as given)");
+        return -1;
+    }
+    return 0;
+}
+
+static void api_list_schedules(api *a, http_req *req)
+{
+    char v[SCHED_ID_MAX + 32];
+    int64_t limit = 100;
+    if (api_page_query(req, SCHED_LIST_MAX, &limit, v, sizeof(v)) != 0) return;
     int bucket = 0;
     const char *after = "";
-    if (api_query(target, "cursor", v, sizeof(v))) {
+    if (*v) {
         char *end;
         long b = strtol(v, &end, 10);
         if (end == v || *end != '-' || b < 0 || b >= a->s->cfg->buckets ||

@@ -8,6 +8,10 @@
 #include "flow.h"
 #include "util.h"
 
+/* a listing's page: default and largest */
+#define FLOW_LIST_DEFAULT 100
+#define FLOW_LIST_MAX 200
+
 typedef struct flow_req {
     api_req *r;
     char key[FLOW_KEY_MAX];
@@ -63,29 +67,33 @@ static void api_flow_info_cb(const store_flow_info *items, int n, const char *er
         api_flow_item(n > 0 ? &items[0] : &none, o);
         api_finish(f->r, f->status, f->status == 201 ? "Created" : "OK", o);
         cJSON_Delete(o);
-    } else {
-        /* every key at once: split by kind; f->status names the one asked */
-        cJSON *o = cJSON_CreateObject();
-        int queues = f->status == 'q';
-        cJSON *arr = cJSON_AddArrayToObject(o, queues ? "queues" : "destinations");
-        int has_default = 0;
-        for (int i = 0; i < n; i++) {
-            if (items[i].key[0] != (queues ? 'q' : 'd')) continue;
-            if (queues && strcmp(items[i].key + 2, TASK_QUEUE_DEFAULT) == 0) has_default = 1;
-            cJSON *x = cJSON_CreateObject();
-            api_flow_item(&items[i], x);
-            cJSON_AddItemToArray(arr, x);
-        }
-        if (queues && !has_default) {
-            /* the queue of every task that names none is always there */
-            store_flow_info def = {.key = "q:" TASK_QUEUE_DEFAULT};
-            cJSON *x = cJSON_CreateObject();
-            api_flow_item(&def, x);
-            cJSON_AddItemToArray(arr, x);
-        }
-        api_finish(f->r, 200, "OK", o);
-        cJSON_Delete(o);
     }
+    free(f);
+}
+
+/* a page of the listing: {queues | destinations: [...], next_cursor} */
+static void api_flow_list_cb(const store_flow_info *items, int n, const char *next,
+                             const char *err, void *priv)
+{
+    flow_req *f = priv;
+    if (err) {
+        api_finish_error(f->r, 503, "unavailable", err);
+        free(f);
+        return;
+    }
+    int queues = f->key[0] == 'q';
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, queues ? "queues" : "destinations");
+    for (int i = 0; i < n; i++) {
+        if (items[i].key[0] != f->key[0]) continue;
+        cJSON *x = cJSON_CreateObject();
+        api_flow_item(&items[i], x);
+        cJSON_AddItemToArray(arr, x);
+    }
+    if (next) cJSON_AddStringToObject(o, "next_cursor", next);
+    else cJSON_AddNullToObject(o, "next_cursor");
+    api_finish(f->r, 200, "OK", o);
+    cJSON_Delete(o);
     free(f);
 }
 
@@ -128,13 +136,33 @@ static void api_flow_write(api *a, http_req *req, const char *key, const char *s
     store_flow_put(a->s, spelled ? spelled : key, settings, api_flow_written_cb, f);
 }
 
-static void api_flow_get(api *a, http_req *req, const char *key, int kind)
+static void api_flow_get(api *a, http_req *req, const char *key)
 {
     flow_req *f = xcalloc(1, sizeof(*f));
     f->r = api_req_new(a, req);
-    f->status = key[0] ? 200 : kind;
+    f->status = 200;
     snprintf(f->key, sizeof(f->key), "%s", key);
     store_flow_get(a->s, key, api_flow_info_cb, f);
+}
+
+/* GET /v1/queues, /v1/destinations: a page in name order, limit and cursor
+ * as the task listing has them; the cursor is the last name of the page
+ * before. The work of a call is bounded by its page, whatever exists. */
+static void api_flow_list(api *a, http_req *req, int queues)
+{
+    /* one more than a name: a longer cursor is told apart (api_page_query) */
+    char after[FLOW_DEST_MAX + 1];
+    int64_t limit = FLOW_LIST_DEFAULT;
+    if (api_page_query(req, FLOW_LIST_MAX, &limit, after, sizeof(after)) != 0) return;
+    if (*after && !(queues ? strlen(after) < TASK_QUEUE_MAX && task_queue_valid(after)
+                           : flow_dest_valid(after))) {
+        api_error(req, 400, "invalid_argument", "cursor: malformed (pass next_cursor as given)");
+        return;
+    }
+    flow_req *f = xcalloc(1, sizeof(*f));
+    f->r = api_req_new(a, req);
+    f->key[0] = queues ? 'q' : 'd';
+    store_flow_list(a->s, f->key[0], after, (int)limit, api_flow_list_cb, f);
 }
 
 static void api_flow_put(api *a, http_req *req, const char *key)
@@ -175,7 +203,7 @@ void api_flow(api *a, http_req *req, const char *path)
     }
     if (*rest == '\0') {
         if (strcmp(m, "GET") != 0) return api_flow_method(req, "GET");
-        api_flow_get(a, req, "", queues ? 'q' : 'd');
+        api_flow_list(a, req, queues);
         return;
     }
     if (*rest != '/') {
@@ -212,7 +240,7 @@ void api_flow(api *a, http_req *req, const char *path)
         api_flow_write(a, req, key, pause ? "+paused" : "-paused", 200, NULL);
         return;
     }
-    if (strcmp(m, "GET") == 0) api_flow_get(a, req, key, 0);
+    if (strcmp(m, "GET") == 0) api_flow_get(a, req, key);
     else if (strcmp(m, "PUT") == 0) api_flow_put(a, req, key);
     else if (strcmp(m, "DELETE") == 0) {
         char spelled[FLOW_KEY_MAX];

@@ -65,6 +65,10 @@ cJSON *api_body(http_req *req);
 int api_hex(int c);
 /* Query parameter `name`, percent-decoded, into out: 1 found, 0 absent. */
 int api_query(const char *target, const char *name, char *out, size_t outlen);
+/* A listing's limit (1..max; left as it is when not given) and cursor
+ * ("" when not given) from the query, which may hold nothing else: 0, or
+ * -1 when answered 400. */
+int api_page_query(http_req *req, int64_t max, int64_t *limit, char *cursor, size_t cursorlen);
 
 /* api_flow.c: /v1/queues..., /v1/destinations... */
 void api_flow(api *a, http_req *req, const char *path);

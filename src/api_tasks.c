@@ -291,6 +291,12 @@ static void move_cb(store_status st, const char *detail, void *priv)
         api_finish_error(m->r, 404, "not_found", "id: no such task");
         break;
     case ST_CONFLICT:
+        if (strcmp(detail, STORE_PAST_EXPIRY) == 0) {
+            api_finish_error(m->r, 409, "conflict",
+                             "execute_at: not before the task's expires_at: a task is never "
+                             "called after its expiry");
+            break;
+        }
         snprintf(msg, sizeof(msg), "id: the task is %s; %s", detail,
                  m->retry ? "only a failed or cancelled task can be retried (an expired one is never called after its expires_at)"
                           : "only a scheduled task can be run now");

@@ -40,6 +40,7 @@ typedef struct config {
     int64_t max_inflight;      /* claimed tasks held at once */
     int64_t host_connections;  /* per worker and receiving host */
     int64_t keepalive_ms;      /* an unused callback connection closes after this */
+    int64_t hosts_max;         /* receiving hosts' state a dispatch worker keeps */
     int64_t shutdown_grace_ms;
     char store[16];            /* "redis" or "memory" */
     char log_level[16];
@@ -65,6 +66,7 @@ typedef struct config {
     int64_t retention_ms;
     int64_t failed_retention_ms;
     int64_t slice_grace_ms;
+    int64_t flow_holds_max;    /* destinations held back at once (Retry-After) */
     /* [callback] */
     char deny[1024];           /* CIDR list callbacks may not connect to */
     char allow[1024];          /* when set, the only CIDRs callbacks may connect to */

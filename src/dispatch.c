@@ -35,10 +35,12 @@ typedef struct hostq {
     int active;
     int64_t used_ms;            /* monotonic: the last transfer's end */
     xfer *head, *tail;
-    struct hostq *next;
+    struct hostq *next;         /* hash chain */
+    struct hostq *lprev, *lnext; /* by last call, the least recent first */
 } hostq;
 
-#define HOSTQ_BUCKETS 256
+/* hosts looked at from the least recently called on, for one to drop */
+#define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
 
 /* One transfer in a worker: the job and what curl needs alive meanwhile. */
@@ -84,7 +86,10 @@ struct worker {
     job *in_head, *in_tail;
     int stop;
     xfer *active;               /* transfers running, for abort on stop */
-    hostq *hq[HOSTQ_BUCKETS];
+    hostq **hq;                 /* hash table of nhb buckets (a power of 2) */
+    size_t nhb, nhosts;
+    hostq *lru_head, *lru_tail; /* every hostq, the least recently called first */
+    log_limit warn;
     int host_connections;
     int64_t keepalive_ms;       /* an unused connection is closed after this */
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
@@ -106,6 +111,7 @@ struct dispatch {
     int next;
     const netpolicy *np;        /* NULL: callbacks go anywhere */
     _Atomic long hosts;         /* hostq entries across the workers */
+    _Atomic long hosts_max;     /* hostq entries a worker keeps (0: no bound) */
     const webhook_keys *keys;   /* NULL: unsigned */
     const cbtls *tls;           /* libcurl's TLS and proxy settings; NULL: its defaults */
 };
@@ -255,6 +261,17 @@ static void worker_h1_done(void *priv, long status, const char *err, int flags, 
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
  * for a connection included, so an attempt always ends (and is recorded)
  * within its lease. */
+int job_expire(job *j, int64_t now_ms)
+{
+    if (j->event[0] || j->expires_ms <= 0 || now_ms < j->expires_ms) return 0;
+    char at[TZ_RFC3339_MAX], why[256];
+    tz_rfc3339(tz_get("UTC", why), j->expires_ms, at);
+    j->expired = 1;
+    snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d could "
+             "begin", at, j->attempt);
+    return 1;
+}
+
 static void worker_start(worker *w, xfer *x)
 {
     if (x->hq->active >= w->host_connections) {
@@ -262,6 +279,13 @@ static void worker_start(worker *w, xfer *x)
         if (x->hq->tail) x->hq->tail->next = x;
         else x->hq->head = x;
         x->hq->tail = x;
+        return;
+    }
+    /* a transfer that waited for a connection: past its expiry, not begun */
+    if (job_expire(x->j, util_realtime_ms() + x->j->clock_offset_ms)) {
+        job *j = x->j;
+        xfer_free(x);
+        dispatch_finish(w->d, j);
         return;
     }
     int64_t left = x->j->timeout_ms - (util_mono_ms() - x->queued_ms);
@@ -293,51 +317,125 @@ static void worker_start(worker *w, xfer *x)
     curl_multi_add_handle(w->multi, x->easy);
 }
 
+static void hostq_unlink(worker *w, hostq *q)
+{
+    if (q->lprev) q->lprev->lnext = q->lnext;
+    else w->lru_head = q->lnext;
+    if (q->lnext) q->lnext->lprev = q->lprev;
+    else w->lru_tail = q->lprev;
+    q->lprev = q->lnext = NULL;
+}
+
+static void hostq_append(worker *w, hostq *q)
+{
+    q->lprev = w->lru_tail;
+    if (w->lru_tail) w->lru_tail->lnext = q;
+    else w->lru_head = q;
+    w->lru_tail = q;
+}
+
+static hostq **hostq_bucket(worker *w, const char *key, size_t n)
+{
+    return &w->hq[util_fnv1a(key, n) & (w->nhb - 1)];
+}
+
+/* one bucket a host at most: lookups stay O(1) whatever their number */
+static void hostq_grow(worker *w)
+{
+    hostq **old = w->hq;
+    size_t nold = w->nhb;
+    w->nhb = nold ? nold * 2 : 256;
+    w->hq = xcalloc(w->nhb, sizeof(*w->hq));
+    for (size_t i = 0; i < nold; i++)
+        for (hostq *q = old[i], *qn; q; q = qn) {
+            qn = q->next;
+            hostq **b = hostq_bucket(w, q->key, strlen(q->key));
+            q->next = *b;
+            *b = q;
+        }
+    free(old);
+}
+
+static void hostq_free(worker *w, hostq *q)
+{
+    for (hostq **p = hostq_bucket(w, q->key, strlen(q->key)); *p; p = &(*p)->next)
+        if (*p == q) {
+            *p = q->next;
+            break;
+        }
+    hostq_unlink(w, q);
+    h1_host_free(q->h1);
+    free(q->key);
+    free(q);
+    w->nhosts--;
+    w->d->hosts--;
+}
+
+/* Past hosts_max, the least recently called host with nothing running or
+ * waiting goes (its kept connections closed): callbacks to ever new hosts
+ * cannot grow this state without bound. */
+static void hostq_evict(worker *w)
+{
+    long max = w->d->hosts_max;
+    if (!max || (long)w->nhosts < max) return;
+    hostq *q = w->lru_head;
+    for (int i = 0; q && i < HOSTQ_EVICT_SCAN && (q->active || q->head); i++) q = q->lnext;
+    log_warn_limited(&w->warn, util_mono_ms(),
+                     "callbacks to more than %ld receiving hosts (hosts_max) in one worker: %s",
+                     max, q && !q->active && !q->head ? "the least recently called is forgotten"
+                                                       : "all of the oldest are busy, kept");
+    if (q && !q->active && !q->head) hostq_free(w, q);
+}
+
 /* The queue of the host of url: scheme and authority, up to the path. */
 static hostq *worker_hostq(worker *w, const char *url)
 {
     const char *p = strstr(url, "://");
     size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strlen(url);
-    uint32_t h = util_fnv1a(url, n);
-    hostq **b = &w->hq[h % HOSTQ_BUCKETS];
-    for (hostq *q = *b; q; q = q->next)
-        if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) return q;
+    if (w->nhb) {
+        for (hostq *q = *hostq_bucket(w, url, n); q; q = q->next)
+            if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) {
+                hostq_unlink(w, q);
+                hostq_append(w, q);
+                return q;
+            }
+    }
+    hostq_evict(w);
+    if (w->nhosts >= w->nhb) hostq_grow(w);
     hostq *q = xcalloc(1, sizeof(*q));
     q->key = xstrndup(url, n);
     q->h1 = h1_host_new(w->h1, url);
+    q->used_ms = util_mono_ms();
+    hostq **b = hostq_bucket(w, url, n);
     q->next = *b;
     *b = q;
+    hostq_append(w, q);
+    w->nhosts++;
     w->d->hosts++;
     return q;
 }
 
-static void hostq_free(worker *w, hostq *q)
-{
-    h1_host_free(q->h1);
-    free(q->key);
-    free(q);
-    w->d->hosts--;
-}
-
 /* Free the state of hosts unused for keepalive_ms (their kept connections
  * have closed by then), so that callbacks to ever new hosts cost no memory
- * for ever. Runs every keepalive_ms / 2. */
+ * for ever. Runs every keepalive_ms / 2, from the least recently called on,
+ * up to the first called within keepalive_ms. */
 static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
     worker *w = arg;
     int64_t now = util_mono_ms();
     (void)fd, (void)what;
-    for (int b = 0; b < HOSTQ_BUCKETS; b++)
-        for (hostq **p = &w->hq[b]; *p;) {
-            hostq *q = *p;
-            if (q->active || q->head || now - q->used_ms < w->keepalive_ms ||
-                h1_host_busy(q->h1)) {
-                p = &q->next;
-                continue;
-            }
-            *p = q->next;
-            hostq_free(w, q);
-        }
+    for (hostq *q = w->lru_head, *qn; q; q = qn) {
+        qn = q->lnext;
+        if (now - q->used_ms < w->keepalive_ms && !q->active) break;
+        if (q->active || q->head || now - q->used_ms < w->keepalive_ms || h1_host_busy(q->h1))
+            continue;
+        hostq_free(w, q);
+    }
+}
+
+void dispatch_set_hosts_max(dispatch *d, long hosts_max)
+{
+    d->hosts_max = hosts_max;
 }
 
 long dispatch_hosts(const dispatch *d)
@@ -671,22 +769,12 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
-    const cJSON *exp = cJSON_GetObjectItemCaseSensitive(spec, "expires_at");
-    if (!j->event[0] && cJSON_IsNumber(exp) && j->fire_ms >= (int64_t)exp->valuedouble) {
-        /* no attempt begins after it: the task ends expired (sched.c) */
-        char at[TZ_RFC3339_MAX], why[256];
-        tz_rfc3339(tz_get("UTC", why), (int64_t)exp->valuedouble, at);
-        j->expired = 1;
-        snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d "
-                 "could begin", at, j->attempt);
-        goto done;
-    }
     const cJSON *tp = cJSON_GetObjectItemCaseSensitive(spec, "traceparent");
     if (cJSON_IsString(tp) && strlen(tp->valuestring) == TRACE_PARENT_LEN) {
         /* the producer's trace, a span of this attempt's own (trace.h) */
         char out[TRACE_PARENT_LEN + 1];
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(spec, "tracestate");
-        trace_for_attempt(tp->valuestring, j->id, j->attempt, out);
+        trace_for_attempt(tp->valuestring, j->id, j->attempt, j->due_ms, out);
         xfer_header(x, "traceparent", out);
         if (cJSON_IsString(ts)) xfer_header(x, "tracestate", ts->valuestring);
     }
@@ -823,15 +911,16 @@ static void *worker_main(void *arg)
         h1_call_abort(x->call);
         worker_abort(w, x);
     }
-    for (int b = 0; b < HOSTQ_BUCKETS; b++)
-        for (hostq *q = w->hq[b], *qn; q; q = qn) {
-            qn = q->next;
-            for (xfer *x = q->head, *xn; x; x = xn) {
-                xn = x->next;
-                worker_abort(w, x);
-            }
-            hostq_free(w, q);
+    while (w->lru_head) {
+        hostq *q = w->lru_head;
+        for (xfer *x = q->head, *xn; x; x = xn) {
+            xn = x->next;
+            worker_abort(w, x);
         }
+        hostq_free(w, q);
+    }
+    free(w->hq);
+    w->hq = NULL;
     event_free(w->sweep_ev);
     h1_client_free(w->h1); /* on this thread: it runs the loop once more */
     w->h1 = NULL;

@@ -71,9 +71,15 @@ struct job {
     char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */
     int ended_failed;           /* the scheduler's: the task's end as failed (or expired) is
                                    being recorded */
-    int64_t fire_ms;            /* the scheduler's: when it handed the job over (store clock) */
-    int expired;                /* set by the pool: expires_at passed by fire_ms; not sent */
+    int64_t expires_ms;         /* the scheduler's: the spec's expires_at (0: none; -1: not
+                                   read yet) */
+    int64_t clock_offset_ms;    /* the scheduler's: its clock (Redis's) - this host's */
+    int expired;                /* expires_at passed before an attempt began (job_expire) */
 };
+
+/* 1 when j's expires_at has passed at now_ms (the scheduler's clock): then
+ * j->expired is set and j->err says so, and no attempt may begin. */
+int job_expire(job *j, int64_t now_ms);
 
 /* Runs on the main loop for each job whose callback finished (or was aborted
  * by dispatch_free). */
@@ -89,6 +95,11 @@ typedef void dispatch_done_fn(job *j, void *priv);
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
                           int64_t keepalive_ms, const struct cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen);
+
+/* Receiving hosts whose state (a queue, kept connections) each worker keeps
+ * at most; past it the least recently called idle one is dropped, with a
+ * warning. 0: no bound. */
+void dispatch_set_hosts_max(dispatch *d, long hosts_max);
 
 /* The destinations callbacks may connect to (checked on every connect, both
  * client paths: a refused attempt ends with NETPOLICY_DENIED and permanent

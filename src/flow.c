@@ -9,6 +9,7 @@
 
 #include <curl/curl.h>
 
+#include "log.h"
 #include "netpolicy.h"
 #include "store.h"
 #include "util.h"
@@ -196,83 +197,235 @@ int flow_dest_canon(const char *name, char *out)
 
 /* ---- the replica's copy ---------------------------------------------------- */
 
+/* One queue or destination known here: configured (it has settings in the
+ * store) or held back (a Retry-After), or both. Entries are found by hash
+ * (O(1) a lookup, whatever their number); held ones are also linked oldest
+ * set first, so that expiry and eviction take from the front and nothing
+ * walks every hold. */
 typedef struct flow_entry {
-    char key[FLOW_KEY_MAX];     /* q:.. or d:.. */
-    int64_t until_ms;           /* d: held back until (0: not) */
+    struct flow_entry *next;            /* hash chain */
+    struct flow_entry *hprev, *hnext;   /* holds, oldest set first */
+    int64_t until_ms;                   /* held back until (0: not) */
     int configured;
+    char key[];                         /* q:.. or d:.. */
 } flow_entry;
 
+typedef struct flow_table {
+    flow_entry **b;
+    size_t nb, n;
+    flow_entry *hhead, *htail;
+    size_t nholds;
+} flow_table;
+
 struct flow_cache {
-    flow_entry *e;
-    int n, cap;
+    flow_table live;
+    flow_table stage;           /* a reload from scratch being built */
+    int staging;
     int64_t waiting;
+    size_t holds_max;
+    log_limit warn;
 };
 
-flow_cache *flow_cache_new(void)
+/* holds dropped from the front per reload once expired */
+#define FLOW_EXPIRE_STEP 256
+
+flow_cache *flow_cache_new(size_t holds_max)
 {
-    return xcalloc(1, sizeof(flow_cache));
+    flow_cache *fc = xcalloc(1, sizeof(flow_cache));
+    fc->holds_max = holds_max ? holds_max : 1;
+    return fc;
+}
+
+static void flow_table_clear(flow_table *t)
+{
+    for (size_t i = 0; i < t->nb; i++)
+        for (flow_entry *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            free(e);
+        }
+    free(t->b);
+    memset(t, 0, sizeof(*t));
 }
 
 void flow_cache_free(flow_cache *fc)
 {
     if (!fc) return;
-    free(fc->e);
+    flow_table_clear(&fc->live);
+    flow_table_clear(&fc->stage);
     free(fc);
 }
 
-static flow_entry *flow_find(const flow_cache *fc, char kind, const char *name)
+static size_t flow_slot(const flow_table *t, const char *key)
 {
-    for (int i = 0; i < fc->n; i++)
-        if (fc->e[i].key[0] == kind && strcmp(fc->e[i].key + 2, name) == 0) return &fc->e[i];
+    return util_fnv1a(key, strlen(key)) & (t->nb - 1);
+}
+
+static flow_entry *flow_table_find(const flow_table *t, const char *key)
+{
+    if (!t->nb) return NULL;
+    for (flow_entry *e = t->b[flow_slot(t, key)]; e; e = e->next)
+        if (strcmp(e->key, key) == 0) return e;
     return NULL;
 }
 
-static flow_entry *flow_add(flow_cache *fc, char kind, const char *name)
+/* on the claim path: the key is put together without snprintf */
+static flow_entry *flow_find(const flow_cache *fc, char kind, const char *name)
 {
-    flow_entry *e = flow_find(fc, kind, name);
+    char key[FLOW_KEY_MAX];
+    size_t n = strlen(name);
+    if (n + 3 > sizeof(key)) return NULL;
+    key[0] = kind;
+    key[1] = ':';
+    memcpy(key + 2, name, n + 1);
+    return flow_table_find(&fc->live, key);
+}
+
+static void flow_table_grow(flow_table *t)
+{
+    size_t nb = t->nb ? t->nb * 2 : 64;
+    flow_entry **b = xcalloc(nb, sizeof(*b));
+    for (size_t i = 0; i < t->nb; i++)
+        for (flow_entry *e = t->b[i], *n; e; e = n) {
+            n = e->next;
+            size_t s = util_fnv1a(e->key, strlen(e->key)) & (nb - 1);
+            e->next = b[s];
+            b[s] = e;
+        }
+    free(t->b);
+    t->b = b;
+    t->nb = nb;
+}
+
+static flow_entry *flow_table_add(flow_table *t, const char *key)
+{
+    flow_entry *e = flow_table_find(t, key);
     if (e) return e;
-    if (strlen(name) + 3 > FLOW_KEY_MAX) return NULL;
-    if (fc->n == fc->cap) {
-        fc->cap = fc->cap ? fc->cap * 2 : 16;
-        fc->e = xrealloc(fc->e, sizeof(*fc->e) * (size_t)fc->cap);
-    }
-    e = &fc->e[fc->n++];
-    memset(e, 0, sizeof(*e));
-    snprintf(e->key, sizeof(e->key), "%c:%s", kind, name);
+    size_t len = strlen(key);
+    if (len + 1 > FLOW_KEY_MAX) return NULL;
+    if (t->n >= t->nb) flow_table_grow(t);
+    e = xcalloc(1, sizeof(*e) + len + 1);
+    memcpy(e->key, key, len + 1);
+    size_t s = flow_slot(t, key);
+    e->next = t->b[s];
+    t->b[s] = e;
+    t->n++;
     return e;
 }
 
-void flow_cache_load(flow_cache *fc, const store_flow_info *items, int n, int64_t waiting,
-                     int64_t now_ms)
+static void flow_table_del(flow_table *t, flow_entry *e)
 {
-    /* holds seen here and not yet in the store's copy are kept */
-    flow_entry *old = fc->e;
-    int nold = fc->n;
-    fc->e = NULL;
-    fc->n = fc->cap = 0;
-    fc->waiting = waiting;
-    for (int i = 0; i < nold; i++)
-        if (old[i].until_ms > now_ms) flow_cache_hold(fc, old[i].key + 2, old[i].until_ms);
-    free(old);
+    for (flow_entry **p = &t->b[flow_slot(t, e->key)]; *p; p = &(*p)->next)
+        if (*p == e) {
+            *p = e->next;
+            t->n--;
+            free(e);
+            return;
+        }
+}
+
+static void flow_unhold(flow_table *t, flow_entry *e)
+{
+    if (!e->until_ms) return;
+    if (e->hprev) e->hprev->hnext = e->hnext;
+    else t->hhead = e->hnext;
+    if (e->hnext) e->hnext->hprev = e->hprev;
+    else t->htail = e->hprev;
+    e->hprev = e->hnext = NULL;
+    e->until_ms = 0;
+    t->nholds--;
+}
+
+/* e no longer held: gone unless it has settings */
+static void flow_release(flow_table *t, flow_entry *e)
+{
+    flow_unhold(t, e);
+    if (!e->configured) flow_table_del(t, e);
+}
+
+/* Hold dest until until_ms in t (a later hold wins). Past holds_max holds,
+ * the oldest set goes first. */
+static void flow_table_hold(flow_cache *fc, flow_table *t, const char *dest, int64_t until_ms,
+                            int64_t now_ms)
+{
+    char key[FLOW_KEY_MAX];
+    if (until_ms <= now_ms) return;
+    if (snprintf(key, sizeof(key), "d:%s", dest) >= (int)sizeof(key)) return;
+    flow_entry *e = flow_table_find(t, key);
+    if (e && e->until_ms >= until_ms) return;
+    if (!(e && e->until_ms) && t->nholds >= fc->holds_max) {
+        flow_entry *old = t->hhead;
+        log_warn_limited(&fc->warn, now_ms,
+                         "destination %s: more than %zu destinations held back by Retry-After "
+                         "(flow_holds_max); the oldest hold (%s) is forgotten here",
+                         dest, fc->holds_max, old->key + 2);
+        flow_release(t, old);
+    }
+    e = flow_table_add(t, key);
+    if (!e) return;
+    /* set again: it moves to the back, the newest */
+    flow_unhold(t, e);
+    e->until_ms = until_ms;
+    e->hprev = t->htail;
+    if (t->htail) t->htail->hnext = e;
+    else t->hhead = e;
+    t->htail = e;
+    t->nholds++;
+}
+
+/* Drop expired holds from the front (a bounded number: the rest go on the
+ * next calls, and a lookup reads an expired one as not held meanwhile). */
+static void flow_table_expire(flow_table *t, int64_t now_ms)
+{
+    for (int i = 0; i < FLOW_EXPIRE_STEP && t->hhead && t->hhead->until_ms <= now_ms; i++)
+        flow_release(t, t->hhead);
+}
+
+void flow_cache_apply(flow_cache *fc, const store_flow_info *items, int n, int fresh, int done,
+                      int64_t now_ms)
+{
+    if (fresh) {
+        flow_table_clear(&fc->stage);
+        fc->staging = 1;
+    }
+    flow_table *t = fc->staging ? &fc->stage : &fc->live;
     for (int i = 0; i < n; i++) {
         const char *k = items[i].key;
-        if (items[i].settings) {
-            if ((k[0] != 'q' && k[0] != 'd') || k[1] != ':') continue;
-            flow_entry *e = flow_add(fc, k[0], k + 2);
+        if ((k[0] != 'q' && k[0] != 'd') || k[1] != ':') continue;
+        flow_entry *e = flow_table_find(t, k);
+        if (items[i].settings && items[i].settings[0]) {
+            if (!e) e = flow_table_add(t, k);
             if (e) e->configured = 1;
-        } else {
-            flow_cache_hold(fc, k, items[i].until_ms);
+        } else if (e) {
+            e->configured = 0;
+            if (!e->until_ms) flow_table_del(t, e);
         }
+        if (k[0] == 'd' && items[i].until_ms > now_ms)
+            flow_table_hold(fc, t, k + 2, items[i].until_ms, now_ms);
     }
+    if (fc->staging && done) {
+        /* holds seen here and not in the store's copy are kept, oldest first */
+        for (flow_entry *e = fc->live.hhead; e; e = e->hnext)
+            flow_table_hold(fc, &fc->stage, e->key + 2, e->until_ms, now_ms);
+        flow_table_clear(&fc->live);
+        fc->live = fc->stage;
+        memset(&fc->stage, 0, sizeof(fc->stage));
+        fc->staging = 0;
+    }
+    flow_table_expire(&fc->live, now_ms);
 }
 
-void flow_cache_hold(flow_cache *fc, const char *dest, int64_t until_ms)
+void flow_cache_set_waiting(flow_cache *fc, int64_t waiting)
 {
-    flow_entry *e = flow_add(fc, 'd', dest);
-    if (e && until_ms > e->until_ms) e->until_ms = until_ms;
+    fc->waiting = waiting;
 }
 
-int flow_cache_empty(const flow_cache *fc) { return fc->n == 0; }
+void flow_cache_hold(flow_cache *fc, const char *dest, int64_t until_ms, int64_t now_ms)
+{
+    flow_table_hold(fc, &fc->live, dest, until_ms, now_ms);
+}
+
+size_t flow_cache_holds(const flow_cache *fc) { return fc->live.nholds; }
+int flow_cache_empty(const flow_cache *fc) { return fc->live.n == 0; }
 int64_t flow_cache_waiting(const flow_cache *fc) { return fc->waiting; }
 
 int flow_cache_route(const flow_cache *fc, const char *spec, int64_t now_ms,

@@ -72,14 +72,23 @@ int flow_dest_valid(const char *s);
 int flow_dest_canon(const char *name, char *out);
 
 typedef struct flow_cache flow_cache;
-flow_cache *flow_cache_new(void);
+/* holds_max: destinations held back (Retry-After) kept at once; past it the
+ * oldest set is forgotten, with a warning. */
+flow_cache *flow_cache_new(size_t holds_max);
 void flow_cache_free(flow_cache *fc);
-/* Replace the copy: items as store_flow_snap_fn gives them. */
+/* Changes from the store: items as store_flow_snap_fn gives them (settings
+ * NULL or "": none; until_ms: the store's hold of a destination). fresh: the
+ * first page of a copy from scratch, built aside (the one in use keeps
+ * answering) and put in use with its last page (done); otherwise each page
+ * changes the copy in use. Holds seen here are kept until they end. */
 struct store_flow_info;
-void flow_cache_load(flow_cache *fc, const struct store_flow_info *items, int n, int64_t waiting,
-                     int64_t now_ms);
+void flow_cache_apply(flow_cache *fc, const struct store_flow_info *items, int n, int fresh,
+                      int done, int64_t now_ms);
+void flow_cache_set_waiting(flow_cache *fc, int64_t waiting);
 /* A Retry-After seen here: known at once, before the next snapshot. */
-void flow_cache_hold(flow_cache *fc, const char *dest, int64_t until_ms);
+void flow_cache_hold(flow_cache *fc, const char *dest, int64_t until_ms, int64_t now_ms);
+/* Destinations held back here now (ended holds may count until dropped). */
+size_t flow_cache_holds(const flow_cache *fc);
 /* 1 when nothing is configured and no destination is held back. */
 int flow_cache_empty(const flow_cache *fc);
 int64_t flow_cache_waiting(const flow_cache *fc);

@@ -871,6 +871,8 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
         if (sleep_ms < 1000) sleep_ms *= 2;
     }
 found:
+    *fatal = 0;
+    if (!base) return c; /* a probe (store_redis_probe): no loop, no links */
     c->base = base;
     for (int i = 0; i < c->nnodes; i++) rc_link_connect(&c->nodes[i]->link[0]);
     c->watch_ev = event_new(base, -1, EV_PERSIST, rc_watch_cb, c);

@@ -42,6 +42,8 @@ typedef void rc_connect_fn(rcluster *c, int node, void *priv);
  * fails at once. Returns NULL with the reason in err; *fatal (when not NULL)
  * is then 1 when waiting cannot mend it (the seeds' spelling, a refused
  * password, a user without the rights), 0 when a later try may succeed. */
+/* With base NULL: only the seeds are read (CLUSTER SLOTS); no link is made,
+ * and the rcluster serves only rc_sync_*_command and rc_free. */
 rcluster *rc_create(struct event_base *base, const char *seeds, const char *user,
                     const char *pass, int64_t timeout_ms, int64_t wait_ms, int *fatal,
                     char *err, size_t errlen);

@@ -9,6 +9,7 @@
 #include "flow.h"
 #include "log.h"
 #include "metrics.h"
+#include "tz.h"
 #include "util.h"
 #include "wheel.h"
 
@@ -34,6 +35,9 @@ typedef struct bucket_scan {
  * time (FLOW_LET_GO), and its end frees its slots. */
 enum { FLOW_ASKING = 1, FLOW_LET_GO = 2 };
 #define FLOW_PUMP_MIN 64          /* tasks a pump may let go, whatever the room */
+/* tasks or ended callbacks in one flow.lua call: a burst of them (up to
+ * max_inflight) goes as several calls, so none holds Redis long */
+#define FLOW_CALL_MAX 128
 
 /* What flow calls carry past the job's life: a task to put in its queue's
  * waiting list, or a callback that ended. */
@@ -87,6 +91,7 @@ struct sched {
     struct event *snap_ev;    /* reads the settings again */
     struct event *flow_ev;    /* sends what this loop turn gathered */
     int snap_busy, pump_wanted;
+    int64_t flow_version;     /* the store's last change this copy has */
     int64_t flow_loads;       /* times the settings were read (/v1/stats) */
     job *asking, **asking_tail; /* jobs to ask about, linked by next */
     int nasking;
@@ -94,6 +99,7 @@ struct sched {
 };
 
 static void sched_flow_end(sched *sc, job *j, int64_t until_ms, int failed);
+static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms);
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -212,9 +218,33 @@ static int sched_flow_asks(sched *sc, job *j)
     return 1;
 }
 
+/* j ends expired (j->err says why): its attempt made, if one was, is
+ * recorded with it. flow_ended: its limits' slots were given back already. */
+static void sched_end_expired(sched *sc, job *j, int flow_ended)
+{
+    j->expired = 1;
+    if (!flow_ended) sched_flow_end(sc, j, 0, 0);
+    metrics.expired++;
+    log_info("task %s %s", j->id, j->err);
+    sched_record(sc, j, OUT_EXPIRE, 0);
+}
+
+/* A task whose expires_at has passed ends expired, no attempt made: when
+ * it fires, and when a limit lets it go (the pool checks again when a
+ * connection frees). 1 when it did. */
+static int sched_expire(sched *sc, job *j)
+{
+    if (j->expires_ms < 0) j->expires_ms = task_spec_expires_ms(j->spec);
+    if (!job_expire(j, store_now_ms(sc->s))) return 0;
+    j->attempt--;
+    sched_end_expired(sc, j, 0);
+    return 1;
+}
+
 static void sched_submit(sched *sc, job *j)
 {
-    j->fire_ms = store_now_ms(sc->s);
+    if (sched_expire(sc, j)) return;
+    j->clock_offset_ms = store_now_ms(sc->s) - util_realtime_ms();
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -226,7 +256,8 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
     job *j = container_of(t, job, timer);
     (void)w;
     sched_unhold(sc, j);
-    if (sched_flow_asks(sc, j)) return;
+    /* before a limit is asked: a task held back expires while it waits */
+    if (sched_expire(sc, j) || sched_flow_asks(sc, j)) return;
     sched_submit(sc, j);
 }
 
@@ -387,12 +418,9 @@ void sched_on_done(sched *sc, job *j)
         return;
     }
     if (j->expired) {
-        /* its expires_at passed before this attempt began: none was made */
+        /* it waited for a connection past its expiry: no attempt made */
         j->attempt--;
-        sched_flow_end(sc, j, 0, 1);
-        metrics.expired++;
-        log_info("task %s %s", j->id, j->err);
-        sched_record(sc, j, OUT_EXPIRE, 0);
+        sched_end_expired(sc, j, 0);
         return;
     }
     sched_count(j);
@@ -407,7 +435,7 @@ void sched_on_done(sched *sc, job *j)
             if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), j->queue, j->dest, &to) < 0)
                 until = 0;
         }
-        if (until) flow_cache_hold(sc->fc, j->dest, until);
+        if (until) flow_cache_hold(sc->fc, j->dest, until, store_now_ms(sc->s));
     }
     int ends = j->ok || j->permanent || j->attempt >= j->max_attempts;
     sched_flow_end(sc, j, until, ends && !j->ok);
@@ -423,6 +451,15 @@ void sched_on_done(sched *sc, job *j)
         double jitter = (double)(random() % 1000) / 1000.0;
         int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
         if (next < until) next = until;
+        if (j->expires_ms > 0 && next >= j->expires_ms) {
+            /* the next attempt could not begin in time: it ends now, this
+             * attempt recorded */
+            size_t n = strlen(j->err);
+            snprintf(j->err + n, sizeof(j->err) - n, "; expired: its next attempt would begin "
+                     "after its expires_at");
+            sched_end_expired(sc, j, 1);
+            return;
+        }
         log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
                   (long long)next);
         metrics.retries++;
@@ -491,8 +528,11 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
             snprintf(j->err, sizeof(j->err), "%s", v[i].reason);
             task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
-            /* spread: a burst held back does not come round all at once */
-            sched_record(sc, j, OUT_PARK, now + FLOW_PARK_MS + random() % FLOW_PARK_MS);
+            /* spread: a burst held back does not come round all at once;
+             * one that expires sooner comes round then, to end */
+            int64_t again = now + FLOW_PARK_MS + random() % FLOW_PARK_MS;
+            if (j->expires_ms > 0 && j->expires_ms < again) again = j->expires_ms;
+            sched_record(sc, j, OUT_PARK, again);
         }
     }
     free(c);
@@ -584,27 +624,32 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
         sc->asking_tail = &sc->asking;
         sc->nasking = 0;
     }
-    if (sc->nasking) {
-        admit_ctx *c = xmalloc(sizeof(*c) + sizeof(job *) * (size_t)sc->nasking);
-        store_flow_task *t = xcalloc((size_t)sc->nasking, sizeof(*t));
+    while (sc->nasking) {
+        int k = sc->nasking < FLOW_CALL_MAX ? sc->nasking : FLOW_CALL_MAX;
+        admit_ctx *c = xmalloc(sizeof(*c) + sizeof(job *) * (size_t)k);
+        store_flow_task *t = xcalloc((size_t)k, sizeof(*t));
         c->sc = sc;
         c->n = 0;
-        for (job *j = sc->asking; j; j = j->next) {
+        for (job *j = sc->asking; c->n < k; j = j->next) {
             t[c->n] = (store_flow_task){.id = j->id, .queue = j->queue, .dest = j->dest,
                                         .due_ms = j->due_ms, .timeout_ms = j->timeout_ms};
             c->jobs[c->n++] = j;
         }
-        sc->asking = NULL;
-        sc->asking_tail = &sc->asking;
-        sc->nasking = 0;
+        sc->asking = c->jobs[k - 1]->next;
+        if (!sc->asking) sc->asking_tail = &sc->asking;
+        sc->nasking -= k;
         sc->pending++;
         store_flow_admit(sc->s, t, c->n, sched_horizon(sc, 0), sched_admit_cb, c);
         free(t);
     }
     if (sc->enq.n) {
         store_flow_task *t = sched_flow_tasks(&sc->enq);
-        sc->pending++;
-        store_flow_enqueue(sc->s, t, sc->enq.n, sched_pump_cb, sc);
+        for (int i = 0; i < sc->enq.n; i += FLOW_CALL_MAX) {
+            sc->pending++;
+            store_flow_enqueue(sc->s, t + i, sc->enq.n - i < FLOW_CALL_MAX ? sc->enq.n - i
+                                                                          : FLOW_CALL_MAX,
+                               sched_pump_cb, sc);
+        }
         free(t);
         sc->enq.n = 0;
         sc->pump_wanted = 1;  /* a slot may have freed meanwhile */
@@ -616,20 +661,27 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
                                     sc->ends.r[i].dest,    sc->ends.r[i].until_ms,
                                     sc->ends.r[i].failed,  sc->ends.r[i].back,
                                     sc->ends.r[i].slice};
-        sc->pending++;
         /* what it lets go is claimed by whichever replica has room: a
          * replica busy with other work still lets a few go */
         int max = sched_room(sc) < FLOW_PUMP_MIN ? FLOW_PUMP_MIN : sched_room(sc);
-        store_flow_pump(sc->s, e, sc->ends.n, sc->stopping ? 0 : max, sched_horizon(sc, 1),
-                        sched_pump_cb, sc);
+        int i = 0;
+        do {
+            /* only the last call lets waiting tasks go */
+            int k = sc->ends.n - i < FLOW_CALL_MAX ? sc->ends.n - i : FLOW_CALL_MAX;
+            int last = i + k >= sc->ends.n;
+            sc->pending++;
+            store_flow_pump(sc->s, e + i, k, sc->stopping || !last ? 0 : max,
+                            sched_horizon(sc, 1), sched_pump_cb, sc);
+            i += k;
+        } while (i < sc->ends.n);
         free(e);
         sc->ends.n = 0;
         sc->pump_wanted = 0;
     }
 }
 
-static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, const char *err,
-                          void *priv)
+static void sched_snap_cb(const store_flow_info *items, int n, const store_flow_snap *m,
+                          const char *err, void *priv)
 {
     sched *sc = priv;
     sc->pending--;
@@ -638,8 +690,13 @@ static void sched_snap_cb(const store_flow_info *items, int n, int64_t waiting, 
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "flow control settings: %s", err);
         return;
     }
-    flow_cache_load(sc->fc, items, n, waiting, store_now_ms(sc->s));
-    sc->flow_loads++;
+    /* only what changed since the last call comes, a page at a time; a
+     * read counts once its last page is in */
+    flow_cache_apply(sc->fc, items, n, m->fresh, !m->more, store_now_ms(sc->s));
+    flow_cache_set_waiting(sc->fc, m->waiting);
+    sc->flow_version = m->version;
+    if (m->more) sched_flow_refresh(sc);
+    else sc->flow_loads++;
 }
 
 void sched_flow_refresh(sched *sc)
@@ -647,7 +704,7 @@ void sched_flow_refresh(sched *sc)
     if (!sc->fc || sc->snap_busy || sc->stopping) return;
     sc->snap_busy = 1;
     sc->pending++;
-    store_flow_snapshot(sc->s, sched_snap_cb, sc);
+    store_flow_snapshot(sc->s, sc->flow_version, sched_snap_cb, sc);
 }
 
 static void sched_snap_tick(evutil_socket_t fd, short what, void *arg)
@@ -681,6 +738,7 @@ static void sched_take(sched *sc, const char *slice, store_lease *l)
     j->due_ms = l->due_ms;
     j->attempt = l->attempt;
     j->spec = l->spec;
+    j->expires_ms = -1;
     wheel_timer_init(&j->timer, sched_fire, sc);
     sc->held++;
     sc->claimed++;
@@ -931,7 +989,7 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->flow_ev = evtimer_new(base, sched_flow_cb, sc);
     sc->asking_tail = &sc->asking;
     if (store_has_flow(s)) {
-        sc->fc = flow_cache_new();
+        sc->fc = flow_cache_new((size_t)cfg->flow_holds_max);
         sc->snap_ev = event_new(base, -1, EV_PERSIST, sched_snap_tick, sc);
     }
     sc->bk = xcalloc((size_t)sc->nb, sizeof(bucket_scan));

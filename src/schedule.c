@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "trace.h"
 #include "util.h"
@@ -304,11 +305,37 @@ void schedule_plan_runs(const schedule_def *d, int64_t next, int64_t runs, int64
 
 /* ---- a run's task ------------------------------------------------------ */
 
+/* A template stored before trace context had fields of its own may carry it
+ * as headers, which a task may no longer set: taken as the fields (when
+ * valid and none is given), never left to stop every run. */
+static void schedule_trace_from_header(cJSON *t)
+{
+    cJSON *h = cJSON_GetObjectItemCaseSensitive(t, "header");
+    static const char *const names[] = {"traceparent", "tracestate"};
+    for (size_t i = 0; i < 2 && cJSON_IsObject(h); i++) {
+        for (cJSON *e = h->child, *next; e; e = next) {
+            next = e->next;
+            if (strcasecmp(e->string, names[i]) != 0) continue;
+            cJSON *v = cJSON_DetachItemViaPointer(h, e);
+            char tp[TRACE_PARENT_LEN + 1], why[160];
+            int ok = cJSON_IsString(v) &&
+                     (i ? trace_state_check(v->valuestring, why, sizeof(why)) == 0
+                        : trace_parent_parse(v->valuestring, tp, why, sizeof(why)) == 0);
+            if (ok && !cJSON_GetObjectItemCaseSensitive(t, names[i]) &&
+                (i == 0 || cJSON_GetObjectItemCaseSensitive(t, "traceparent")))
+                cJSON_AddItemToObject(t, names[i], v);
+            else
+                cJSON_Delete(v);
+        }
+    }
+}
+
 int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t at,
                       int64_t home_now_ms, task_input *out, char *err, size_t errlen)
 {
     char rkey[TASK_KEY_MAX + 24], why[400];
     cJSON *t = cJSON_Duplicate(d->task, 1);
+    schedule_trace_from_header(t);
     snprintf(rkey, sizeof(rkey), TASK_RUN_PREFIX "%s:%lld", d->key, (long long)(v % 10000000));
     cJSON_AddStringToObject(t, "key", rkey);
     cJSON_AddNumberToObject(t, "execute_at", (double)at);

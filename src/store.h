@@ -187,6 +187,8 @@ typedef void store_list_fn(const char *const *ids, int n, const char *next_curso
  * cancel: ST_OK, ST_NOTFOUND, ST_CONFLICT (detail = its status) or
  * ST_UNAVAILABLE (detail = reason). */
 typedef enum { MOVE_RETRY, MOVE_RUN } store_move_kind;
+/* A retry's ST_CONFLICT detail when the task's expires_at is not after it */
+#define STORE_PAST_EXPIRY "past_expiry"
 
 /* ---- flow control (flow.h) ----
  * Queues and destinations with limits, enforced cluster-wide by the store;
@@ -236,9 +238,19 @@ typedef struct store_flow_info {
     int64_t open;               /* queues: tasks stored and not yet ended */
 } store_flow_info;
 typedef void store_flow_info_fn(const store_flow_info *items, int n, const char *err, void *priv);
-/* The settings of every key, and each destination's until_ms (settings
- * NULL), with the number of tasks waiting. */
-typedef void store_flow_snap_fn(const store_flow_info *items, int n, int64_t waiting,
+/* A page of queues or destinations in name order; next: the cursor of the
+ * page after (NULL: none). */
+typedef void store_flow_list_fn(const store_flow_info *items, int n, const char *next,
+                                const char *err, void *priv);
+/* A page of the changes since a change number (flow_snapshot): per key its
+ * settings (NULL: none) and, for a destination, its hold (until_ms). */
+typedef struct store_flow_snap {
+    int fresh;                  /* the changes are a copy from scratch */
+    int more;                   /* more changes follow: ask again at once */
+    int64_t version;            /* the change number to ask from next */
+    int64_t waiting;            /* tasks waiting, all queues */
+} store_flow_snap;
+typedef void store_flow_snap_fn(const store_flow_info *items, int n, const store_flow_snap *m,
                                 const char *err, void *priv);
 
 typedef struct store_type {
@@ -303,13 +315,17 @@ typedef struct store_type {
     /* n = 1: the parked entry is due at at_ms; 0: it is gone */
     void (*flow_take)(store *s, const char *id, const char *slice, int64_t at_ms,
                       store_flow_done_fn *cb, void *priv);
-    void (*flow_snapshot)(store *s, store_flow_snap_fn *cb, void *priv);
+    void (*flow_snapshot)(store *s, int64_t since, store_flow_snap_fn *cb, void *priv);
     /* settings JSON, or NULL to delete (n = 0: there were none), or
      * "+paused" / "-paused" to set only that */
     void (*flow_put)(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
                      void *priv);
-    /* one key, or "" for every one with settings or waiting tasks */
+    /* one key's settings and counts */
     void (*flow_info)(store *s, const char *key, store_flow_info_fn *cb, void *priv);
+    /* a page of queues (kind 'q') or destinations ('d') after name after
+     * ("": from the first), at most limit */
+    void (*flow_list)(store *s, char kind, const char *after, int limit, store_flow_list_fn *cb,
+                      void *priv);
     int64_t (*now_ms)(const store *s);
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
@@ -332,6 +348,11 @@ struct store {
  * waits for no node: the caller paces the tries. */
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
                           int *fatal, char *err, size_t errlen);
+/* Whether Redis at cfg->nodes answers: the seeds, then every master, each
+ * with blocking calls of redis.timeout_ms (on a thread of the caller's: it
+ * touches nothing else). 0, or -1 + err and *fatal as store_redis_create. */
+int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen);
+
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
 
@@ -443,9 +464,10 @@ static inline void store_flow_take(store *s, const char *id, const char *slice, 
 {
     s->type->flow_take(s, id, slice, at_ms, cb, priv);
 }
-static inline void store_flow_snapshot(store *s, store_flow_snap_fn *cb, void *priv)
+static inline void store_flow_snapshot(store *s, int64_t since, store_flow_snap_fn *cb,
+                                       void *priv)
 {
-    s->type->flow_snapshot(s, cb, priv);
+    s->type->flow_snapshot(s, since, cb, priv);
 }
 static inline void store_flow_put(store *s, const char *key, const char *settings,
                                   store_flow_done_fn *cb, void *priv)
@@ -455,6 +477,11 @@ static inline void store_flow_put(store *s, const char *key, const char *setting
 static inline void store_flow_get(store *s, const char *key, store_flow_info_fn *cb, void *priv)
 {
     s->type->flow_info(s, key, cb, priv);
+}
+static inline void store_flow_list(store *s, char kind, const char *after, int limit,
+                                   store_flow_list_fn *cb, void *priv)
+{
+    s->type->flow_list(s, kind, after, limit, cb, priv);
 }
 static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }

@@ -699,6 +699,13 @@ static void ms_move(store *s, const char *id, store_move_kind kind, int64_t due_
         r->a = xstrdup(t->status);
         return;
     }
+    int64_t exp = task_spec_expires_ms(t->spec);
+    if (kind == MOVE_RETRY && exp > 0 && due_ms >= exp) {
+        /* never called after its expiry (as move.lua) */
+        r->st = ST_CONFLICT;
+        r->a = xstrdup(STORE_PAST_EXPIRY);
+        return;
+    }
     if (kind == MOVE_RETRY) {
         /* off the finals' list */
         mtask **pp = &m->fin_head, *prev = NULL;

@@ -239,14 +239,19 @@ static void qcount_flush(rstore *rs)
         c->k = 0;
         return;
     }
-    char key[KEY_MAX], v[UTIL_INT_MAX];
-    snprintf(key, sizeof(key), "%s:{flow}:n", rs->prefix);
+    /* one flow.lua count: a count back at 0 is dropped there, and the
+     * queue leaves the listing once nothing else keeps it */
+    char key[KEY_MAX], v[QCOUNT_QUEUES][UTIL_INT_MAX];
+    const char *args[1 + 2 * QCOUNT_QUEUES] = {"count"}, *keys[] = {key};
+    int n = 1;
+    snprintf(key, sizeof(key), "%s:{flow}:cfg", rs->prefix);
     for (int i = 0; i < c->k; i++) {
         if (!c->n[i]) continue;
-        util_fmt_int(v, c->n[i]);
-        const char *argv[] = {"HINCRBY", key, c->q[i], v};
-        rc_command(rs->rc, key, qcount_ignore_cb, NULL, 4, argv, NULL);
+        util_fmt_int(v[i], c->n[i]);
+        args[n++] = c->q[i];
+        args[n++] = v[i];
     }
+    if (n > 1) rs_eval(rs, 0, SCRIPT_FLOW, 1, keys, n, args, qcount_ignore_cb, NULL);
     c->k = 0;
 }
 
@@ -783,6 +788,23 @@ static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_clai
     rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 3, args, rs_claim_cb, cl);
 }
 
+/* An error reply at start: 1 with err set (and *fatal when waiting cannot
+ * mend it: a refused user or command), 0 for any other reply. A node
+ * loading, a cluster failing over (CLUSTERDOWN, TRYAGAIN, MOVED to a node
+ * not known yet, READONLY from a demoted master) or a script running pass. */
+static int rs_reply_failed(const redisReply *r, const char *what, int *fatal, char *err,
+                           size_t errlen)
+{
+    if (r->type != REDIS_REPLY_ERROR) return 0;
+    /* not "ERR " as a whole: "ERR max number of clients reached" passes */
+    static const char *const lasting[] = {"NOPERM", "NOAUTH", "WRONGPASS",
+                                          "ERR unknown command", "ERR Error compiling"};
+    for (size_t i = 0; i < sizeof(lasting) / sizeof(*lasting); i++)
+        if (strncmp(r->str, lasting[i], strlen(lasting[i])) == 0) *fatal = 1;
+    snprintf(err, errlen, "%s: %s", what, r->str);
+    return 1;
+}
+
 /* ---- the backend's watch: eviction policy, memory, data markers --------- */
 
 /* tickd's promise is "stored before 201": a Redis that may evict keys, or
@@ -1047,16 +1069,19 @@ static int rs_watch_init(rstore *rs, int *fatal, char *err, size_t errlen)
 {
     rs_watch *w = rs->watch = xcalloc(1, sizeof(*rs->watch));
     const config *cfg = rs->base.cfg;
+    *fatal = 0;
     int nodes = rc_node_count(rs->rc);
     w->mem = xcalloc((size_t)(nodes > 0 ? nodes : 1), sizeof(*w->mem));
     w->nmem = nodes;
     for (int i = 0; i < nodes; i++) {
         if (!rc_node_serves(rs->rc, i)) continue;
         redisReply *r = rc_sync_node_command(rs->rc, i, err, errlen, "INFO memory");
-        if (!r) return -1;
+        if (!r) return -1; /* a master down: waiting may mend it */
         if (r->type != REDIS_REPLY_STRING) {
-            snprintf(err, errlen, "redis %s: INFO memory: %s", rc_node_name(rs->rc, i),
-                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            char what[KEY_MAX + 32];
+            snprintf(what, sizeof(what), "redis %s: INFO memory", rc_node_name(rs->rc, i));
+            if (!rs_reply_failed(r, what, fatal, err, errlen))
+                snprintf(err, errlen, "%s: unexpected reply", what);
             freeReplyObject(r);
             return -1;
         }
@@ -1131,6 +1156,39 @@ static void rs_watch_free(rstore *rs)
     free(w->mem);
     free(w);
     rs->watch = NULL;
+}
+
+/* A write refused while a master may evict (schedules, moves, settings: as
+ * adds are), answered from the loop as the store's contract wants. */
+typedef enum { REFUSE_SCH, REFUSE_MOVE, REFUSE_FLOW } refuse_kind;
+typedef struct refused {
+    refuse_kind kind;
+    void *cb, *priv;
+    char why[sizeof(((rs_watch *)0)->refusing)];
+} refused;
+
+static void rs_refused_cb(evutil_socket_t fd, short what, void *arg)
+{
+    refused *r = arg;
+    (void)fd, (void)what;
+    switch (r->kind) {
+    case REFUSE_SCH: ((store_sch_fn *)r->cb)(ST_UNAVAILABLE, NULL, r->why, r->priv); break;
+    case REFUSE_MOVE: ((store_cancel_fn *)r->cb)(ST_UNAVAILABLE, r->why, r->priv); break;
+    case REFUSE_FLOW: ((store_flow_done_fn *)r->cb)(0, r->why, r->priv); break;
+    }
+    free(r);
+}
+
+/* 1 (and the callback answered later) when writes are refused now. */
+static int rs_refuse(rstore *rs, refuse_kind kind, void *cb, void *priv)
+{
+    if (!rs->watch || !rs->watch->refusing[0]) return 0;
+    refused *r = xmalloc(sizeof(*r));
+    *r = (refused){kind, cb, priv, ""};
+    snprintf(r->why, sizeof(r->why), "%s", rs->watch->refusing);
+    struct timeval tv = {0, 0};
+    log_assert(event_base_once(rs->ev, -1, EV_TIMEOUT, rs_refused_cb, r, &tv) == 0);
+    return 1;
 }
 
 static void rs_alerts(const store *s, store_alerts *out)
@@ -1247,12 +1305,6 @@ static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
         }
         freeReplyObject(r);
     }
-    for (int i = 0; i < nodes; i++) {
-        char what[300];
-        if (!gone[i][0]) continue;
-        snprintf(what, sizeof(what), "the watermarks of buckets %s were missing at start", gone[i]);
-        rs_data_lost(rs, rc_node_name(rs->rc, i), what, 0);
-    }
     rs_meta_key(rs, metakey);
     redisReply *r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s wm 1", metakey);
     if (!r) goto done;
@@ -1260,6 +1312,14 @@ static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
     if (rc) snprintf(err, errlen, "%s: %s", metakey, r->str);
     freeReplyObject(r);
 done:
+    /* said even when a later write failed: the ones written are not missing
+     * any more at the next try */
+    for (int i = 0; i < nodes; i++) {
+        char what[300];
+        if (!gone[i][0]) continue;
+        snprintf(what, sizeof(what), "the watermarks of buckets %s were missing at start", gone[i]);
+        rs_data_lost(rs, rc_node_name(rs->rc, i), what, 0);
+    }
     free(gone);
     return rc;
 }
@@ -1909,6 +1969,9 @@ static void rs_sch_write(store *s, store_sch_op o, const char *id, const char *d
     static const char *ops[] = {"create", "replace", "pause", "resume", "delete"};
     rstore *rs = RS(s);
     char nx[UTIL_INT_MAX];
+    /* a new or changed schedule is an add; pause, resume, delete are not */
+    if ((o == SCH_CREATE || o == SCH_REPLACE) && rs_refuse(rs, REFUSE_SCH, (void *)cb, priv))
+        return;
     util_fmt_int(nx, next);
     const char *args[4] = {ops[o], id, def, nx};
     int n = 2;
@@ -2200,6 +2263,7 @@ static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_
                     store_cancel_fn *cb, void *priv)
 {
     rstore *rs = RS(s);
+    if (rs_refuse(rs, REFUSE_MOVE, (void *)cb, priv)) return;
     move_ctx *c = xcalloc(1, sizeof(*c));
     char key[TASK_KEY_MAX + 1];
     int64_t at, now = rs_now_ms(s);
@@ -2382,6 +2446,7 @@ static void rs_flow_pump(store *s, const store_flow_end *e, int n, int max, int6
     step_int(&st, horizon_ms);
     step_int(&st, rs_margin(rs));
     step_int(&st, max);
+    step_int(&st, rs->base.cfg->flow_holds_max);
     for (int i = 0; i < n; i++) {
         step_str(&st, e[i].id);
         step_str(&st, e[i].queue);
@@ -2450,42 +2515,80 @@ static void rs_flow_info(store *s, const char *key, store_flow_info_fn *cb, void
     flow_eval(rs, &st, rs_flow_info_cb, flow_op_new(rs, (void *)cb, priv));
 }
 
+/* items from flat (key, settings | nil, until) triples */
 static void rs_flow_snapshot_cb(redisReply *r, const char *err, void *priv)
 {
     flow_op *op = priv;
     store_flow_snap_fn *cb = (store_flow_snap_fn *)op->cb;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[1]->type != REDIS_REPLY_ARRAY) {
-        cb(NULL, 0, 0, rs_err(r, err), op->priv);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 4) {
+        cb(NULL, 0, NULL, rs_err(r, err), op->priv);
         free(op);
         return;
     }
-    const redisReply *c = r->element[0], *u = r->element[1];
+    store_flow_snap m = {.fresh = rs_reply_int(r->element[0]) == 1,
+                         .version = rs_reply_int(r->element[1]),
+                         .more = rs_reply_int(r->element[2]) == 1,
+                         .waiting = rs_reply_int(r->element[3])};
     int n = 0;
-    store_flow_info *it = xcalloc(c->elements / 2 + u->elements / 2 + 1, sizeof(*it));
-    for (size_t i = 0; i + 1 < c->elements; i += 2)
-        it[n++] = (store_flow_info){.key = rs_reply_str(c->element[i]),
-                                    .settings = rs_reply_str(c->element[i + 1])};
-    for (size_t i = 0; i + 1 < u->elements; i += 2)
-        it[n++] = (store_flow_info){.key = rs_reply_str(u->element[i]),
-                                    .until_ms = rs_reply_int(u->element[i + 1])};
-    cb(it, n, rs_reply_int(r->element[2]), NULL, op->priv);
+    store_flow_info *it = xcalloc((r->elements - 4) / 3 + 1, sizeof(*it));
+    for (size_t i = 4; i + 3 <= r->elements; i += 3)
+        it[n++] = (store_flow_info){
+            .key = rs_reply_str(r->element[i]),
+            .settings = r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1]->str
+                                                                        : NULL,
+            .until_ms = rs_reply_int(r->element[i + 2])};
+    cb(it, n, &m, NULL, op->priv);
     free(it);
     free(op);
 }
 
-static void rs_flow_snapshot(store *s, store_flow_snap_fn *cb, void *priv)
+static void rs_flow_snapshot(store *s, int64_t since, store_flow_snap_fn *cb, void *priv)
 {
     rstore *rs = RS(s);
     step st = {0};
     step_str(&st, "snapshot");
+    step_int(&st, since);
     flow_eval(rs, &st, rs_flow_snapshot_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_list_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_list_fn *cb = (store_flow_list_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+        cb(NULL, 0, NULL, rs_err(r, err), op->priv);
+    } else {
+        int n;
+        const char *next = rs_reply_str(r->element[0]);
+        store_flow_info *it = flow_infos(r, 1, r->elements, &n);
+        cb(it, n, *next ? next : NULL, NULL, op->priv);
+        free(it);
+    }
+    free(op);
+}
+
+static void rs_flow_list(store *s, char kind, const char *after, int limit,
+                         store_flow_list_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    char k[2] = {kind, '\0'};
+    step_str(&st, "list");
+    step_str(&st, k);
+    step_str(&st, after);
+    step_int(&st, limit);
+    flow_eval(rs, &st, rs_flow_list_cb, flow_op_new(rs, (void *)cb, priv));
 }
 
 static void rs_flow_put(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
                         void *priv)
 {
     rstore *rs = RS(s);
+    /* new limits are written like an add; a pause or resume (an operator's
+     * brake) goes through */
+    if (settings && strcmp(settings, "+paused") != 0 && strcmp(settings, "-paused") != 0 &&
+        rs_refuse(rs, REFUSE_FLOW, (void *)cb, priv))
+        return;
     step st = {0};
     step_str(&st, "put");
     step_str(&st, key);
@@ -2537,21 +2640,6 @@ static void rs_on_connect(rcluster *rc, int node, void *priv)
     }
 }
 
-/* An error reply at start: 1 with err set (and *fatal when waiting cannot
- * mend it: a refused user or command), 0 for any other reply. A node
- * loading, a cluster failing over (CLUSTERDOWN, TRYAGAIN, MOVED to a node
- * not known yet, READONLY from a demoted master) or a script running pass. */
-static int rs_reply_failed(const redisReply *r, const char *what, int *fatal, char *err,
-                           size_t errlen)
-{
-    if (r->type != REDIS_REPLY_ERROR) return 0;
-    static const char *const lasting[] = {"NOPERM", "NOAUTH", "WRONGPASS", "ERR "};
-    for (size_t i = 0; i < sizeof(lasting) / sizeof(*lasting); i++)
-        if (strncmp(r->str, lasting[i], strlen(lasting[i])) == 0) *fatal = 1;
-    snprintf(err, errlen, "%s: %s", what, r->str);
-    return 1;
-}
-
 static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
 {
     int64_t t0 = util_mono_ms();
@@ -2584,6 +2672,7 @@ static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, s
     if (!(lib = rs_read_file(path, err, errlen))) goto fail;
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         snprintf(path, sizeof(path), "%s/%s.lua", scripts_dir, script_names[i]);
+        *fatal = 1; /* a script missing: no wait brings it */
         char *body = rs_read_file(path, err, errlen);
         if (!body) goto fail;
         *fatal = 0;
@@ -2707,10 +2796,29 @@ static const store_type redis_type = {
     .flow_snapshot = rs_flow_snapshot,
     .flow_put = rs_flow_put,
     .flow_info = rs_flow_info,
+    .flow_list = rs_flow_list,
     .stats = rs_stats,
     .close = rs_close,
     .free = rs_free,
 };
+
+int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen)
+{
+    rcluster *c = rc_create(NULL, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms, 0,
+                            fatal, err, errlen);
+    if (!c) return -1;
+    int rc = 0;
+    for (int i = 0; i < rc_node_count(c) && rc == 0; i++) {
+        if (!rc_node_serves(c, i)) continue;
+        redisReply *r = rc_sync_node_command(c, i, err, errlen, "PING");
+        char what[300];
+        snprintf(what, sizeof(what), "redis %s: PING", rc_node_name(c, i));
+        if (!r || rs_reply_failed(r, what, fatal, err, errlen)) rc = -1;
+        if (r) freeReplyObject(r);
+    }
+    rc_free(c);
+    return rc;
+}
 
 store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
                           int *fatal, char *err, size_t errlen)

@@ -604,11 +604,18 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     if (ex) {
         if (task_json_time(ex, &expires, why, sizeof(why)) != 0) FAIL("expires_at: %s", why);
         if (expires <= at) FAIL("expires_at: must be after execute_at (%lld)", (long long)at);
+        /* one the API is given already past would only ever expire; a run a
+         * schedule makes late does, and says so */
+        if (!made && expires <= now_ms) FAIL("expires_at: already past (now is %lld)",
+                                             (long long)now_ms);
     } else if (ttl) {
         int64_t d;
         if (task_json_int(ttl, 1, TASK_MAX_AHEAD_MS, &d) != 0)
             FAIL("ttl_ms: must be an integer from 1 to %lld", (long long)TASK_MAX_AHEAD_MS);
         expires = at + d;
+        if (!made && expires <= now_ms)
+            FAIL("ttl_ms: the task would have expired already (execute_at + ttl_ms is before "
+                 "now)");
     }
     char tparent[TRACE_PARENT_LEN + 1] = "";
     const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
@@ -715,6 +722,17 @@ int task_input_parse_made(const cJSON *obj, int64_t now_ms, task_input *out, cha
                           size_t errlen)
 {
     return task_input_read(obj, now_ms, 1, out, err, errlen);
+}
+
+int64_t task_spec_expires_ms(const char *spec)
+{
+    /* most specs have none: found without a parse */
+    if (!spec || !strstr(spec, "\"expires_at\":")) return 0;
+    cJSON *o = cJSON_Parse(spec);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "expires_at");
+    int64_t ms = cJSON_IsNumber(e) && e->valuedouble > 0 ? (int64_t)e->valuedouble : 0;
+    cJSON_Delete(o);
+    return ms;
 }
 
 int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)

@@ -136,6 +136,9 @@ int64_t task_slice_minute(const char *slice);
  * (a spec stored as it is) copied, or NULL when rec is neither. */
 char *task_rec_spec(const char *rec, size_t len, const char *id);
 
+/* The expires_at (ms) of a stored spec, 0 when it has none. */
+int64_t task_spec_expires_ms(const char *spec);
+
 /* A string member "name": str added to both the spec and the record of t
  * (a schedule's run names its schedule). Returns 0. */
 int task_input_add_member(task_input *t, const char *name, const char *str);

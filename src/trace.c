@@ -30,7 +30,8 @@ int trace_parent_parse(const char *s, char out[TRACE_PARENT_LEN + 1], char *why,
         return WHY("must be version-traceid-parentid-flags, 55 characters (got %zu)", n);
     if (!trace_hex(s, 2)) return WHY("version: must be 2 lowercase hex digits");
     if (memcmp(s, "ff", 2) == 0) return WHY("version: ff is not a valid version");
-    if (memcmp(s, "00", 2) == 0 ? n != TRACE_PARENT_LEN : s[TRACE_PARENT_LEN] != '-')
+    if (memcmp(s, "00", 2) == 0 ? n != TRACE_PARENT_LEN
+                                : n > TRACE_PARENT_LEN && s[TRACE_PARENT_LEN] != '-')
         return WHY("must be 55 characters for version %.2s", s);
     if (s[2] != '-' || s[35] != '-' || s[52] != '-')
         return WHY("must be version-traceid-parentid-flags, split by '-'");
@@ -98,12 +99,13 @@ static void trace_derive(const char *a, const char *b, int n, char *out, size_t 
     for (size_t i = 0; i < bytes; i++) sprintf(out + 2 * i, "%02x", md[i]);
 }
 
-void trace_for_attempt(const char *parent, const char *id, int attempt,
+void trace_for_attempt(const char *parent, const char *id, int attempt, int64_t due_ms,
                        char out[TRACE_PARENT_LEN + 1])
 {
     memcpy(out, parent, TRACE_PARENT_LEN + 1);
-    char span[17];
-    trace_derive(parent, id, attempt, span, 8);
+    char span[17], who[TRACE_PARENT_LEN + 64];
+    snprintf(who, sizeof(who), "%s\n%lld", parent, (long long)due_ms);
+    trace_derive(who, id, attempt, span, 8);
     memcpy(out + 36, span, 16);
 }
 

@@ -13,6 +13,7 @@
 #define TICKD_TRACE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
 #define TRACE_PARENT_LEN 55
@@ -29,10 +30,11 @@ int trace_parent_parse(const char *s, char out[TRACE_PARENT_LEN + 1], char *why,
  * "key=value" separated by commas (at most 32). 0, or -1 with why. */
 int trace_state_check(const char *s, char *why, size_t whylen);
 
-/* The traceparent attempt `attempt` of task `id` sends, under the stored
- * parent (a parsed one): the same version, trace id and flags, its own span
- * id. */
-void trace_for_attempt(const char *parent, const char *id, int attempt,
+/* The traceparent attempt `attempt` of task `id`, due at due_ms, sends
+ * under the stored parent (a parsed one): the same version, trace id and
+ * flags, its own span id (the due time tells a retry of the task, whose
+ * attempts count from 1 again, from the attempts before it). */
+void trace_for_attempt(const char *parent, const char *id, int attempt, int64_t due_ms,
                        char out[TRACE_PARENT_LEN + 1]);
 
 /* A new trace for the task `id` (a schedule's run with no trace context):

@@ -510,12 +510,79 @@ static int filter_check(const ctl *c)
     return 0;
 }
 
+/* GET path + query + limit and cursor, page after page while --all and a
+ * next_cursor (walk_next: a bounded walk, at most CTL_ALL_BYTES of answers):
+ * the array `field` of each page joined into all; cursor ends as the last
+ * next_cursor ("": none). With --json and no --all the first page is printed
+ * as it came (*printed = 1). */
+static int get_pages(ctl *c, const char *path, const char *query, const char *field,
+                     long long limit, char cursor[CTL_CURSOR_MAX], cJSON *all, int *printed)
+{
+    const char *what = c->cmd->name;
+    char q[4 * CTL_CURSOR_MAX];
+    walk *w = xcalloc(1, sizeof(*w));
+    size_t held = 0;
+    int rc;
+    *printed = 0;
+    for (;;) {
+        ctl_answer a;
+        char lim[24];
+        snprintf(q, sizeof(q), "%s", query);
+        snprintf(lim, sizeof(lim), "%lld", limit);
+        query_add(q, sizeof(q), "limit", lim);
+        if (*cursor) query_add(q, sizeof(q), "cursor", cursor);
+        char *p = xmalloc(strlen(path) + strlen(q) + 1);
+        sprintf(p, "%s%s", path, q);
+        rc = ctl_call(&c->api, "GET", p, NULL, &a);
+        free(p);
+        if (rc != CTL_OK) break;
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(a.json, field), *t;
+        if (!cJSON_IsArray(items)) {
+            rc = not_json(&a, what);
+            ctl_answer_free(&a);
+            break;
+        }
+        if (c->given[O_JSON] && !c->given[O_ALL]) {
+            print_raw(&a);
+            ctl_answer_free(&a);
+            *printed = 1;
+            break;
+        }
+        cJSON_ArrayForEach(t, items) cJSON_AddItemToArray(all, cJSON_Duplicate(t, 1));
+        held += a.len;
+        rc = walk_next(w, a.json, c->given[O_ALL], cursor, what);
+        ctl_answer_free(&a);
+        if (rc != CTL_OK) break;
+        if (*cursor && c->given[O_ALL] && held > CTL_ALL_BYTES) {
+            fprintf(stderr, "tickctl: %s --all: stopping at over %u MiB of %s (go on with "
+                    "--cursor '%s')\n", what, CTL_ALL_BYTES >> 20, field, cursor);
+            rc = CTL_API;
+            break;
+        }
+        if (!c->given[O_ALL] || !*cursor) break;
+    }
+    free(w);
+    return rc;
+}
+
+/* every page's items as one answer, {field: [...], next_cursor: null} */
+static void print_pages_json(const char *field, cJSON *all)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemReferenceToObject(o, field, all);
+    cJSON_AddNullToObject(o, "next_cursor");
+    char *s = cJSON_PrintUnformatted(o);
+    print_json(s, strlen(s));
+    free(s);
+    cJSON_Delete(o);
+}
+
 static int cmd_ls(ctl *c)
 {
     const char *status = c->given[O_STATUS] ? c->val[O_STATUS] : "scheduled";
-    char q[4 * CTL_CURSOR_MAX], cursor[CTL_CURSOR_MAX] = "";
+    char q[4 * CTL_CURSOR_MAX] = "", cursor[CTL_CURSOR_MAX] = "";
     long long limit = 100;
-    int rc = CTL_OK;
+    int rc = CTL_OK, printed;
     if (!status_ok(status, 0))
         return usage_error(c, "--status: %.40s is not one of scheduled, running, succeeded, "
                            "failed, cancelled, expired", status);
@@ -523,66 +590,21 @@ static int cmd_ls(ctl *c)
         return usage_error(c, "--limit: want an integer from 1 to 1000");
     if ((rc = filter_check(c)) != 0) return rc;
     if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
+    query_add(q, sizeof(q), "status", status);
+    if (c->given[O_KEY_PREFIX]) query_add(q, sizeof(q), "key_prefix", c->val[O_KEY_PREFIX]);
     cJSON *all = cJSON_CreateArray();
-    walk *w = xcalloc(1, sizeof(*w));
-    size_t held = 0;
-    for (;;) {
-        ctl_answer a;
-        char lim[24];
-        q[0] = '\0';
-        snprintf(lim, sizeof(lim), "%lld", limit);
-        query_add(q, sizeof(q), "status", status);
-        query_add(q, sizeof(q), "limit", lim);
-        if (c->given[O_KEY_PREFIX]) query_add(q, sizeof(q), "key_prefix", c->val[O_KEY_PREFIX]);
-        if (*cursor) query_add(q, sizeof(q), "cursor", cursor);
-        char *path = xmalloc(strlen(q) + 16);
-        sprintf(path, "/v1/tasks%s", q);
-        rc = ctl_call(&c->api, "GET", path, NULL, &a);
-        free(path);
-        if (rc != CTL_OK) break;
-        const cJSON *tasks = cJSON_GetObjectItemCaseSensitive(a.json, "tasks"), *t;
-        if (!cJSON_IsArray(tasks)) {
-            rc = not_json(&a, "ls");
-            ctl_answer_free(&a);
-            break;
-        }
-        if (c->given[O_JSON] && !c->given[O_ALL]) {
-            print_raw(&a);
-            ctl_answer_free(&a);
-            break;
-        }
-        cJSON_ArrayForEach(t, tasks) cJSON_AddItemToArray(all, cJSON_Duplicate(t, 1));
-        held += a.len;
-        rc = walk_next(w, a.json, c->given[O_ALL], cursor, "ls");
-        ctl_answer_free(&a);
-        if (rc != CTL_OK) break;
-        if (*cursor && c->given[O_ALL] && held > CTL_ALL_BYTES) {
-            fprintf(stderr, "tickctl: ls --all: stopping at over %u MiB of tasks (go on with "
-                    "--cursor '%s')\n", CTL_ALL_BYTES >> 20, cursor);
-            rc = CTL_API;
-            break;
-        }
-        if (!c->given[O_ALL] || !*cursor) {
-            if (c->given[O_JSON]) {
-                /* every page's tasks as one answer */
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddItemReferenceToObject(o, "tasks", all);
-                cJSON_AddNullToObject(o, "next_cursor");
-                char *s = cJSON_PrintUnformatted(o);
-                print_json(s, strlen(s));
-                free(s);
-                cJSON_Delete(o);
-            } else {
-                show_tasks(stdout, all);
-                if (*cursor)
-                    fprintf(stderr, "more: tickctl ls --status %s --cursor '%s' (or --all)\n",
-                            status, cursor);
-            }
-            break;
+    rc = get_pages(c, "/v1/tasks", q, "tasks", limit, cursor, all, &printed);
+    if (rc == CTL_OK && !printed) {
+        if (c->given[O_JSON]) {
+            print_pages_json("tasks", all);
+        } else {
+            show_tasks(stdout, all);
+            if (*cursor)
+                fprintf(stderr, "more: tickctl ls --status %s --cursor '%s' (or --all)\n", status,
+                        cursor);
         }
     }
     cJSON_Delete(all);
-    free(w);
     return rc;
 }
 
@@ -724,19 +746,6 @@ static void print_queue_head(void)
            "SCHEDULED", "WAITING", "IN_FLIGHT", "FAILED_1H", "STATE");
 }
 
-static int print_queues(const ctl *c, const ctl_answer *a)
-{
-    const cJSON *qs = cJSON_GetObjectItemCaseSensitive(a->json, "queues"), *q;
-    if (c->given[O_JSON]) {
-        print_raw(a);
-        return CTL_OK;
-    }
-    if (!cJSON_IsArray(qs)) return not_json(a, "queues");
-    print_queue_head();
-    cJSON_ArrayForEach(q, qs) print_queue_row(q);
-    return CTL_OK;
-}
-
 static int print_queue(const ctl *c, const ctl_answer *a)
 {
     if (c->given[O_JSON]) {
@@ -749,9 +758,29 @@ static int print_queue(const ctl *c, const ctl_answer *a)
     return CTL_OK;
 }
 
+/* GET /v1/queues, a page, or page after page with --all */
 static int cmd_queues(ctl *c)
 {
-    return call(c, "GET", "/v1/queues", NULL, print_queues);
+    char cursor[CTL_CURSOR_MAX] = "";
+    long long limit = 100;
+    int rc = CTL_OK, printed;
+    if (c->given[O_LIMIT] && parse_int(c->val[O_LIMIT], 1, 200, &limit) != 0)
+        return usage_error(c, "--limit: want an integer from 1 to 200");
+    if ((rc = filter_check(c)) != 0) return rc;
+    if (c->given[O_CURSOR]) snprintf(cursor, sizeof(cursor), "%s", c->val[O_CURSOR]);
+    cJSON *all = cJSON_CreateArray(), *x;
+    rc = get_pages(c, "/v1/queues", "", "queues", limit, cursor, all, &printed);
+    if (rc == CTL_OK && !printed) {
+        if (c->given[O_JSON]) {
+            print_pages_json("queues", all);
+        } else {
+            print_queue_head();
+            cJSON_ArrayForEach(x, all) print_queue_row(x);
+            if (*cursor) fprintf(stderr, "more: tickctl queues --cursor '%s' (or --all)\n", cursor);
+        }
+    }
+    cJSON_Delete(all);
+    return rc;
 }
 
 /* pause / resume QUEUE */
@@ -920,13 +949,15 @@ static const cmd cmds[] = {
      "\n"
      "This tickd replica's counters (GET /v1/stats), a name and value a line.\n"
      "\n" HELP_COMMON},
-    {"queues", cmd_queues, 0, 0, 0,
-     "usage: tickctl queues\n"
+    {"queues", cmd_queues, BIT(O_LIMIT) | BIT(O_CURSOR) | BIT(O_ALL), 0, 0,
+     "usage: tickctl queues [--limit N] [--cursor C] [--all]\n"
      "\n"
      "The queues with settings, tasks or waiting tasks, and the default one (GET\n"
-     "/v1/queues): rate, max concurrency, tasks not yet ended, tasks due and held\n"
-     "back by a limit, callbacks in flight, tasks failed in the last hour, paused\n"
-     "or not.\n"
+     "/v1/queues), by name, a page of --limit (1-200, default 100) at a time:\n"
+     "rate, max concurrency, tasks not yet ended, tasks due and held back by a\n"
+     "limit, callbacks in flight, tasks failed in the last hour, paused or not.\n"
+     "  --cursor C        the page after the one that printed it\n"
+     "  --all             every page\n"
      "\n" HELP_COMMON},
     {"pause", cmd_queue_flag, 0, 1, 1,
      "usage: tickctl pause QUEUE\n"

@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,14 @@ typedef struct tickd {
     const char *file, *flag_listen, *flag_redis, *flag_store; /* as given, read again on SIGHUP */
     struct event *store_ev;     /* the next try to reach the store */
     int64_t store_wait_ms;      /* and the pause before the one after */
+    /* A try first probes Redis on a thread of its own (blocking connects
+     * and reads, redis.timeout_ms each), so that the loop goes on answering
+     * 503 while a Redis that drops or never answers is waited for. */
+    pthread_t probe_th;
+    int probing;
+    struct event *probe_ev;     /* the probe ended */
+    int probe_rc, probe_fatal;
+    char probe_err[512];
     char scripts[PATH_MAX + 32];
     int workers;
     int rc;                     /* the exit status */
@@ -399,6 +408,7 @@ static int tickd_run(tickd *t, char *err, size_t errlen)
     if (!(t->d = dispatch_create(t->base, t->workers, (int)t->cfg.host_connections,
                                  t->cfg.keepalive_ms, t->tls, tickd_done, t, err, errlen)))
         return -1;
+    dispatch_set_hosts_max(t->d, (long)t->cfg.hosts_max);
     dispatch_set_edge(t->d, &t->np, t->keys);
     sched_set_submit(t->sc, tickd_submit, t);
     t->of = onfail_create(t->base, t->cfg.on_failure_url, tickd_submit_event, t);
@@ -426,12 +436,55 @@ static int tickd_run(tickd *t, char *err, size_t errlen)
  * cluster failing over, a node loading) is tried again, the pause doubling
  * up to 5 s; one that cannot (a refused password, another keyspace's bucket
  * count, an evicting Redis) ends tickd with status 2. */
+static void *tickd_probe_main(void *arg)
+{
+    tickd *t = arg;
+    t->probe_rc = store_redis_probe(&t->cfg, &t->probe_fatal, t->probe_err,
+                                    sizeof(t->probe_err));
+    event_active(t->probe_ev, EV_READ, 0);
+    return NULL;
+}
+
+static void tickd_store_wait(tickd *t, const char *err);
+static void tickd_store_create(tickd *t);
+
+static void tickd_probe_done(evutil_socket_t fd, short what, void *arg)
+{
+    tickd *t = arg;
+    (void)fd, (void)what;
+    pthread_join(t->probe_th, NULL);
+    t->probing = 0;
+    if (t->stop_ev || t->rc) return;
+    if (t->probe_rc == 0) {
+        tickd_store_create(t);
+    } else if (t->probe_fatal) {
+        log_error("%s", t->probe_err);
+        t->rc = 2;
+        event_base_loopexit(t->base, NULL);
+    } else {
+        tickd_store_wait(t, t->probe_err);
+    }
+}
+
 static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
 {
     tickd *t = arg;
+    (void)fd, (void)what;
+    if (strcmp(t->cfg.store, "memory") == 0) {
+        tickd_store_create(t);
+        return;
+    }
+    if (pthread_create(&t->probe_th, NULL, tickd_probe_main, t) == 0) {
+        t->probing = 1;
+        return;
+    }
+    tickd_store_create(t); /* no thread: the try blocks the loop, as it can */
+}
+
+static void tickd_store_create(tickd *t)
+{
     char err[512];
     int fatal = 0;
-    (void)fd, (void)what;
     if (strcmp(t->cfg.store, "memory") == 0) {
         log_warn("store = memory: tasks live in this process only and are lost on exit");
         t->st = store_memory_create(t->base, &t->cfg);
@@ -453,6 +506,11 @@ static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(t->base, NULL);
         return;
     }
+    tickd_store_wait(t, err);
+}
+
+static void tickd_store_wait(tickd *t, const char *err)
+{
     log_warn("store not reachable yet: %s; trying again in %lld ms (the API on port %d "
              "answers 503 until then)", err, (long long)t->store_wait_ms, api_port(t->a));
     api_set_waiting(t->a, err);
@@ -537,6 +595,7 @@ int main(int argc, char **argv)
     event_add(t.sig_hup, NULL), event_add(t.sig_usr1, NULL), event_add(t.sig_usr2, NULL);
     tickd_scripts_dir(&t.cfg, t.scripts, sizeof(t.scripts));
     t.store_ev = evtimer_new(t.base, tickd_store_try, &t);
+    t.probe_ev = event_new(t.base, -1, 0, tickd_probe_done, &t);
     t.store_wait_ms = 250;
     t.rc = 0;
     tickd_store_try(-1, 0, &t);
@@ -558,7 +617,9 @@ done:
     if (t.sig_int) event_free(t.sig_int);
     if (t.sig_hup) event_free(t.sig_hup), event_free(t.sig_usr1), event_free(t.sig_usr2);
     if (t.stop_ev) event_free(t.stop_ev);
+    if (t.probing) pthread_join(t.probe_th, NULL); /* its try ends within redis.timeout_ms */
     if (t.store_ev) event_free(t.store_ev);
+    if (t.probe_ev) event_free(t.probe_ev);
     event_base_free(t.base);
     netpolicy_free(&t.np);
     webhook_keys_free(t.keys);

@@ -142,3 +142,56 @@ def test_expiry_on_a_cluster(cluster, receiver, tickd_factory):
     # the slices of every master list their expired ones
     code, page = t.request("GET", "/v1/tasks?status=expired&limit=100")
     assert sorted(x["id"] for x in page["tasks"]) == sorted(ids)
+
+
+def test_a_task_expires_while_its_queue_stays_paused(tickd, receiver):
+    """Held back by a pause that is never lifted, it still ends at its expiry
+    (listed, counted, its event sent): it does not wait for the resume."""
+    assert tickd.request("PUT", "/v1/queues/held", {"paused": True})[0] == 200
+    tid = tickd.post({"callback_url": receiver.url("/never"), "queue": "held",
+                      "ttl_ms": 300})["id"]
+    task = final(tickd, tid)
+    assert task["status"] == "expired", task
+    assert now_ms() < task["expires_at"] + 5000  # not a park's 30-60 s later
+    assert receiver.count() == 0
+    code, body = tickd.post({"callback_url": receiver.url(), "execute_at": now_ms() - 5000,
+                             "expires_at": now_ms() - 1000}, expect=None)
+    assert code == 400 and "expires_at: already past" in body["error"]["message"], body
+    code, body = tickd.post({"callback_url": receiver.url(), "execute_at": now_ms() - 5000,
+                             "ttl_ms": 1000}, expect=None)
+    assert code == 400 and body["error"]["message"].startswith("ttl_ms: "), body
+
+
+def test_a_task_waiting_for_a_connection_is_not_called_past_its_expiry(redis, receiver,
+                                                                        tickd_factory):
+    t = tickd_factory(redis, env=dict(FAST, TICKD_SERVER_WORKERS="1",
+                                      TICKD_SERVER_HOST_CONNECTIONS="1")).start()
+    at = now_ms() + 1500
+    slow = t.post({"callback_url": receiver.url("/slow/2500"), "execute_at": at})["id"]
+    tid = t.post({"callback_url": receiver.url("/expiring"), "execute_at": at + 10,
+                  "ttl_ms": 500})["id"]
+    task = final(t, tid)
+    assert final(t, slow)["status"] == "succeeded"
+    assert task["status"] == "expired" and task["attempts"] == 0, task
+    assert "/expiring" not in [c["path"] for c in receiver.calls]
+
+
+def test_a_retry_due_after_the_expiry_ends_the_task_at_once(tickd, receiver):
+    tid = tickd.post({"callback_url": receiver.url("/status/500"), "ttl_ms": 1000,
+                      "retry": {"max_attempts": 3, "backoff_ms": 20000}})["id"]
+    task = final(tickd, tid)
+    assert task["status"] == "expired" and task["attempts"] == 1, task
+    assert now_ms() < task["expires_at"] + 1000  # at the attempt's end, not at the retry
+    assert task["last_status_code"] == 500 and len(task["attempt_history"]) == 1
+
+
+def test_no_retry_at_or_past_the_expiry(tickd, receiver):
+    tid = tickd.post({"callback_url": receiver.url("/status/500"), "ttl_ms": 60000,
+                      "retry": {"max_attempts": 1}})["id"]
+    task = final(tickd, tid)
+    assert task["status"] == "failed"
+    code, body = tickd.request("POST", f"/v1/tasks/{tid}/retry",
+                               {"execute_at": task["expires_at"]})
+    assert code == 409 and "expires_at" in body["error"]["message"], body
+    code, _ = tickd.request("POST", f"/v1/tasks/{tid}/retry", {})
+    assert code == 200  # before it: runs

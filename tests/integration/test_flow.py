@@ -337,6 +337,70 @@ def test_queue_counts_follow_the_tasks(tickd, receiver):
     assert "cnt" in names
 
 
+def test_listings_page_and_forget_what_is_empty(tickd, redis, receiver):
+    """Queue and destination listings page by name (limit, cursor,
+    next_cursor); a queue whose tasks all ended leaves the listing and its
+    count is dropped."""
+    for i in range(7):
+        put(tickd, f"/v1/queues/pq{i}", {"rate": 100})
+        put(tickd, f"/v1/destinations/d{i}.example", {"rate": 100})
+    for path, field, key in (("/v1/queues", "queues", "name"),
+                             ("/v1/destinations", "destinations", "destination")):
+        seen, cursor, pages = [], None, 0
+        while True:
+            code, res = tickd.request("GET", path + "?limit=3" +
+                                      (f"&cursor={cursor}" if cursor else ""))
+            assert code == 200, res
+            assert len(res[field]) <= 3
+            seen += [x[key] for x in res[field]]
+            pages += 1
+            cursor = res["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == sorted(seen) and len(seen) == len(set(seen))
+        want = [f"pq{i}" for i in range(7)] + ["default"] if field == "queues" else \
+            [f"d{i}.example" for i in range(7)]
+        assert sorted(seen) == sorted(want) and pages >= 3
+    for bad in ("?limit=0", "?limit=201", "?cursor=a%20b", "?page=2"):
+        code, res = tickd.request("GET", "/v1/queues" + bad)
+        assert code == 400, (bad, res)
+    code, res = tickd.request("GET", "/v1/destinations?cursor=Bad.Host")
+    assert code == 400 and res["error"]["message"].startswith("cursor:")
+    # a queue made by a task is listed while the task is open, then gone
+    res = tickd.post({"callback_url": receiver.url(), "queue": "brief"})
+    wait_for(lambda: tickd.get(res["id"])[1]["status"] == "succeeded", 10, what="the task")
+    wait_for(lambda: redis.cli("HEXISTS", "tickd:{flow}:n", "brief").strip() == "0", 5,
+             what="the count of an empty queue dropped")
+    wait_for(lambda: redis.cli("ZSCORE", "tickd:{flow}:idx", "q:brief").strip() == "", 5,
+             what="the empty queue out of the listing's index")
+    names = [q["name"] for q in tickd.request("GET", "/v1/queues?limit=200")[1]["queues"]]
+    assert "brief" not in names
+    # settings deleted: out of the listing
+    assert tickd.request("DELETE", "/v1/destinations/d3.example")[0] == 204
+    dests = tickd.request("GET", "/v1/destinations")[1]["destinations"]
+    assert "d3.example" not in [d["destination"] for d in dests]
+
+
+def test_a_keyspace_written_before_the_index_is_listed_and_limited(redis, tickd_factory,
+                                                                      receiver):
+    """Settings and counts stored before the change list and the listing's
+    index are indexed by the replicas' first reads, a page a call."""
+    redis.cli("HSET", "tickd:{flow}:cfg", "q:legacy", '{"paused":true}',
+              "d:old.example", '{"rate":5}')
+    redis.cli("HSET", "tickd:{flow}:n", "counted", "3")
+    t = tickd_factory(redis).start()
+
+    def listed(path, field, key):
+        return {x[key] for x in t.request("GET", path)[1][field]}
+    wait_for(lambda: {"legacy", "counted"} <= listed("/v1/queues", "queues", "name"), 5,
+             what="the queues of the former keyspace listed")
+    assert listed("/v1/destinations", "destinations", "destination") == {"old.example"}
+    res = t.post({"callback_url": receiver.url(), "queue": "legacy"})
+    wait_for(lambda: t.get(res["id"])[1].get("waiting") == "paused", 5,
+             what="the paused queue's task waiting")
+    assert receiver.count() == 0
+
+
 def test_cluster_retry_after_holds_destination_everywhere(cluster, tickd_factory, receiver):
     # three replicas, tasks every 20 ms to one receiver; its first answer is
     # 429 Retry-After: 2. The replica that got it holds at once, the others
@@ -377,7 +441,7 @@ def test_a_task_let_go_while_parked_again_is_taken_where_it_waits(redis):
         return flow("enqueue", "a", "fifty", "h", "1000", "10000", slice_, "rate")
 
     assert enqueue("202611250000.1") == []                     # waits in line
-    let = flow("pump", "1500", "500", "10")
+    let = flow("pump", "1500", "500", "10", "10000")
     assert let[0:2] == ["a", "202611250000.1"] and let[3:] == ["fifty", "h"]
     # the claim that held its entry parks it in another slice: answered
     again = enqueue("202611250001.1")
@@ -386,12 +450,12 @@ def test_a_task_let_go_while_parked_again_is_taken_where_it_waits(redis):
     # the pump's take, in the slice it left, missed (its end: kind 2 and
     # that slice): not a miss, the let-go stands; not let go twice, nor
     # queued again
-    assert flow("pump", "1500", "500", "10", "a", "fifty", "h", "0", "2",
+    assert flow("pump", "1500", "500", "10", "10000", "a", "fifty", "h", "0", "2",
                 "202611250000.1") == []
     assert redis.cli("ZCARD", "t:{flow}:w:fifty").strip() == "0"
     assert '"a":' in redis.cli("HGET", "t:{flow}:wi", "a")
     # a miss where it waits now: it waits again, first in line
-    assert flow("pump", "1500", "500", "0", "a", "fifty", "h", "0", "2",
+    assert flow("pump", "1500", "500", "0", "10000", "a", "fifty", "h", "0", "2",
                 "202611250001.1") == []
     assert redis.cli("ZRANGE", "t:{flow}:w:fifty", "0", "-1").split() == ["a"]
 
@@ -471,13 +535,16 @@ def test_a_destination_is_one_whatever_the_urls_spelling(tickd, receiver):
     assert [d["destination"] for d in res["destinations"]] == [f"127.0.0.1:{port}"]
 
 
-def test_settings_stored_under_another_spelling_can_still_be_deleted(redis, tickd):
+def test_settings_stored_under_another_spelling_can_still_be_deleted(redis, tickd_factory):
     """Settings stored before destinations took one form keep their spelling:
     no task finds them, and DELETE by that spelling removes them."""
     redis.cli("HSET", "tickd:{flow}:cfg", "d:[::ffff:127.0.0.1]:9000",
               '{"rate":1,"burst":1}')
-    code, res = tickd.request("GET", "/v1/destinations")
-    assert [d["destination"] for d in res["destinations"]] == ["[::ffff:127.0.0.1]:9000"]
+    # stored before this tickd: its first reads index them for the listing
+    tickd = tickd_factory(redis).start()
+    wait_for(lambda: [d["destination"] for d in tickd.request("GET", "/v1/destinations")[1]
+                      ["destinations"]] == ["[::ffff:127.0.0.1]:9000"], 5,
+             what="the former spelling listed")
     put(tickd, "/v1/destinations/127.0.0.1:9000", {"max_concurrency": 3})
     code, _ = tickd.request("DELETE", "/v1/destinations/%5B::ffff:127.0.0.1%5D:9000")
     assert code == 204

@@ -7,8 +7,9 @@ import re
 import shutil
 import signal
 import socket
+import time
 
-from harness import Cluster, Redis, Tickd, free_port, now_ms, wait_for
+from harness import ROOT, Cluster, Redis, Tickd, free_port, now_ms, wait_for
 
 WATCH = {"TICKD_REDIS_WATCH_MS": "100"}
 TASK = {"callback_url": "http://127.0.0.1:9/x", "delay_ms": 3600000}
@@ -191,3 +192,85 @@ def test_a_cluster_master_back_empty_is_said(tmp_path, tickd_factory):
         assert f"store lost data: redis 127.0.0.1:{victim.port}" in t.logtext(), t.logtext()
     finally:
         c.stop()
+
+
+def test_a_start_with_a_cluster_master_down_waits_for_it(tmp_path, tickd_factory):
+    c = Cluster(str(tmp_path), masters=3, replicas=0).start()
+    try:
+        down = c.nodes[1]
+        down.stop(signal.SIGKILL)
+        t = tickd_factory(c.nodes[0].addr)
+        t.port = free_port()
+        t.start(wait=False)
+        wait_for(lambda: "store not reachable yet" in t.logtext() or t.proc.poll() is not None,
+                 20, what="waiting or exit")
+        assert t.proc.poll() is None, f"exited {t.proc.returncode}:\n{t.logtext()}"
+        down.start()
+        wait_for(t.healthy, 30, what="up once the master is back")
+    finally:
+        c.stop()
+
+
+def test_a_missing_script_ends_the_start_whichever_it_is(tmp_path, redis, tickd_factory):
+    d = tmp_path / "lua"
+    shutil.copytree(os.path.join(ROOT, "lua"), d)
+    os.remove(d / "claim.lua")
+    t = tickd_factory(redis, env={"TICKD_REDIS_SCRIPTS_DIR": str(d)}).start(wait=False)
+    assert t.proc.wait(15) == 2, t.logtext()
+    assert "claim.lua" in t.logtext()
+
+
+def test_while_adds_are_refused_schedules_retries_and_limits_are_too(tmp_path, tickd_factory,
+                                                                    receiver):
+    r = Redis(str(tmp_path), extra=["--maxmemory", "64mb"]).start()
+    try:
+        t = tickd_factory(r, env=WATCH).start()
+        tid = t.post({"callback_url": receiver.url("/status/500"), "retry": {"max_attempts": 1}})["id"]
+        wait_for(lambda: t.get(tid)[1]["status"] == "failed", 15)
+        r.cli("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+        wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 10, what="refusing")
+        for method, path, body in [
+                ("POST", "/v1/schedules", {"key": "ev", "every_ms": 60000,
+                                           "task": {"callback_url": receiver.url()}}),
+                ("POST", f"/v1/tasks/{tid}/retry", {}),
+                ("PUT", "/v1/queues/q", {"rate": 5})]:
+            code, res = t.request(method, path, body)
+            assert code == 503 and "allkeys-lru" in res["error"]["message"], (path, code, res)
+        # an operator's brake still goes through
+        assert t.request("POST", "/v1/queues/q/pause")[0] == 200
+        r.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 10, what="mended")
+        assert t.request("POST", f"/v1/tasks/{tid}/retry", {})[0] == 200
+    finally:
+        r.stop()
+
+
+def test_while_waiting_for_a_redis_that_never_answers_the_api_answers_at_once(tickd_factory):
+    """A Redis that takes connections and never answers (or a network that
+    drops them) is waited for on a thread of its own: /healthz answers 503
+    at once meanwhile, and a SIGTERM ends tickd promptly."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    port = silent.getsockname()[1]
+    try:
+        t = tickd_factory(f"127.0.0.1:{port},localhost:{port}")
+        t.port = free_port()
+        t.start(wait=False)
+        def up():
+            try:
+                return t.request("GET", "/healthz")[0]
+            except OSError:
+                return False
+        wait_for(up, 15, what="the API up")
+        for _ in range(15):
+            start = time.monotonic()
+            code, body = t.request("GET", "/healthz")
+            assert code == 503 and body["status"] == "starting", body
+            assert time.monotonic() - start < 0.5
+            time.sleep(0.1)
+        start = time.monotonic()
+        assert t.stop() == 0
+        assert time.monotonic() - start < 10
+    finally:
+        silent.close()

@@ -20,9 +20,11 @@ def w3c(tp):
     return trace, span, flags
 
 
-def derived_span(parent, tid, attempt):
-    """trace.h: the span of attempt n of task id under its stored parent."""
-    h = hashlib.sha256(parent.encode() + b"\0" + tid.encode() + b"\0" + str(attempt).encode())
+def derived_span(parent, tid, attempt, due):
+    """trace.h: the span of attempt n, due at due (ms), of task id under its
+    stored parent."""
+    h = hashlib.sha256(f"{parent}\n{due}".encode() + b"\0" + tid.encode() + b"\0" +
+                       str(attempt).encode())
     return h.hexdigest()[:16]
 
 
@@ -45,7 +47,8 @@ def test_each_attempt_continues_the_producers_trace_with_a_span_of_its_own(tickd
         trace, span, flags = w3c(c["headers"]["traceparent"])
         assert trace == PARENT[3:35] and flags == "01"
         assert span != PARENT[36:52]
-        assert span == derived_span(PARENT, tid, n)  # stable: a function of the attempt
+        due = c["headers"]["tickd-scheduled-at"]
+        assert span == derived_span(PARENT, tid, n, due)  # stable: a function of the attempt
         assert c["headers"]["tracestate"] == state
         spans.add(span)
     assert len(spans) == 3
@@ -60,6 +63,8 @@ def test_a_task_field_wins_and_a_later_version_is_sent_as_00(tickd, receiver):
     assert code == 201
     trace, _, flags = w3c(calls_of(receiver, body["id"], 1)[0]["headers"]["traceparent"])
     assert (trace, flags) == (mine[3:35], "00")
+    exact = "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"  # 55, nothing after
+    assert tickd.post({"callback_url": receiver.url(), "traceparent": exact})["id"]
     later = "cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-what-comes-next"
     tid = tickd.post({"callback_url": receiver.url(), "traceparent": later})["id"]
     assert tickd.get(tid)[1]["traceparent"] == "00" + later[2:55]
@@ -125,3 +130,27 @@ def test_each_schedule_run_starts_a_trace_unless_its_template_gives_one(tickd, r
     assert len({t for t, _, _ in fresh}) == 2  # a trace per run
     assert {t for t, _, _ in given} == {PARENT[3:35]}
     assert len({s for _, s, _ in given}) == 2
+
+
+def test_a_schedule_stored_with_trace_headers_keeps_running(redis, receiver, tickd_factory):
+    """A template stored before traceparent was a field of its own may carry it
+    as a header, which a task may no longer set: its runs take it as the field."""
+    t = tickd_factory(redis).start()
+    code, _ = t.request("POST", "/v1/schedules", {
+        "key": "old", "every_ms": 1000,
+        "task": {"callback_url": receiver.url("/s"), "header": {"x-tp": PARENT}}})
+    assert code == 201
+    assert t.stop() == 0
+    # as an earlier tickd stored it: the header named traceparent
+    rewritten = 0
+    for key in redis.cli("--scan", "--pattern", "tickd:*sdef").split():
+        for f, v in zip(*[iter(redis.cli("HGETALL", key).split("\n"))] * 2):
+            if "x-tp" in v:
+                redis.cli("HSET", key, f, v.replace("x-tp", "traceparent"))
+                rewritten += 1
+    assert rewritten
+    t.start()
+    # runs made before the stop carry traces of their own; the later ones, the header's
+    wait_for(lambda: any(c["path"] == "/s" and w3c(c["headers"]["traceparent"])[0] == PARENT[3:35]
+                         for c in receiver.calls), 15, what="a run under the header's trace")
+    assert "set by tickd, not allowed" not in t.logtext()
