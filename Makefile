@@ -10,6 +10,9 @@
 #                   FUZZ_SECONDS (default 60) on tests/fuzz/corpus/<name>/
 #   make fuzz-replay  every target once over its kept corpus (part of test)
 #   make bench      benchmarks (bench/README.md)
+#   make chaos      3 tickd replicas on a Redis Cluster under random faults for
+#                   CHAOS_SECONDS (default 300; CHAOS_SEED replays a fault
+#                   plan), then a checker (tests/chaos/README.md)
 #   make deb        the Debian package build/deb/tickd_<version>_<arch>.deb
 #                   (debian/; tested by make test)
 
@@ -49,7 +52,7 @@ CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \
-        install uninstall fuzz fuzz-build fuzz-replay
+        install uninstall fuzz fuzz-build fuzz-replay chaos chaos-deps
 all: build/tickd build/tickctl
 
 build/obj/%.o: src/%.c | build/obj
@@ -179,6 +182,15 @@ soak: deps build/tickd-san
 	  UBSAN_OPTIONS=print_stacktrace=1 /usr/bin/python3 tests/soak/edge_soak.py
 	CATCHUP_STOP_S=120 /usr/bin/python3 -m pytest -q tests/integration/test_schedules.py \
 	  -k catch_up_after_downtime
+
+# Faults at random, alone and together, against a local cluster and three
+# replicas under load, then a checker (tests/chaos/README.md); not part of
+# make test. CHAOS_SEED reproduces a run's fault plan.
+CHAOS_SECONDS ?= 300
+chaos-deps: deps
+	@tests/chaos/deps.sh
+chaos: chaos-deps build/tickd
+	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) /usr/bin/python3 tests/chaos/run.py
 
 # everything built first, two at a time; then the tests, one suite after another
 test: deps

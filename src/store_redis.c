@@ -45,7 +45,7 @@ typedef struct rstore {
     int buckets;
     char *src[SCRIPT_COUNT];   /* lib.lua + the script */
     char sha[SCRIPT_COUNT][41];
-    int64_t clock_offset_ms;   /* Redis TIME - local realtime */
+    int64_t clock_offset_ms;   /* Redis TIME - local monotonic clock */
     store_add_batch *adds;     /* adds gathered in this loop turn */
     int add_bucket;            /* this turn's bucket for tasks without a key */
     struct event *flush_ev;    /* sends them at the end of the turn */
@@ -127,9 +127,13 @@ static const char *rs_err(const redisReply *r, const char *err)
     return err ? err : "unavailable";
 }
 
+/* Redis TIME carried forward by the monotonic clock between two readings
+ * of it (each tick): a step of the wall clock (NTP, an operator) moves
+ * nothing, where carried by the wall clock it moved "now" by the step until
+ * the next reading, and tasks on the wheel fired up to lookahead_ms early. */
 static int64_t rs_now_ms(const store *s)
 {
-    return util_realtime_ms() + RS(s)->clock_offset_ms;
+    return util_mono_ms() + RS(s)->clock_offset_ms;
 }
 
 /* ---- eval with NOSCRIPT fallback --------------------------------------- */
@@ -1330,7 +1334,7 @@ static void rs_time_cb(redisReply *r, const char *err, void *priv)
         int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
                            strtoll(r->element[1]->str, NULL, 10) / 1000;
         /* the reply took a loopback round trip at most: good to the ms */
-        rs->clock_offset_ms = redis_ms - util_realtime_ms();
+        rs->clock_offset_ms = redis_ms - util_mono_ms();
     }
 }
 
@@ -2638,12 +2642,12 @@ static void rs_on_connect(rcluster *rc, int node, void *priv)
 
 static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
 {
-    int64_t t0 = util_realtime_ms();
+    int64_t t0 = util_mono_ms();
     redisReply *r = rc_sync_command(rs->rc, NULL, err, errlen, "TIME");
-    int64_t t1 = util_realtime_ms();
+    int64_t t1 = util_mono_ms();
     if (!r) return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-        snprintf(err, errlen, "TIME: unexpected reply");
+        snprintf(err, errlen, "TIME: %s", rs_err(r, NULL));
         freeReplyObject(r);
         return -1;
     }

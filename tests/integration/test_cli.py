@@ -372,6 +372,21 @@ def test_redis_auth_as_default_and_acl_user(redis, receiver, tickd_factory):
     assert not [log for log in logs if "NOAUTH" in log or "AUTH refused" in log], logs
 
 
+@pytest.mark.parametrize("denied", ["hsetnx", "hmget"])
+def test_redis_error_reply_at_start_is_named(redis, tickd_factory, denied):
+    """An error reply to a start-up call on P:meta is named as Redis gave it,
+    with the key, not as "unexpected reply" (a cluster master
+    just restarted answers CLUSTERDOWN for its first 2 s; here an ACL's
+    NOPERM stands in for any error reply)."""
+    redis.cli("ACL", "SETUSER", "tk", "on", ">pw", "~*", "+@all", f"-{denied}")
+    t = tickd_factory(redis, env={"TICKD_REDIS_USERNAME": "tk",
+                                  "TICKD_REDIS_PASSWORD": "pw"}).start(wait=False)
+    wait_for(lambda: "NOPERM" in t.logtext(), 15, what="the error reply in the log")
+    log = t.logtext()
+    assert "tickd:meta: NOPERM" in log, log
+    assert "unexpected reply" not in log, log
+
+
 def test_redis_password_changed_under_a_running_tickd(redis, receiver, tickd_factory):
     """The password changes while tickd runs: it says so once, reports
     unhealthy, tries again with a growing backoff (not a reconnect storm), and

@@ -204,3 +204,37 @@ def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
         assert all(t.request("GET", "/healthz")[0] == 200 for t in ts)
     finally:
         c.stop()
+
+
+def test_a_frozen_master_under_load_again_and_again(tmp_path, tickd_factory, receiver):
+    """A master stops answering for longer than redis.timeout_ms while
+    commands wait on it (SIGSTOP, short of the cluster's node timeout; tickd
+    is stopped meanwhile too, so that every command waiting has run out of
+    time when it goes on). The watchdog drops the connection, the waiting
+    commands fail into their callbacks, and those send again to the same
+    node at once. Each time, the node's link must end up with one connection
+    that is its own (a late "connected" from the dropped one marked the link
+    usable with no connection, and tickd crashed on its next slot map
+    refresh); tickd goes on serving and every task fires."""
+    import os
+    c = Cluster(str(tmp_path), replicas=0).start()
+    try:
+        t = tickd_factory(c.seeds(), env=dict(FAST, TICKD_REDIS_TIMEOUT_MS="500")).start()
+        ids = []
+        for rnd in range(12):
+            ids += ingest(t, [{"callback_url": receiver.url(), "delay_ms": 100 + 5 * i}
+                              for i in range(400)])
+            victim = c.nodes[rnd % 3]
+            os.kill(victim.proc.pid, signal.SIGSTOP)
+            time.sleep(0.1)
+            os.kill(t.proc.pid, signal.SIGSTOP)
+            time.sleep(1.0)
+            os.kill(t.proc.pid, signal.SIGCONT)
+            time.sleep(0.6)
+            os.kill(victim.proc.pid, signal.SIGCONT)
+            time.sleep(0.5)
+            assert t.proc.poll() is None, f"tickd exited {t.proc.returncode}:\n{t.logtext()[-3000:]}"
+        wait_for(lambda: set(ids) <= set(receiver.by_task()), 60, 0.2, what="all delivered")
+        assert t.request("GET", "/healthz")[0] == 200
+    finally:
+        c.stop()

@@ -1,7 +1,10 @@
 """Callbacks: timing to the millisecond, the request as the task says, retries,
 final failure, and the states GET shows along the way."""
 import json
+import os
 import time
+
+import pytest
 
 from harness import now_ms, percentile, wait_for
 from scenarios import fails_after_max_attempts, request_arrives_exactly, retried_then_succeeds
@@ -106,3 +109,33 @@ def test_timeout_covers_the_wait_for_a_connection(redis, receiver, tickd_factory
     assert done - due < 2500, done - due  # not 3 x 1000 ms one after the other
     errors = [t.get(i)[1]["last_error"] for i in ids]
     assert any("no connection to the host was free" in e for e in errors), errors
+
+
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+@pytest.mark.skipif(not os.path.exists(FAKETIME), reason="libfaketime (Debian: faketime) missing")
+def test_a_wall_clock_step_fires_nothing_early(redis, tickd_factory, receiver, tmp_path):
+    """tickd's "now" is Redis TIME carried forward by the monotonic clock:
+    the wall clock stepped 30 s ahead (libfaketime, as NTP or an operator
+    would) while tasks wait on the wheel fires none of them early (carried by
+    the wall clock, "now" jumped until the next TIME reading and tasks fired
+    up to lookahead_ms early)."""
+    ft = tmp_path / "faketime"
+    ft.write_text("+0\n")
+    t = tickd_factory(redis, env={"LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": str(ft),
+                                  "FAKETIME_CACHE_DURATION": "1",
+                                  "FAKETIME_DONT_FAKE_MONOTONIC": "1"}).start()
+    ids = []
+    for step in ("+30", "-30"):
+        base = now_ms() + 2500
+        ids += [t.post({"callback_url": receiver.url(), "execute_at": base + i * 5})["id"]
+                for i in range(200)]
+        time.sleep(1.2)  # claimed: on the wheel
+        (tmp_path / "next").write_text(step + "\n")
+        os.replace(tmp_path / "next", ft)
+        wait_for(lambda: set(ids) <= set(receiver.by_task()), 20, what="all delivered")
+        ft.write_text("+0\n")
+        time.sleep(1.5)
+    early = [c for c in receiver.calls if c["t"] < int(c["headers"]["tickd-scheduled-at"]) - 1]
+    assert not early, f"{len(early)} callbacks early, e.g. {early[0]['headers']}"
