@@ -1,4 +1,4 @@
-/* api.h -- the HTTP API v1 on http.h (README.md documents it for users).
+/* api.h -- the HTTP API v1 on http.h (doc/api.md documents it for users).
  *
  * The API talks to the store (store.h), whichever it is; every store call
  * answers through its callback exactly once, from the loop. Every request

@@ -1,4 +1,4 @@
-/* api_tasks.c -- finding tasks and running them again (README.md: "Find
+/* api_tasks.c -- finding tasks and running them again (doc/api.md: "Find
  * tasks", "Dead letters"):
  *   GET  /v1/tasks?status=...        a page of tasks of one status
  *   POST /v1/tasks/{id}/retry        a failed or cancelled task, again

@@ -61,7 +61,7 @@ char *onfail_body(const job *j, int64_t now_ms)
      * headers may carry their credentials */
     cJSON_DeleteItemFromObjectCaseSensitive(task, "header");
     cJSON_DeleteItemFromObjectCaseSensitive(task, "on_failure");
-    /* and its URL without userinfo or query values (README: what is
+    /* and its URL without userinfo or query values (doc/security.md: what is
      * redacted where) */
     task_redact_urls(task);
     cJSON_AddStringToObject(ev, "type", j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
