@@ -39,7 +39,7 @@
 enum {
     O_HELP, O_URL, O_TOKEN, O_JSON, O_IN, O_AT, O_METHOD, O_HEADER, O_BODY, O_KEY,
     O_MAX_ATTEMPTS, O_BACKOFF, O_TIMEOUT, O_STATUS, O_LIMIT, O_CURSOR, O_ALL, O_KEY_PREFIX,
-    O_PORT, O_BIND, O_SECRET, O_COUNT, O_VERSION, O_QUEUE, NOPTS
+    O_PORT, O_BIND, O_SECRET, O_COUNT, O_VERSION, O_QUEUE, O_TTL, O_TRACEPARENT, NOPTS
 };
 
 static const struct {
@@ -54,6 +54,7 @@ static const struct {
     [O_CURSOR] = {"cursor", 1}, [O_ALL] = {"all", 0}, [O_KEY_PREFIX] = {"key-prefix", 1},
     [O_PORT] = {"port", 1}, [O_BIND] = {"bind", 1}, [O_SECRET] = {"secret", 1},
     [O_COUNT] = {"count", 1}, [O_VERSION] = {"version", 0}, [O_QUEUE] = {"queue", 1},
+    [O_TTL] = {"ttl", 1}, [O_TRACEPARENT] = {"traceparent", 1},
 };
 
 #define BIT(o) (1u << (o))
@@ -417,6 +418,8 @@ static int cmd_add(ctl *c)
         if ((rc = add_duration(c, O_BACKOFF, r, "backoff_ms")) != 0) goto done;
     }
     if ((rc = add_duration(c, O_TIMEOUT, t, "timeout_ms")) != 0) goto done;
+    if ((rc = add_duration(c, O_TTL, t, "ttl_ms")) != 0) goto done;
+    if (c->given[O_TRACEPARENT]) cJSON_AddStringToObject(t, "traceparent", c->val[O_TRACEPARENT]);
     rc = call(c, "POST", "/v1/tasks", t, print_added);
 done:
     free(body);
@@ -877,7 +880,8 @@ static const char help_main[] =
 static const cmd cmds[] = {
     {"add", cmd_add,
      BIT(O_IN) | BIT(O_AT) | BIT(O_METHOD) | BIT(O_HEADER) | BIT(O_BODY) | BIT(O_KEY) |
-         BIT(O_MAX_ATTEMPTS) | BIT(O_BACKOFF) | BIT(O_TIMEOUT) | BIT(O_QUEUE), 1, 1,
+         BIT(O_MAX_ATTEMPTS) | BIT(O_BACKOFF) | BIT(O_TIMEOUT) | BIT(O_QUEUE) | BIT(O_TTL) |
+         BIT(O_TRACEPARENT), 1, 1,
      "usage: tickctl add URL [--in DURATION | --at TIME] [options]\n"
      "\n"
      "Schedule a callback to URL (POST /v1/tasks) and print its id. With neither\n"
@@ -897,6 +901,9 @@ static const cmd cmds[] = {
      "  --backoff DURATION   wait before the second attempt, doubling (default 1s)\n"
      "  --timeout DURATION   each attempt's timeout (default 10s)\n"
      "  --queue Q            the task's queue (default: default)\n"
+     "  --ttl DURATION       expires this long after it is due: no attempt begins\n"
+     "                       after that, it ends expired\n"
+     "  --traceparent TP     the W3C trace context its attempts continue\n"
      HELP_COMMON},
     {"get", cmd_get, 0, 1, 1,
      "usage: tickctl get ID\n"

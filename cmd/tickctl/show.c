@@ -200,6 +200,8 @@ void show_task(FILE *f, const cJSON *t, int64_t now_ms)
     field_join(f, "callback", m ? m : "POST", " ", u ? u : "?");
     field_time(f, "execute_at", num_of(t, "execute_at"), now_ms);
     field_time(f, "next_attempt", num_of(t, "next_attempt_at"), now_ms);
+    field_time(f, "expires_at", num_of(t, "expires_at"), now_ms);
+    if ((s = str_of(t, "traceparent"))) field(f, "trace", s);
     int64_t max = num_of(retry, "max_attempts"), bo = num_of(retry, "backoff_ms");
     snprintf(v, sizeof(v), "%" PRId64 " of %" PRId64 " (backoff %" PRId64 " ms, timeout %" PRId64
              " ms)", num_of(t, "attempts") < 0 ? 0 : num_of(t, "attempts"), max < 0 ? 5 : max,

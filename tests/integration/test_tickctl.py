@@ -687,3 +687,18 @@ def test_all_stops_at_a_cursor_given_before(hostile, cycle):
     code, out, err = h.run("retry", "--status", "failed", "--all")
     assert code == 1 and "gave a cursor given before: stopping" in err, (code, err)
     assert "2 tasks were retried" in err and h.requests == cycle + 3
+
+
+def test_add_with_ttl_and_traceparent_and_list_the_expired(tickd, receiver):
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    tid = ok(tickd, "add", receiver.url("/x"), "--in", "1h", "--ttl", "30m",
+             "--traceparent", tp).strip()
+    task = js(tickd, "get", tid)
+    assert task["expires_at"] == task["execute_at"] + 1800000 and task["traceparent"] == tp
+    shown = ok(tickd, "get", tid)
+    assert "expires_at" in shown and tp in shown, shown
+    # one that expires at once while its queue is paused, then listed
+    assert tickd.request("PUT", "/v1/queues/shut", {"paused": True})[0] == 200
+    gone = tickd.post({"callback_url": receiver.url("/y"), "queue": "shut", "ttl_ms": 200})["id"]
+    wait_for(lambda: status_of(tickd, gone) == "expired", 15, what="expired")
+    assert gone in ok(tickd, "ls", "--status", "expired")
