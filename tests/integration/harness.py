@@ -68,6 +68,18 @@ def log_port(path, start=0):
     return None
 
 
+# written by tickd itself at start (flow control's change list and its
+# upgrade mark), not by a request
+AT_START = {"tickd:{flow}:wn", "tickd:{flow}:mig"}
+
+
+def stored_keys(redis):
+    """tickd's keys holding what requests stored (slices, schedules, flow
+    state), the ones tickd writes at start left out."""
+    return [k for k in redis.cli("--scan", "--pattern", "tickd:{*").split()
+            if k and k not in AT_START]
+
+
 def now_ms():
     return int(time.time() * 1000)
 

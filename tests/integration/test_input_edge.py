@@ -6,17 +6,10 @@ list: every token works, rotation drops the old one."""
 import json
 import socket
 
-from harness import wait_for
+from harness import stored_keys, wait_for
 
 
-# written by tickd itself at start (flow control's change list and its
-# upgrade mark), not by a request
-AT_START = {"tickd:{flow}:wn", "tickd:{flow}:mig"}
 
-
-def stored_keys(redis):
-    return [k for k in redis.cli("--scan", "--pattern", "tickd:{*").split()
-            if k and k not in AT_START]
 
 
 def nul_refused(tickd, task, field):
