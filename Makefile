@@ -52,7 +52,7 @@ CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \
-        install uninstall fuzz fuzz-build fuzz-replay chaos chaos-deps
+        install uninstall fuzz fuzz-build fuzz-replay chaos
 all: build/tickd build/tickctl
 
 build/obj/%.o: src/%.c | build/obj
@@ -187,9 +187,7 @@ soak: deps build/tickd-san
 # replicas under load, then a checker (tests/chaos/README.md); not part of
 # make test. CHAOS_SEED reproduces a run's fault plan.
 CHAOS_SECONDS ?= 300
-chaos-deps: deps
-	@tests/chaos/deps.sh
-chaos: chaos-deps build/tickd
+chaos: deps build/tickd
 	CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) /usr/bin/python3 tests/chaos/run.py
 
 # everything built first, two at a time; then the tests, one suite after another

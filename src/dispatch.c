@@ -282,7 +282,7 @@ static void worker_start(worker *w, xfer *x)
         return;
     }
     /* a transfer that waited for a connection: past its expiry, not begun */
-    if (job_expire(x->j, util_realtime_ms() + x->j->clock_offset_ms)) {
+    if (job_expire(x->j, util_mono_ms() + x->j->clock_offset_ms)) {
         job *j = x->j;
         xfer_free(x);
         dispatch_finish(w->d, j);

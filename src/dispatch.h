@@ -73,7 +73,8 @@ struct job {
                                    being recorded */
     int64_t expires_ms;         /* the scheduler's: the spec's expires_at (0: none; -1: not
                                    read yet) */
-    int64_t clock_offset_ms;    /* the scheduler's: its clock (Redis's) - this host's */
+    int64_t clock_offset_ms;    /* the scheduler's: its clock (Redis's) - this host's
+                                   monotonic clock */
     int expired;                /* expires_at passed before an attempt began (job_expire) */
 };
 

@@ -9,7 +9,6 @@
 #include "flow.h"
 #include "log.h"
 #include "metrics.h"
-#include "tz.h"
 #include "util.h"
 #include "wheel.h"
 
@@ -241,13 +240,20 @@ static int sched_expire(sched *sc, job *j)
     return 1;
 }
 
-static void sched_submit(sched *sc, job *j)
+/* To the pool: expires_at is checked again there, as the request begins,
+ * on the store's clock carried by this host's monotonic one. */
+static void sched_call(sched *sc, job *j)
 {
-    if (sched_expire(sc, j)) return;
-    j->clock_offset_ms = store_now_ms(sc->s) - util_realtime_ms();
+    j->clock_offset_ms = store_now_ms(sc->s) - util_mono_ms();
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
+}
+
+/* A task a limit let go: it may have expired while it waited. */
+static void sched_submit(sched *sc, job *j)
+{
+    if (!sched_expire(sc, j)) sched_call(sc, j);
 }
 
 static void sched_fire(wheel *w, wheel_timer *t, void *arg)
@@ -258,7 +264,7 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
     sched_unhold(sc, j);
     /* before a limit is asked: a task held back expires while it waits */
     if (sched_expire(sc, j) || sched_flow_asks(sc, j)) return;
-    sched_submit(sc, j);
+    sched_call(sc, j);
 }
 
 static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)

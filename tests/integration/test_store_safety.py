@@ -73,6 +73,13 @@ def test_eviction_found_at_run_time_refuses_adds_until_mended(tmp_path, tickd_fa
         assert t.post(TASK)["id"]
         assert metric(t, "tickd_store_refusing_adds") == 0
         assert "adds accepted again" in t.logtext()
+        # close to maxmemory: a warning and the gauge, before adds fail
+        used = int(re.search(r"used_memory:(\d+)", r.cli("INFO", "memory")).group(1))
+        r.cli("CONFIG", "SET", "maxmemory", str(int(used * 1.04)))
+        wait_for(lambda: metric(t, "tickd_store_memory_used_ratio") > 0.9, 10, what="the gauge")
+        wait_for(lambda: "redis memory at" in t.logtext(), 10, what="the warning")
+        assert metric(t, "tickd_store_refusing_adds") == 0  # noeviction: not refused
+        r.cli("CONFIG", "SET", "maxmemory", "64mb")
     finally:
         r.stop()
 
