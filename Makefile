@@ -34,7 +34,9 @@ FUZZFLAGS = -std=c11 -g -O1 -Wall -Wextra -D_GNU_SOURCE -iquote src -MMD -MP \
             -fno-omit-frame-pointer -fno-sanitize-recover=all
 FUZZ_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 
-SRCS    := $(wildcard src/*.c)
+# src/<layer>/*.c: the layers and what each may use are in src/README.md
+LAYERS  := base model store delivery core edge
+SRCS    := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 # doc/openapi.yaml, built in as JSON (GET /v1/openapi.json)
 OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/openapi.o
 SOBJS   := $(SRCS:src/%.c=build/san/%.o) build/san/openapi.o
@@ -48,16 +50,19 @@ FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 # with the src modules it shares with tickd (RFC 3339 times, signatures)
 CTL_SRCS := $(wildcard cmd/tickctl/*.c)
 CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
-            build/obj/task.o build/obj/trace.o build/obj/webhook.o build/obj/util.o build/obj/log.o
+            build/obj/model/task.o build/obj/base/trace.o build/obj/delivery/webhook.o \
+            build/obj/base/util.o build/obj/base/log.o
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \
         install uninstall fuzz fuzz-build fuzz-replay chaos
 all: build/tickd build/tickctl
 
-build/obj/%.o: src/%.c | build/obj
+build/obj/%.o: src/%.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
-build/san/%.o: src/%.c | build/san
+build/san/%.o: src/%.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 build/obj/main.o: cmd/tickd/main.c | build/obj
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -88,7 +93,8 @@ build/unit/%: tests/unit/%.c $(OBJS) | build/unit
 build/unit-san/%: tests/unit/%.c $(SOBJS) | build/unit-san
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-build/fuzz/obj/%.o: src/%.c | build/fuzz/obj
+build/fuzz/obj/%.o: src/%.c
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $(filter %.c %.o,$^) $(LDLIBS)
@@ -104,13 +110,17 @@ build/obj build/san build/ctl build/unit build/unit-san build/bench build/fuzz/o
 deps:
 	@scripts/deps.sh
 
-# store.h is the boundary: above it (the scheduler, the API, main) nothing
-# may reach hiredis. They are compiled with a hiredis.h that is an #error.
+# The layers are folders (src/README.md): a file includes headers of its own
+# layer and of the layers below it, which scripts/layers.sh checks for every
+# file under src/ and cmd/. store/ is the boundary: nothing outside it may
+# reach hiredis; every other file is compiled with a hiredis.h that is an
+# #error, so a new file cannot escape either rule.
 build/boundary/hiredis/hiredis.h:
-	mkdir -p $(@D) && echo '#error "hiredis above the store: see src/store.h"' > $@
+	mkdir -p $(@D) && echo '#error "hiredis outside src/store/: see src/README.md"' > $@
 boundary: build/boundary/hiredis/hiredis.h
-	@for f in src/sched.c src/runner.c src/schedule.c src/api.c src/api_tasks.c src/store_memory.c cmd/tickd/main.c; do \
-	  $(CC) -std=c11 -D_GNU_SOURCE -iquote src -Ibuild/boundary -fsyntax-only $$f || exit 1; done
+	@scripts/layers.sh
+	@for f in $(filter-out src/store/%,$(SRCS)) cmd/tickd/main.c $(CTL_SRCS); do \
+	  $(CC) -std=c11 -D_GNU_SOURCE -iquote src -iquote cmd/tickctl -Ibuild/boundary -fsyntax-only $$f || exit 1; done
 
 unit: boundary $(UBINS)
 	@set -e; for t in $(UBINS); do echo "== $$t"; $$t; done
@@ -254,7 +264,7 @@ uninstall:
 # tools when missing, as make deps does. debian/rules alone decides how it is
 # built (no variables or jobs of this make reach it; all CPUs are used).
 DEB_TOOLS   = debhelper dpkg-dev fakeroot lintian
-DEB_SOURCES = Makefile README.md $(SRCS) $(wildcard src/*.h cmd/*/* lua/*.lua conf/* doc/* debian/* debian/source/*) \
+DEB_SOURCES = Makefile README.md $(SRCS) $(wildcard src/README.md src/*/*.h cmd/*/* lua/*.lua conf/* doc/* debian/* debian/source/*) \
               scripts/openapi_c.py
 .PHONY: deb deb-deps
 deb: build/deb/stamp

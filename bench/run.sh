@@ -118,7 +118,7 @@ wl_ingest() {
   due=$(((sec / 60) * 60000 + 30000))
   end=$(((sec / 60 + 1) * 60000))
   # a task as tickd stores one with no key of its own: a fresh :due member
-  # (lua/lib.lua), its record (src/task.h); the group: id, record, due,
+  # (lua/lib.lua), its record (src/model/task.h); the group: id, record, due,
   # timeout, queue ("" = the default), form; an add.lua of before records
   # (BENCH_TICKD) takes a spec and no form
   local rec extra=("" f)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wheel.h"
+#include "base/wheel.h"
 
 #define T0 UINT64_C(1700000000000) /* an epoch-ms start: realistic cursor */
 

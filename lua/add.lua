@@ -1,6 +1,6 @@
 -- add: store tasks in their home slice (this call's slice). Idempotent on the id.
 -- KEYS: due, task, del. ARGV: slice_end_ms, grace_ms, then per task a group
--- of 6: id, record (src/task.h), due_ms, timeout_ms (due_ms and timeout_ms
+-- of 6: id, record (src/model/task.h), due_ms, timeout_ms (due_ms and timeout_ms
 -- as integers), queue ('' = the default), form: f = fresh (lib.lua; its key
 -- is tickd's, due at its execute_at), k = full, c = full, and its key could
 -- be one tickd made (a fresh task of that id is looked for too). The state

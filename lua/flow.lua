@@ -1,4 +1,4 @@
--- flow: queues and destinations with limits (src/flow.h), cluster-wide.
+-- flow: queues and destinations with limits (src/core/flow.h), cluster-wide.
 -- Every key has the hash tag {flow}: one slot, so a queue's and a
 -- destination's limits are checked and taken together, atomically.
 -- KEYS[1] = P:{flow}:cfg; the others are named from it:

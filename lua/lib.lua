@@ -5,7 +5,7 @@
 -- one bucket, "YYYYMMDDHHMM.b"). Every key of a slice has the hash tag {S}, so
 -- each script call touches one cluster slot.
 --   P:{S}:due   ZSET  task id -> due time (ms); or a fresh task (below)
---   P:{S}:task  HASH  id -> the task's record (src/task.h), or its spec (JSON,
+--   P:{S}:task  HASH  id -> the task's record (src/model/task.h), or its spec (JSON,
 --                     as stored by schema 1)
 --                     s:<id> -> state (JSON, below)
 --                     #open -> count of tasks of this slice not yet final
@@ -26,7 +26,7 @@
 --   P:marker:{m<n>} STRING a random value written once on each master (n: the first
 --                     tag hashing to its slots): gone or changed, that node lost
 --                     tickd's data (store_redis.c, the watch)
---   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store.h)
+--   P:{sc.b}:sdef  HASH  schedule id -> definition; s:<id> -> state (src/store/store.h)
 --   P:{sc.b}:snext ZSET  active schedule id -> next run (ms), or its lease's end
 --   P:{sc.b}:sall  ZSET  every schedule id of bucket b, score 0 (listing by id)
 -- State JSON: s = scheduled|running|succeeded|failed|cancelled, q = queue
@@ -49,7 +49,7 @@
 -- Schema 1 keyspaces are read as they are (specs, states, plain members):
 -- STORE_SCHEMA 2 is written over 1 at start. There is no way back.
 --
--- Changing the schema: bump STORE_SCHEMA in src/store.h and the version here; tickd
+-- Changing the schema: bump STORE_SCHEMA in src/store/store.h and the version here; tickd
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
 -- is: drain (stop adding, let every slice empty), then start the new version.
 
@@ -68,7 +68,7 @@
 --            the caller goes on from the last one
 --   sched    one schedule; list: ARGV limit; claim: 4 x ARGV limit
 --   flow     admit, enqueue: the tasks given (at most FLOW_CALL_MAX, 128:
---            sched.c); pump: the ends given (as many), then PUMP_QUEUES
+--            core/scheduler.c); pump: the ends given (as many), then PUMP_QUEUES
 --            (64) queues by SSCAN from where the last pump stopped and
 --            PUMP_BUDGET (1024) waiting tasks in all, a hold evicted per
 --            hold set past holds_max; snapshot: PAGE (256) changes, ended
@@ -92,7 +92,7 @@ end
 -- Numbers in the JSON the scripts write. Redis's cjson writes 14
 -- significant digits (and refuses to be set to more): an integer of 15
 -- digits, a time in ms after the year 5138, would come back changed. A task's
--- times never get there (at most ten years ahead: src/task.h), but a
+-- times never get there (at most ten years ahead: src/model/task.h), but a
 -- schedule's next run may be as late as 9999 (TASK_TIME_MAX_MS): its state is
 -- written by json_exact, which writes such integers in full and the rest as
 -- cjson does. An integer below 2^53 in full is what '%.0f' prints.
@@ -135,7 +135,7 @@ local function state_put(task, id, st)
   redis.call('HSET', task, 's:' .. id, cjson.encode(st))
 end
 
--- An id (src/task.h: "<slice>.<execute_at ms>.<key>", the slice "minute.b") split: its
+-- An id (src/model/task.h: "<slice>.<execute_at ms>.<key>", the slice "minute.b") split: its
 -- execute_at (a number) and its key; nil, '' for what is not an id.
 local function id_at(id)
   local at, key = string.match(id, '^[^.]*%.[^.]*%.(%d+)%.(.*)$')
@@ -153,7 +153,7 @@ local function fresh_find(due, id)
   return nil
 end
 
--- The state a fresh task has (its record: src/task.h).
+-- The state a fresh task has (its record: src/model/task.h).
 local function fresh_state(rec, due)
   local to, q = string.match(rec, '^[^\n]*\n[^\n]*\n(%d+)\n([^\n]*)\n')
   -- the record always holds its timeout (task_rec_spec refuses one without)

@@ -1,4 +1,4 @@
--- sched: every operation on the schedules of one bucket (src/store.h documents
+-- sched: every operation on the schedules of one bucket (src/store/store.h documents
 -- the state JSON; lib.lua the keys).
 -- KEYS: sdef, snext, sall. ARGV[1]: the operation, then its arguments:
 --   create id def next | replace id def next | pause id | resume id next |

@@ -12,7 +12,7 @@ with open(src) as f:
 data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 with open(out, "w") as f:
     f.write(f"/* generated from {src} by scripts/openapi_c.py: do not edit */\n")
-    f.write('#include "openapi.h"\n\n')
+    f.write('#include "edge/openapi.h"\n\n')
     f.write("const char openapi_json[] = {\n")
     for i in range(0, len(data), 16):
         f.write("    " + ", ".join(str(b) for b in data[i:i + 16]) + ",\n")

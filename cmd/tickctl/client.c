@@ -8,7 +8,7 @@
 #include <strings.h>
 
 #include "show.h"
-#include "util.h"
+#include "base/util.h"
 
 typedef struct ctl_buf {
     char *p;

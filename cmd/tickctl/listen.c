@@ -19,9 +19,9 @@
 
 #include "client.h"
 #include "show.h"
-#include "trace.h"
-#include "util.h"
-#include "webhook.h"
+#include "base/trace.h"
+#include "base/util.h"
+#include "delivery/webhook.h"
 
 typedef struct listener {
     const listen_opts *o;

@@ -13,7 +13,7 @@
 #ifndef TICKCTL_LISTEN_H
 #define TICKCTL_LISTEN_H
 
-#include "webhook.h"
+#include "delivery/webhook.h"
 
 #define LISTEN_HEAD_MAX (16 * 1024)
 #define LISTEN_BODY_MAX (1024 * 1024)

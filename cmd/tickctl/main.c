@@ -20,9 +20,9 @@
 #include "client.h"
 #include "listen.h"
 #include "show.h"
-#include "task.h"
-#include "util.h"
-#include "webhook.h"
+#include "model/task.h"
+#include "base/util.h"
+#include "delivery/webhook.h"
 
 #define TICKCTL_VERSION "1.0.0"
 #define CTL_URL_DEFAULT "http://127.0.0.1:8080"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #define TASK_COLS 5
 

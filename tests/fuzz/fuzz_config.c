@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cron.h"
-#include "tz.h"
+#include "base/cron.h"
+#include "base/tz.h"
 
 static const char *const zones[] = {"UTC", "America/New_York", "Europe/London",
                                     "Australia/Lord_Howe", "Asia/Kathmandu",

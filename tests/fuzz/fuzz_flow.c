@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "flow.h"
-#include "h1_answer.h"
+#include "core/flow.h"
+#include "delivery/h1_answer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

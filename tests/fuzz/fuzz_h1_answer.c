@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h1_answer.h"
+#include "delivery/h1_answer.h"
 
 typedef struct verdict {
     int rc;

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "edge/http_server.h"
 
 static struct event_base *base;
 static http_req *later;

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netpolicy.h"
-#include "webhook.h"
+#include "delivery/netpolicy.h"
+#include "delivery/webhook.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "schedule.h"
+#include "model/schedule.h"
 
 #define NOW_MS INT64_C(1795323600000)
 

@@ -15,8 +15,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "task.h"
-#include "util.h"
+#include "model/task.h"
+#include "base/util.h"
 
 #define NOW_MS INT64_C(1795323600000)
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "base/trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

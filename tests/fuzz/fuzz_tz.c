@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tz.h"
+#include "base/tz.h"
 
 static void check_wall(const tz *z, int64_t w)
 {

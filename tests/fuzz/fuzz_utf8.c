@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* 1 if s[0..n) is UTF-8 for iconv, else 0 with the start of the first
  * sequence it refused or found cut short in *bad. */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "webhook.h"
+#include "base/log.h"
+#include "delivery/webhook.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -193,7 +193,7 @@ def test_api_token_with_a_tab_is_refused_at_start(redis, tickd_factory):
 
 def test_pending_task_memory_in_redis(tickd, redis, receiver):
     """A task with no key of its own, due later, with a 200-byte body costs
-    Redis at most 450 bytes (one :due member: src/task.h records); it reads,
+    Redis at most 450 bytes (one :due member: src/model/task.h records); it reads,
     lists, runs now and cancels as any other."""
     def used():
         info = redis.cli("INFO", "memory")

@@ -410,7 +410,7 @@ def test_redis_password_changed_under_a_running_tickd(redis, receiver, tickd_fac
     assert t.logtext().count("AUTH refused") == 1, t.logtext()
     # every bucket's scan fails every tick meanwhile: its warnings come at
     # most once per 5 s, not 16 a tick
-    assert t.logtext().count(" W sched.c") <= 2, t.logtext()
+    assert t.logtext().count(" W scheduler.c") <= 2, t.logtext()
     redis.cli("CONFIG", "SET", "requirepass", "pw1")
     redis.auth = ["-a", "pw1", "--no-auth-warning"]
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 10, what="healthy again")

@@ -1,5 +1,5 @@
 """Numbers from outside: every time and rate field goes through one bounded
-parser (src/task.c: task_json_time, task_text_time, task_json_num); what it
+parser (src/model/task.c: task_json_time, task_text_time, task_json_num); what it
 cannot hold exactly is refused with a 400 naming the field, and what it takes
 reads back unchanged. Times run from 1970 to 9999-12-31T23:59:59.999Z."""
 import json

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cron.h"
-#include "tz.h"
+#include "base/cron.h"
+#include "base/tz.h"
 
 int main(void)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 
 extern char **environ;
 

@@ -12,9 +12,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "flow.h"
-#include "store.h"
-#include "task.h"
+#include "core/flow.h"
+#include "store/store.h"
+#include "model/task.h"
 
 static int parse(const char *json, int queue, flow_settings *fs, char *err)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h1_answer.h"
+#include "delivery/h1_answer.h"
 
 typedef struct result {
     int rc;           /* 1 complete, -1 malformed, 0 wants more */

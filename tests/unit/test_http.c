@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "edge/http_server.h"
 
 #define assert_contains(s, sub)                                                \
     do {                                                                       \

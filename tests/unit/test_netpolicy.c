@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netpolicy.h"
-#include "webhook.h"
+#include "delivery/netpolicy.h"
+#include "delivery/webhook.h"
 
 #define assert_contains(s, sub)                                                \
     do {                                                                       \

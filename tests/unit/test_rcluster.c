@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rcluster.h"
+#include "store/rcluster.h"
 
 /* Parse RESP text into a reply with hiredis' own reader. */
 static redisReply *resp(const char *text)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "model/schedule.h"
 
 #define NOW INT64_C(1800000000000) /* 2027-01-15T08:00:00Z */
 #define LEAD 3500

@@ -20,10 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "flow.h"
-#include "schedule.h"
-#include "store.h"
-#include "util.h"
+#include "core/flow.h"
+#include "model/schedule.h"
+#include "store/store.h"
+#include "base/util.h"
 
 typedef struct fixture {
     struct event_base *base;

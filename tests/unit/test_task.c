@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "task.h"
+#include "model/task.h"
 
 /* 2026-11-22T05:00:00Z */
 #define T0_MS INT64_C(1795323600000)

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tz.h"
+#include "base/tz.h"
 
 static char err[256];
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* util_utf8_valid on a literal (which may hold NULs): 1, or -1 - the offset
  * of the first bad byte */

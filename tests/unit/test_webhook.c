@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "webhook.h"
+#include "delivery/webhook.h"
 
 #define assert_contains(s, sub)                                                \
     do {                                                                       \

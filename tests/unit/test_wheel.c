@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "wheel.h"
+#include "base/wheel.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

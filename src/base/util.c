@@ -1,0 +1,204 @@
+/* util.c -- see util.h. */
+#include "base/util.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Out of memory: nothing can be done but to say it and stop. Written to
+ * stderr directly, not through log.h, which sits above util (it cleans its
+ * messages with util_text_clean), and whose formatting may need memory. */
+static void util_oom(size_t n)
+{
+    fprintf(stderr, "tickd: PANIC: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) util_oom(n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) util_oom(n * size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) util_oom(n);
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+int64_t util_realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint32_t util_fnv1a(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+int util_fmt_int(char *buf, long long v)
+{
+    char tmp[UTIL_INT_MAX], *p = tmp + sizeof(tmp);
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (v < 0) *--p = '-';
+    int n = (int)(tmp + sizeof(tmp) - p);
+    memcpy(buf, p, (size_t)n);
+    buf[n] = '\0';
+    return n;
+}
+
+size_t util_utf8_seq(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    if (!n) return 0;
+    if (p[0] < 0x80) return 1;
+    /* RFC 3629 section 4: the lead byte gives the length and the range of
+     * the second byte, which is where overlongs (E0, F0), surrogates (ED)
+     * and code points past U+10FFFF (F4) are cut off; C0, C1 and F5-FF
+     * lead nothing */
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        len = 2;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        if (p[0] == 0xe0) lo = 0xa0;
+        else if (p[0] == 0xed) hi = 0x9f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        if (p[0] == 0xf0) lo = 0x90;
+        else if (p[0] == 0xf4) hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
+int util_utf8_valid(const char *s, size_t n, size_t *bad)
+{
+    size_t i = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = util_utf8_seq(s + i, n - i);
+        if (!k) {
+            if (bad) *bad = i;
+            return 0;
+        }
+        i += k;
+    }
+    return 1;
+}
+
+void util_text_clean(char *buf, size_t len)
+{
+    unsigned char *p = (unsigned char *)buf, *end = p + len;
+    while (p < end) {
+        if (*p >= 0x80) {
+            size_t n = util_utf8_seq((const char *)p, (size_t)(end - p));
+            if (n) {
+                p += n;
+                continue;
+            }
+            *p = '?';
+        } else if ((*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r') || *p == 0x7f) {
+            *p = '?';
+        }
+        p++;
+    }
+}
+
+/* Appends n bytes of s to out (outlen bytes, NUL kept), as far as they fit. */
+static void util_put(char *out, size_t outlen, size_t *len, const char *s, size_t n)
+{
+    if (*len + 1 >= outlen) return;
+    if (n > outlen - 1 - *len) n = outlen - 1 - *len;
+    memcpy(out + *len, s, n);
+    *len += n;
+    out[*len] = '\0';
+}
+
+char *util_url_redact(const char *url)
+{
+    /* at most 3 bytes out for 1 in ("a" to "***"), and "***@", "#***" */
+    size_t cap = 3 * strlen(url) + 8, len = 0;
+    char *out = xmalloc(cap);
+    out[0] = '\0';
+    /* a scheme, its colon and any slashes (libcurl takes http:/h and
+     * http:h as http://h), then the authority up to the first / ? or #; its
+     * userinfo (if any) up to its last @, as user:password@ may hold an @
+     * escaped or not */
+    const char *p = url, *auth = url;
+    while (isalnum((unsigned char)*auth) || *auth == '+' || *auth == '-' || *auth == '.') auth++;
+    if (auth > url && isalpha((unsigned char)*url) && *auth == ':') {
+        for (auth++; *auth == '/';) auth++;
+        const char *end = auth + strcspn(auth, "/?#"), *at = NULL;
+        for (const char *c = auth; c < end; c++)
+            if (*c == '@') at = c;
+        util_put(out, cap, &len, url, (size_t)(auth - url));
+        if (at) util_put(out, cap, &len, "***", 3);
+        p = at ? at : auth;
+    }
+    size_t path = strcspn(p, "?#");
+    util_put(out, cap, &len, p, path);
+    p += path;
+    if (*p == '?') {
+        /* each value, and a part without one (which may be a token alone) */
+        util_put(out, cap, &len, "?", 1);
+        p++;
+        while (*p && *p != '#') {
+            size_t part = strcspn(p, "&#"), name = strcspn(p, "=&#");
+            if (name < part) util_put(out, cap, &len, p, name + 1);
+            if (part) util_put(out, cap, &len, "***", 3);
+            p += part;
+            if (*p == '&') {
+                util_put(out, cap, &len, "&", 1);
+                p++;
+            }
+        }
+    }
+    if (*p == '#') util_put(out, cap, &len, p[1] ? "#***" : "#", p[1] ? 4 : 1);
+    return out;
+}

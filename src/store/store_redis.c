@@ -1,0 +1,2848 @@
+/* store_redis.c -- the Redis store (store.h): the Lua scripts of lua/, the
+ * slice keys, and every reply read into the typed results of store.h.
+ *
+ * Key schema v1 is documented in lua/lib.lua; every key name is built here,
+ * in rs_key and rs_wm_key. Every operation touches the keys of one slice (one
+ * hash tag) per Redis call, so it runs on one node of a cluster. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "base/log.h"
+#include "store/rcluster.h"
+#include "model/schedule.h"
+#include "base/tz.h"
+#include "base/util.h"
+
+typedef enum {
+    SCRIPT_ADD, SCRIPT_CANCEL, SCRIPT_CLAIM, SCRIPT_FETCH, SCRIPT_SETTLE,
+    SCRIPT_PTR, SCRIPT_WM, SCRIPT_SCHED, SCRIPT_MOVE, SCRIPT_LIST, SCRIPT_FLOW, SCRIPT_GET,
+    SCRIPT_COUNT
+} rs_script;
+
+static const char *script_names[SCRIPT_COUNT] = {
+    "add", "cancel", "claim", "fetch", "settle", "ptr", "wm", "sched", "move", "list", "flow",
+    "get"};
+
+/* The five keys of a slice, in the order the scripts take them. */
+enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, K_EXPIRED,
+       K_COUNT };
+#define KEY_MAX 128
+
+typedef struct store_add_batch store_add_batch;
+#define REG_CACHE 1024
+
+typedef struct rstore {
+    store base;
+    struct event_base *ev;
+    rcluster *rc;
+    const char *prefix;
+    int buckets;
+    char *src[SCRIPT_COUNT];   /* lib.lua + the script */
+    char sha[SCRIPT_COUNT][41];
+    int64_t clock_offset_ms;   /* Redis TIME - local monotonic clock */
+    store_add_batch *adds;     /* adds gathered in this loop turn */
+    int add_bucket;            /* this turn's bucket for tasks without a key */
+    struct event *flush_ev;    /* sends them at the end of the turn */
+    struct qcount *counts;     /* queue counts changed, not yet sent */
+    log_limit warn;
+    struct rs_watch *watch;    /* memory policy and data markers (rs_watch_*) */
+    int meta_wm;               /* P:meta said at start the watermarks were written */
+    /* slices this process put in the registry P:slices (a cache: a slot
+     * overwritten only costs one more ZADD) */
+    char registered[REG_CACHE][TASK_SLICE_MAX];
+} rstore;
+
+#define RS(s) container_of(s, rstore, base)
+#define s_cfg(rs) ((rs)->base.cfg)
+
+/* ---- key names: the only place they are built -------------------------- */
+
+static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
+{
+    static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr", "ok", "failed",
+                                          "cancelled", "w", "expired"};
+    snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
+}
+
+static void rs_wm_key(const rstore *rs, int bucket, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:wm:{%d}", rs->prefix, bucket);
+}
+
+/* The schedules of bucket b: definitions and states, the next-run index, the
+ * listing index. */
+static void rs_sch_keys(const rstore *rs, int bucket, char out[3][KEY_MAX])
+{
+    static const char *suffix[3] = {"sdef", "snext", "sall"};
+    for (int i = 0; i < 3; i++)
+        snprintf(out[i], KEY_MAX, "%s:{sc.%d}:%s", rs->prefix, bucket, suffix[i]);
+}
+
+static void rs_slices_key(const rstore *rs, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:slices", rs->prefix);
+}
+
+static void rs_meta_key(const rstore *rs, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:meta", rs->prefix);
+}
+
+
+/* The keys `which` of a slice, into k (as argv pointers in kp). */
+typedef struct rs_keys {
+    char k[K_COUNT][KEY_MAX];
+    const char *p[K_COUNT];
+} rs_keys;
+
+static void rs_keys_of(const rstore *rs, const char *slice, const int *which, int n, rs_keys *k)
+{
+    for (int i = 0; i < n; i++) {
+        rs_key(rs, slice, which[i], k->k[i]);
+        k->p[i] = k->k[i];
+    }
+}
+
+static const int KEYS_CLAIM[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_PTR};
+static const int KEYS_SETTLE[] = {K_DUE, K_TASK, K_DEL, K_RUN, K_OK, K_FAILED, K_CANCELLED,
+                                  K_EXPIRED};
+static const int KEYS_PTR[] = {K_DUE, K_RUN, K_PTR};
+static const int KEYS_ADD[] = {K_DUE, K_TASK, K_DEL};
+/* fetch and move: the home slice */
+static const int KEYS_HOME[] = {K_DUE, K_TASK, K_DEL, K_OK, K_FAILED, K_CANCELLED, K_EXPIRED};
+static const int KEYS_LIST[] = {K_DUE, K_RUN, K_OK, K_FAILED, K_CANCELLED, K_DEL, K_TASK,
+                                K_EXPIRED};
+
+/* The error text of a failed call: the error reply's, or rcluster's. */
+static const char *rs_err(const redisReply *r, const char *err)
+{
+    if (r && r->type == REDIS_REPLY_ERROR) return r->str;
+    if (r) return "unexpected reply";
+    return err ? err : "unavailable";
+}
+
+/* Redis TIME carried forward by the monotonic clock between two readings
+ * of it (each tick): a step of the wall clock (NTP, an operator) moves
+ * nothing, where carried by the wall clock it moved "now" by the step until
+ * the next reading, and tasks on the wheel fired up to lookahead_ms early. */
+static int64_t rs_now_ms(const store *s)
+{
+    return util_mono_ms() + RS(s)->clock_offset_ms;
+}
+
+/* ---- eval with NOSCRIPT fallback --------------------------------------- */
+
+typedef struct rs_call {
+    rstore *rs;
+    rs_script sc;
+    int argc;
+    const char **argv;   /* [0..2] static, the rest copied into this block */
+    size_t *argvlen;
+    char nkeys[16];
+    char route[KEY_MAX];
+    rc_reply_fn *cb;
+    void *priv;
+    int tried_eval;
+    int lane;
+} rs_call;
+
+static void rs_eval_cb(redisReply *r, const char *err, void *priv)
+{
+    rs_call *c = priv;
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
+        !c->tried_eval) {
+        /* The node lost its scripts (flush, failover): send the source once. */
+        c->tried_eval = 1;
+        c->argv[0] = "EVAL";
+        c->argv[1] = c->rs->src[c->sc];
+        c->argvlen[0] = 4;
+        c->argvlen[1] = strlen(c->argv[1]);
+        rc_command_lane(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->argc, c->argv,
+                        c->argvlen);
+        return;
+    }
+    c->cb(r, err, c->priv);
+    free(c); /* argv and the arguments' copies live in the same block */
+}
+
+/* Run a script on `lane` (see rc_command_lane); routed by the first key.
+ * keys and args are copied. */
+static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
+                    const char **args, rc_reply_fn *cb, void *priv)
+{
+    /* one allocation: the call, argv and argvlen, then copies of the
+     * arguments (kept for the NOSCRIPT resend) */
+    int argc = 3 + nkeys + nargs;
+    size_t bytes = 0;
+    for (int i = 0; i < nkeys + nargs; i++) bytes += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
+    rs_call *c = xcalloc(1, sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    c->lane = lane;
+    c->rs = rs;
+    c->sc = sc;
+    c->cb = cb;
+    c->priv = priv;
+    c->argc = argc;
+    c->argv = (const char **)(c + 1);
+    c->argvlen = (size_t *)(c->argv + argc);
+    char *p = (char *)(c->argvlen + argc);
+    for (int i = 0; i < nkeys + nargs; i++) {
+        const char *a = i < nkeys ? keys[i] : args[i - nkeys];
+        size_t len = strlen(a);
+        memcpy(p, a, len + 1);
+        c->argv[3 + i] = p;
+        c->argvlen[3 + i] = len;
+        p += len + 1;
+    }
+    int n = util_fmt_int(c->nkeys, nkeys);
+    snprintf(c->route, sizeof(c->route), "%s", keys[0]);
+    c->argv[0] = "EVALSHA";
+    c->argv[1] = rs->sha[sc];
+    c->argv[2] = c->nkeys;
+    c->argvlen[0] = 7;
+    c->argvlen[1] = strlen(rs->sha[sc]);
+    c->argvlen[2] = (size_t)n;
+    rc_command_lane(rs->rc, c->route, lane, rs_eval_cb, c, c->argc, c->argv, c->argvlen);
+}
+
+/* ---- tasks not yet ended, per queue (flow.lua's n) ---------------------- */
+
+/* Counted apart from the tasks, in the flow slot: a task stored adds one to
+ * its queue, one that ends (succeeded, failed, cancelled) takes one away, a
+ * retry of an ended one adds it again. The changes of QCOUNT_MS go as one
+ * HINCRBY a queue, not waited for; a crash between a task's write and its
+ * count's leaves the count off by that task. */
+#define QCOUNT_MS 20
+#define QCOUNT_QUEUES 16
+
+typedef struct qcount {
+    char q[QCOUNT_QUEUES][TASK_QUEUE_MAX];
+    long long n[QCOUNT_QUEUES];
+    int k;
+    struct event *ev;
+} qcount;
+
+static void qcount_ignore_cb(redisReply *r, const char *err, void *priv)
+{
+    (void)r, (void)err, (void)priv;
+}
+
+static void qcount_flush(rstore *rs)
+{
+    qcount *c = rs->counts;
+    if (!rs->rc) {
+        c->k = 0;
+        return;
+    }
+    /* one flow.lua count: a count back at 0 is dropped there, and the
+     * queue leaves the listing once nothing else keeps it */
+    char key[KEY_MAX], v[QCOUNT_QUEUES][UTIL_INT_MAX];
+    const char *args[1 + 2 * QCOUNT_QUEUES] = {"count"}, *keys[] = {key};
+    int n = 1;
+    snprintf(key, sizeof(key), "%s:{flow}:cfg", rs->prefix);
+    for (int i = 0; i < c->k; i++) {
+        if (!c->n[i]) continue;
+        util_fmt_int(v[i], c->n[i]);
+        args[n++] = c->q[i];
+        args[n++] = v[i];
+    }
+    if (n > 1) rs_eval(rs, 0, SCRIPT_FLOW, 1, keys, n, args, qcount_ignore_cb, NULL);
+    c->k = 0;
+}
+
+static void qcount_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    qcount_flush(arg);
+}
+
+static void qcount_add(rstore *rs, const char *q, long long d)
+{
+    qcount *c = rs->counts;
+    if (!q || !*q) q = TASK_QUEUE_DEFAULT;
+    for (int i = 0; i < c->k; i++)
+        if (strcmp(c->q[i], q) == 0) {
+            c->n[i] += d;
+            return;
+        }
+    if (c->k == QCOUNT_QUEUES) qcount_flush(rs);
+    snprintf(c->q[c->k], TASK_QUEUE_MAX, "%s", q);
+    c->n[c->k++] = d;
+    if (!event_pending(c->ev, EV_TIMEOUT, NULL)) {
+        struct timeval tv = {0, QCOUNT_MS * 1000};
+        event_add(c->ev, &tv);
+    }
+}
+
+/* ---- write chains with retry ------------------------------------------- */
+
+/* ---- the slice registry (P:slices, for the listing) ------------------------ */
+
+static char *rs_reg_slot(rstore *rs, const char *slice)
+{
+    return rs->registered[util_fnv1a(slice, strlen(slice)) % REG_CACHE];
+}
+
+typedef void rs_then_fn(void *priv);
+typedef struct reg_ctx {
+    rstore *rs;
+    char slice[TASK_SLICE_MAX];
+    rs_then_fn *then;
+    void *priv;
+} reg_ctx;
+
+static void rs_registered_cb(redisReply *r, const char *err, void *priv)
+{
+    reg_ctx *c = priv;
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        memcpy(rs_reg_slot(c->rs, c->slice), c->slice, TASK_SLICE_MAX);
+    else
+        log_warn_limited(&c->rs->warn, rs_now_ms(&c->rs->base),
+                         "slice %s: not in the listing's registry: %s", c->slice, rs_err(r, err));
+    /* the write goes on regardless: a slice missing from the registry loses
+     * nothing but its place in listings */
+    if (c->then) c->then(c->priv);
+    free(c);
+}
+
+/* Put slice in the registry, then (when given) call then(priv): at once when
+ * this process registered it before. */
+static void rs_register(rstore *rs, const char *slice, rs_then_fn *then, void *priv)
+{
+    if (strcmp(rs_reg_slot(rs, slice), slice) == 0) {
+        if (then) then(priv);
+        return;
+    }
+    char key[KEY_MAX];
+    reg_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    snprintf(c->slice, sizeof(c->slice), "%s", slice);
+    c->then = then;
+    c->priv = priv;
+    rs_slices_key(rs, key);
+    const char *argv[] = {"ZADD", key, "NX", "0", slice};
+    rc_command(rs->rc, key, rs_registered_cb, c, 5, argv, NULL);
+}
+
+/* Up to `limit` names of the registry from `from` (a ZRANGEBYLEX bound:
+ * "-", "+", "[name" or "(name") in time order, or (desc) the other way. */
+static void rs_registry_range(rstore *rs, int desc, const char *from, int limit, rc_reply_fn *cb,
+                              void *priv)
+{
+    char key[KEY_MAX], count[UTIL_INT_MAX];
+    rs_slices_key(rs, key);
+    util_fmt_int(count, limit);
+    const char *argv[] = {desc ? "ZREVRANGEBYLEX" : "ZRANGEBYLEX", key, from, desc ? "-" : "+",
+                          "LIMIT", "0", count};
+    rc_command(rs->rc, key, cb, priv, 7, argv, NULL);
+}
+
+#define SETTLE_TRIES 40
+#define SETTLE_BACKOFF_MAX_MS 2000
+#define SETTLE_BATCH 256
+
+/* One step of a chain: a script on one slice, retried when Redis cannot be
+ * reached (every step is idempotent). */
+typedef struct step {
+    rs_script sc;
+    const int *which;
+    int nkeys, nargs;
+    char slice[TASK_SLICE_MAX];
+    char *args;             /* the arguments, each NUL-terminated (owned) */
+    size_t len, cap;
+} step;
+
+/* The steps recording one attempt, or (a batch) one settle step recording
+ * the attempts of several tasks of one home slice. */
+typedef struct chain {
+    rstore *rs;
+    store_attempt *a;       /* `one`, or an array (a batch) */
+    int n;
+    store_attempt one;
+    store_settled_fn *cb;   /* NULL: nobody waits (a spent pointer dropped) */
+    void *priv;
+    step steps[3];
+    int nsteps, at, tries;
+    struct event *retry_ev;
+    struct chain *next;     /* open batches of one settle call */
+} chain;
+
+static void chain_run(chain *c);
+
+static void chain_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    chain_run(arg);
+}
+
+static void chain_done(chain *c, const char *err)
+{
+    if (c->retry_ev) event_free(c->retry_ev);
+    for (int i = 0; i < c->n; i++)
+        if (c->cb) c->cb(c->a[i].owner, err, c->priv);
+    for (int i = 0; i < c->nsteps; i++) free(c->steps[i].args);
+    if (c->a != &c->one) free(c->a);
+    free(c);
+}
+
+static void chain_cb(redisReply *r, const char *err, void *priv)
+{
+    chain *c = priv;
+    rstore *rs = c->rs;
+    /* An error reply (a write refused: OOM, NOPERM, a slot mid-migration past
+     * the redis timeout) is a step not taken, like a lost connection: the
+     * chain must not go on to the next step, which may drop the lease that
+     * is all that still leads back to the task. */
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        err = rs_err(r, err);
+        if (++c->tries >= SETTLE_TRIES) {
+            /* the lease in Redis will expire and the task run again */
+            log_error("task %s%s: giving up recording attempt %d: %s", c->a[0].id,
+                      c->n > 1 ? " and others" : "", c->a[0].attempt, err);
+            chain_done(c, err);
+            return;
+        }
+        if (c->tries == 1)
+            log_warn_limited(&rs->warn, rs_now_ms(&rs->base),
+                             "task %s%s: recording attempt %d: %s (retrying)", c->a[0].id,
+                             c->n > 1 ? " and others" : "", c->a[0].attempt, err);
+        int64_t ms = 50LL << (c->tries < 6 ? c->tries : 6);
+        if (ms > SETTLE_BACKOFF_MAX_MS) ms = SETTLE_BACKOFF_MAX_MS;
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        if (!c->retry_ev) c->retry_ev = evtimer_new(rs->ev, chain_retry_cb, c);
+        evtimer_add(c->retry_ev, &tv);
+        return;
+    }
+    c->tries = 0;
+    if (c->steps[c->at].sc == SCRIPT_SETTLE && r->type == REDIS_REPLY_ARRAY) {
+        /* the tasks this step ended leave their queue's count */
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len)
+                qcount_add(rs, r->element[i]->str, -1);
+    }
+    if (++c->at < c->nsteps) chain_run(c);
+    else chain_done(c, NULL);
+}
+
+/* An id tickd never made names no slice: nothing to record. Answered from
+ * the loop, as every callback is. */
+static void chain_bad_id_cb(evutil_socket_t fd, short what, void *arg)
+{
+    chain *c = arg;
+    (void)fd, (void)what;
+    log_error("task %s: not an id tickd made (left leased)", c->a[0].id);
+    chain_done(c, "not an id tickd made");
+}
+
+static void chain_run(chain *c)
+{
+    if (c->nsteps == 0) {
+        struct timeval tv = {0, 0};
+        log_assert(event_base_once(c->rs->ev, -1, EV_TIMEOUT, chain_bad_id_cb, c, &tv) == 0);
+        return;
+    }
+    step *st = &c->steps[c->at];
+    rs_keys k;
+    const char *stack[64], **args = st->nargs <= 64 ? stack : xmalloc(sizeof(*args) * (size_t)st->nargs);
+    rs_keys_of(c->rs, st->slice, st->which, st->nkeys, &k);
+    for (int i = 0, at = 0; i < st->nargs; i++) {
+        args[i] = st->args + at;
+        at += (int)strlen(args[i]) + 1;
+    }
+    rs_eval(c->rs, 0, st->sc, st->nkeys, k.p, st->nargs, args, chain_cb, c);
+    if (args != stack) free(args);
+}
+
+static step *chain_step(chain *c, rs_script script, const char *slice, const int *which,
+                        int nkeys)
+{
+    step *st = &c->steps[c->nsteps++];
+    st->sc = script;
+    st->which = which;
+    st->nkeys = nkeys;
+    snprintf(st->slice, sizeof(st->slice), "%s", slice);
+    return st;
+}
+
+static void step_arg(step *st, const char *a, size_t n)
+{
+    if (st->len + n + 1 > st->cap) {
+        st->cap = (st->len + n + 1) * 2 + 64;
+        st->args = xrealloc(st->args, st->cap);
+    }
+    memcpy(st->args + st->len, a, n);
+    st->args[st->len + n] = '\0';
+    st->len += n + 1;
+    st->nargs++;
+}
+
+static void step_str(step *st, const char *s)
+{
+    step_arg(st, s, strlen(s));
+}
+
+static void step_int(step *st, long long v)
+{
+    char buf[UTIL_INT_MAX];
+    step_arg(st, buf, (size_t)util_fmt_int(buf, v));
+}
+
+static chain *chain_new(rstore *rs, const store_attempt *a, store_settled_fn *cb, void *priv)
+{
+    chain *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    c->one = *a;
+    c->a = &c->one;
+    c->n = 1;
+    c->cb = cb;
+    c->priv = priv;
+    return c;
+}
+
+static step *chain_settle_step(chain *c, const char *home)
+{
+    step *st = chain_step(c, SCRIPT_SETTLE, home, KEYS_SETTLE, 8);
+    char token[40];
+    step_int(st, c->rs->base.cfg->retention_ms);
+    step_int(st, c->rs->base.cfg->failed_retention_ms);
+    /* sent again unchanged when the answer is lost: settle.lua knows the
+     * tasks it ended itself, to count them off once */
+    snprintf(token, sizeof(token), "%lx%lx", (unsigned long)random(), (unsigned long)random());
+    step_str(st, token);
+    return st;
+}
+
+/* The settle step's record of attempt a (settle.lua takes groups of 8). */
+static void step_settle(step *st, const store_attempt *a, int local, const char *next_slice)
+{
+    static const char *names[] = {"ok", "fail", "retry", "release", "park", "expire"};
+    step_str(st, a->id);
+    step_str(st, names[a->outcome]);
+    step_int(st, a->attempt);
+    /* a success keeps its status only when something went wrong after it
+     * (the body cut off): the rest need not cost Redis the bytes */
+    if (a->status_code && (a->outcome != OUT_OK || a->err[0])) step_int(st, a->status_code);
+    else step_str(st, "");
+    step_str(st, a->err);
+    step_int(st, a->outcome == OUT_RETRY || a->outcome == OUT_PARK ? a->due_ms : 0);
+    step_int(st, local);
+    step_str(st, next_slice);
+    /* the history entry */
+    step_int(st, a->outcome == OUT_RELEASE || a->outcome == OUT_PARK ? 0 : a->sent_at_ms);
+    step_int(st, a->took_ms);
+    step_int(st, a->status_code);
+    step_arg(st, a->answer ? a->answer : "", a->answer ? a->answer_len : 0);
+}
+
+static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, int64_t to)
+{
+    /* a pointer added to a slice no add may have made: registered first
+     * (not waited for: a crash in between costs the listing, not the task) */
+    if (strcmp(op, "add") == 0) rs_register(c->rs, slice, NULL, NULL);
+    step *st = chain_step(c, SCRIPT_PTR, slice, KEYS_PTR, 3);
+    step_str(st, c->a[0].id);
+    step_str(st, op);
+    step_int(st, due);
+    step_int(st, to);
+}
+
+/* An attempt is recorded as ordered steps on one slice each. A crash between
+ * steps can repeat an attempt, never lose one: the retry's pointer is written
+ * before the home record says so, and the lease is dropped last. Outcomes
+ * that are one settle step in their home slice go as one call per home slice
+ * (at most SETTLE_BATCH each). */
+static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    chain *open = NULL;
+    for (int i = 0; i < n; i++) {
+        const store_attempt *a = &as[i];
+        char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1], next[TASK_SLICE_MAX] = "";
+        int64_t at;
+        if (task_id_parse(a->id, home, &at, key) != 0) {
+            chain_run(chain_new(rs, a, cb, priv));
+            continue;
+        }
+        int local = strcmp(a->src, home) == 0;
+        int moves = a->outcome == OUT_RETRY || a->outcome == OUT_PARK;
+        /* a retry waits in the slice of its due; a parked task in the
+         * present one, where the scan finds it when it may go (flow.h) */
+        if (a->outcome == OUT_RETRY) task_slice_name(a->due_ms, task_slice_bucket(home), next);
+        else if (moves) snprintf(next, sizeof(next), "%s", a->park_slice);
+        int one_step = local && (!moves || strcmp(next, home) == 0);
+        if (one_step) {
+            chain *c;
+            for (c = open; c; c = c->next)
+                if (strcmp(c->steps[0].slice, home) == 0 && c->n < SETTLE_BATCH) break;
+            if (!c) {
+                c = chain_new(rs, a, cb, priv);
+                c->a = xmalloc(sizeof(*c->a) * SETTLE_BATCH);
+                c->n = 0;
+                chain_settle_step(c, home);
+                c->next = open;
+                open = c;
+            }
+            c->a[c->n++] = *a;
+            step_settle(&c->steps[0], a, 1, "");
+            continue;
+        }
+        chain *c = chain_new(rs, a, cb, priv);
+        switch (a->outcome) {
+        case OUT_RETRY:
+        case OUT_PARK:
+            if (local && strcmp(next, home) == 0) {
+                step_settle(chain_settle_step(c, home), a, 1, "");
+            } else {
+                chain_ptr(c, next, "add", a->due_ms, a->timeout_ms);
+                step_settle(chain_settle_step(c, home), a, local, next);
+                if (!local && strcmp(next, a->src) != 0) chain_ptr(c, a->src, "done", 0, 0);
+            }
+            break;
+        case OUT_RELEASE:
+            step_settle(chain_settle_step(c, home), a, local, "");
+            if (!local) chain_ptr(c, a->src, "requeue", a->due_ms, 0);
+            break;
+        default:
+            step_settle(chain_settle_step(c, home), a, local, "");
+            if (!local) chain_ptr(c, a->src, "done", 0, 0);
+        }
+        chain_run(c);
+    }
+    while (open) {
+        chain *c = open;
+        open = c->next;
+        c->next = NULL;
+        chain_run(c);
+    }
+}
+
+/* A retry pointer whose task must not run (cancelled, settled by a
+ * duplicate): forget it, so the slice can drain. */
+static void rs_drop_ptr(rstore *rs, const char *id, const char *slice)
+{
+    store_attempt a = {.id = id, .src = slice, .err = ""};
+    chain *c = chain_new(rs, &a, NULL, NULL);
+    chain_ptr(c, slice, "done", 0, 0);
+    chain_run(c);
+}
+
+/* ---- claim ------------------------------------------------------------- */
+
+/* A claim whose reply held retry pointers: their records are fetched from
+ * the home slices before the claim is answered. */
+typedef struct claim_ctx {
+    rstore *rs;
+    int bucket;
+    int64_t minute;
+    char slice[TASK_SLICE_MAX];
+    store_claim_fn *cb;
+    void *priv;
+    store_claim res;
+    int fetching;
+    char *ids;              /* copies of the ids when fetching */
+} claim_ctx;
+
+typedef struct fetch_ctx {
+    claim_ctx *cl;
+    int i;
+} fetch_ctx;
+
+static void claim_answer(claim_ctx *cl)
+{
+    /* leases dropped while fetching are squeezed out */
+    int n = 0;
+    for (int i = 0; i < cl->res.n; i++)
+        if (cl->res.leases[i].id) cl->res.leases[n++] = cl->res.leases[i];
+    cl->res.n = n;
+    cl->cb(&cl->res, cl->priv);
+    free(cl->res.leases);
+    free(cl->ids);
+    free(cl);
+}
+
+/* The spec of a claimed task from its record (or its schema 1 spec). A
+ * record that cannot be read is handed on as it is: the callback refuses a
+ * spec that is not JSON, and the task fails with that error, visibly. */
+static char *rs_spec(const redisReply *r, const char *id)
+{
+    char *spec = task_rec_spec(r->str, r->len, id);
+    return spec ? spec : xstrndup(r->str, r->len);
+}
+
+static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
+{
+    fetch_ctx *f = priv;
+    claim_ctx *cl = f->cl;
+    store_lease *l = &cl->res.leases[f->i];
+    free(f);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING) {
+        /* the lease on the pointer expires and it is claimed again */
+        log_warn_limited(&cl->rs->warn, rs_now_ms(&cl->rs->base), "task %s: fetch failed: %s",
+                         l->id, rs_err(r, err));
+        l->id = NULL;
+    } else if (strcmp(r->element[0]->str, "ok") != 0 || r->elements != 4 ||
+               r->element[2]->type != REDIS_REPLY_STRING) {
+        /* cancelled, or settled by a duplicate: the pointer is spent */
+        rs_drop_ptr(cl->rs, l->id, cl->slice);
+        l->id = NULL;
+    } else {
+        l->attempt = (int)r->element[1]->integer;
+        l->spec = rs_spec(r->element[2], l->id);
+        if (r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len) {
+            /* this fetch committed a retry: the task counts again */
+            qcount_add(cl->rs, r->element[3]->str, 1);
+        }
+    }
+    if (--cl->fetching == 0) claim_answer(cl);
+}
+
+static void rs_claim_cb(redisReply *r, const char *err, void *priv)
+{
+    claim_ctx *cl = priv;
+    rstore *rs = cl->rs;
+    store_claim *res = &cl->res;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || (r->elements - 3) % 4) {
+        res->err = rs_err(r, err);
+        cl->cb(res, cl->priv);
+        free(cl);
+        return;
+    }
+    res->due_left = r->element[0]->integer;
+    res->run_left = r->element[1]->integer;
+    res->taken = (int)r->element[2]->integer;
+    res->n = (int)((r->elements - 3) / 4);
+    res->leases = xmalloc(sizeof(*res->leases) * (size_t)(res->n ? res->n : 1));
+    int pointers = 0;
+    size_t idbytes = 0;
+    for (int i = 0; i < res->n; i++) {
+        redisReply **e = &r->element[3 + 4 * i];
+        store_lease *l = &res->leases[i];
+        l->id = e[0]->str;
+        l->due_ms = e[1]->integer;
+        l->attempt = (int)e[2]->integer;
+        l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3], l->id) : NULL;
+        pointers += !l->spec;
+        idbytes += e[0]->len + 1;
+    }
+    if (!pointers) {
+        claim_answer(cl);
+        return;
+    }
+    /* the reply ends with this callback: the ids move to one block */
+    char *p = cl->ids = xmalloc(idbytes);
+    for (int i = 0; i < res->n; i++) {
+        size_t len = strlen(res->leases[i].id);
+        memcpy(p, res->leases[i].id, len + 1);
+        res->leases[i].id = p;
+        p += len + 1;
+    }
+    cl->fetching = pointers;
+    for (int i = 0; i < res->n; i++) {
+        store_lease *l = &res->leases[i];
+        char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+        int64_t at;
+        if (l->spec) continue;
+        if (task_id_parse(l->id, home, &at, key) != 0) {
+            log_error("claimed an id tickd did not make: %s (left leased)", l->id);
+            l->id = NULL;
+            if (--cl->fetching == 0) claim_answer(cl);
+            continue;
+        }
+        fetch_ctx *f = xmalloc(sizeof(*f));
+        rs_keys k;
+        f->cl = cl;
+        f->i = i;
+        char ret[UTIL_INT_MAX], fret[UTIL_INT_MAX];
+        rs_keys_of(rs, home, KEYS_HOME, 7, &k);
+        util_fmt_int(ret, s_cfg(rs)->retention_ms);
+        util_fmt_int(fret, s_cfg(rs)->failed_retention_ms);
+        const char *args[] = {l->id, cl->slice, ret, fret};
+        rs_eval(rs, 0, SCRIPT_FETCH, 7, k.p, 4, args, rs_fetch_cb, f);
+    }
+}
+
+static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
+                     void *priv)
+{
+    rstore *rs = RS(s);
+    char lookahead[UTIL_INT_MAX], lim[UTIL_INT_MAX], margin[UTIL_INT_MAX];
+    rs_keys k;
+    claim_ctx *cl = xcalloc(1, sizeof(*cl));
+    cl->rs = rs;
+    cl->bucket = bucket;
+    cl->minute = minute;
+    cl->cb = cb;
+    cl->priv = priv;
+    task_slice_name(minute * 60000, bucket, cl->slice);
+    rs_keys_of(rs, cl->slice, KEYS_CLAIM, 5, &k);
+    util_fmt_int(lookahead, s->cfg->lookahead_ms);
+    util_fmt_int(lim, limit);
+    util_fmt_int(margin, s->cfg->lease_margin_ms);
+    const char *args[] = {lookahead, lim, margin};
+    rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 3, args, rs_claim_cb, cl);
+}
+
+/* An error reply at start: 1 with err set (and *fatal when waiting cannot
+ * mend it: a refused user or command), 0 for any other reply. A node
+ * loading, a cluster failing over (CLUSTERDOWN, TRYAGAIN, MOVED to a node
+ * not known yet, READONLY from a demoted master) or a script running pass. */
+static int rs_reply_failed(const redisReply *r, const char *what, int *fatal, char *err,
+                           size_t errlen)
+{
+    if (r->type != REDIS_REPLY_ERROR) return 0;
+    /* not "ERR " as a whole: "ERR max number of clients reached" passes */
+    static const char *const lasting[] = {"NOPERM", "NOAUTH", "WRONGPASS",
+                                          "ERR unknown command", "ERR Error compiling"};
+    for (size_t i = 0; i < sizeof(lasting) / sizeof(*lasting); i++)
+        if (strncmp(r->str, lasting[i], strlen(lasting[i])) == 0) *fatal = 1;
+    snprintf(err, errlen, "%s: %s", what, r->str);
+    return 1;
+}
+
+/* ---- the backend's watch: eviction policy, memory, data markers --------- */
+
+/* tickd's promise is "stored before 201": a Redis that may evict keys, or
+ * that loses its data (restarted without persistence, flushed, failed over
+ * to a replica that never had it), breaks it without a word from Redis.
+ * Every redis.watch_ms each master is read:
+ *  - INFO memory (not CONFIG GET, which managed services rename or forbid):
+ *    a maxmemory-policy other than noeviction with maxmemory set may evict
+ *    tasks, and so does volatile-*: finished tasks and dead letters carry a
+ *    TTL. Unless redis.allow_eviction, adds are refused while one is found.
+ *  - its data marker, P:marker:{m<n>}, a random value written once with a
+ *    tag that hashes to one of the master's slots. It lives exactly as long
+ *    as that node keeps tickd's data: found gone or changed, the data went
+ *    with it. */
+#define WATCH_MARKERS 64
+#define WATCH_LOG_MS 60000
+#define WATCH_MEMORY_WARN 0.9
+
+typedef struct rs_node_mem {
+    int known;
+    int evicting;               /* policy may evict, and maxmemory is set */
+    double ratio;               /* used / maxmemory; 0: no limit */
+    char policy[32];
+    long long maxmemory;
+} rs_node_mem;
+
+typedef struct rs_marker {
+    char tag[16];               /* hash tag, "m<n>" */
+    char value[48];             /* as read or written last; "": not known yet */
+    int64_t seen_ms;            /* when value was last read back (wall clock) */
+    int pending;                /* a read is on its way */
+} rs_marker;
+
+typedef struct rs_watch {
+    struct event *ev;
+    rs_node_mem *mem;
+    int nmem;
+    rs_marker markers[WATCH_MARKERS];
+    int nmarkers;
+    char refusing[480];         /* why adds are refused; "": they are not */
+    int evicting;
+    double ratio;
+    uint64_t lost;
+    char lost_last[600];
+    int64_t lost_last_ms;
+    int64_t refuse_logged_ms, memory_logged_ms;
+} rs_watch;
+
+/* Reads the value, writing `ARGV[1]` when there is none: one call either way. */
+static const char marker_lua[] =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if not v then redis.call('SET', KEYS[1], ARGV[1]) end return v";
+
+static void rs_marker_key(const rstore *rs, const char *tag, char *out)
+{
+    snprintf(out, KEY_MAX, "%s:marker:{%s}", rs->prefix, tag);
+}
+
+static void rs_marker_value(char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%lld-%08lx%08lx", (long long)util_realtime_ms(),
+             (unsigned long)random(), (unsigned long)random());
+}
+
+/* One marker per master serving slots: the first "m<n>" on its slots. */
+static void rs_watch_tags(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    int nodes = rc_node_count(rs->rc);
+    for (int i = 0; i < nodes; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        char tag[16], key[KEY_MAX];
+        int found = 0;
+        for (int n = 0; n < 200000 && !found; n++) {
+            snprintf(tag, sizeof(tag), "m%d", n);
+            rs_marker_key(rs, tag, key);
+            found = rc_slot_node(rs->rc, rc_key_slot(key, strlen(key))) == i;
+        }
+        if (!found) continue;
+        int have = 0;
+        for (int m = 0; m < w->nmarkers && !have; m++) have = strcmp(w->markers[m].tag, tag) == 0;
+        if (have || w->nmarkers == WATCH_MARKERS) continue;
+        rs_marker *mk = &w->markers[w->nmarkers++];
+        *mk = (rs_marker){0};
+        snprintf(mk->tag, sizeof(mk->tag), "%s", tag);
+    }
+}
+
+/* A master was found without tickd's data: said once, counted, shown. */
+static void rs_data_lost(rstore *rs, const char *where, const char *what, int64_t seen_ms)
+{
+    rs_watch *w = rs->watch;
+    char seen[TZ_RFC3339_MAX], now[TZ_RFC3339_MAX], why[256];
+    const tz *utc = tz_get("UTC", why); /* built in */
+    int64_t t = util_realtime_ms();
+    tz_rfc3339(utc, t, now);
+    if (seen_ms) tz_rfc3339(utc, seen_ms, seen);
+    w->lost++;
+    w->lost_last_ms = t;
+    snprintf(w->lost_last, sizeof(w->lost_last),
+             "%s: tickd's data there is gone (%s%s%s): Redis restarted without persistence, "
+             "was flushed, or failed over to a replica that never had it; the tasks and "
+             "schedules stored there before %s are lost",
+             where, what, seen_ms ? "; last seen " : "", seen_ms ? seen : "", now);
+    log_error("store lost data: %s", w->lost_last);
+}
+
+typedef struct marker_ctx {
+    rstore *rs;
+    char tag[16];
+    char wrote[48];
+    int64_t sent_ms;
+} marker_ctx;
+
+static rs_marker *rs_marker_find(rs_watch *w, const char *tag)
+{
+    for (int m = 0; m < w->nmarkers; m++)
+        if (strcmp(w->markers[m].tag, tag) == 0) return &w->markers[m];
+    return NULL;
+}
+
+static void rs_marker_cb(redisReply *r, const char *err, void *priv)
+{
+    marker_ctx *c = priv;
+    rs_watch *w = c->rs->watch;
+    rs_marker *mk = w ? rs_marker_find(w, c->tag) : NULL;
+    (void)err;
+    if (!mk) goto done;
+    mk->pending = 0;
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) goto done;
+    const char *now = r->type == REDIS_REPLY_STRING ? r->str : c->wrote;
+    if (mk->value[0] && strcmp(mk->value, now) != 0) {
+        char key[KEY_MAX], where[300], what[200];
+        rs_marker_key(c->rs, mk->tag, key);
+        int node = rc_slot_node(c->rs->rc, rc_key_slot(key, strlen(key)));
+        snprintf(where, sizeof(where), "redis %s",
+                 node >= 0 && node < rc_node_count(c->rs->rc) ? rc_node_name(c->rs->rc, node)
+                                                             : "?");
+        snprintf(what, sizeof(what), "its marker %s was %s", key,
+                 r->type == REDIS_REPLY_NIL ? "missing" : "replaced");
+        rs_data_lost(c->rs, where, what, mk->seen_ms);
+    }
+    snprintf(mk->value, sizeof(mk->value), "%s", now);
+    mk->seen_ms = c->sent_ms;
+done:
+    free(c);
+}
+
+static void rs_marker_read(rstore *rs, rs_marker *mk)
+{
+    char key[KEY_MAX];
+    marker_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    c->sent_ms = util_realtime_ms();
+    snprintf(c->tag, sizeof(c->tag), "%s", mk->tag);
+    rs_marker_value(c->wrote, sizeof(c->wrote));
+    rs_marker_key(rs, mk->tag, key);
+    const char *argv[] = {"EVAL", marker_lua, "1", key, c->wrote};
+    mk->pending = 1;
+    rc_command(rs->rc, key, rs_marker_cb, c, 5, argv, NULL);
+}
+
+/* Parses INFO memory's maxmemory, maxmemory_policy and used_memory. */
+static void rs_node_mem_parse(const char *info, rs_node_mem *m)
+{
+    const char *p;
+    long long used = 0;
+    *m = (rs_node_mem){.known = 1};
+    if ((p = strstr(info, "\nused_memory:"))) used = strtoll(p + 13, NULL, 10);
+    if ((p = strstr(info, "\nmaxmemory:"))) m->maxmemory = strtoll(p + 11, NULL, 10);
+    if ((p = strstr(info, "\nmaxmemory_policy:")))
+        snprintf(m->policy, sizeof(m->policy), "%.*s", (int)strcspn(p + 18, "\r\n"), p + 18);
+    m->evicting = m->maxmemory > 0 && m->policy[0] && strcmp(m->policy, "noeviction") != 0;
+    m->ratio = m->maxmemory > 0 ? (double)used / (double)m->maxmemory : 0;
+}
+
+static void rs_evicting_msg(const char *node, const rs_node_mem *m, char *out, size_t outlen)
+{
+    snprintf(out, outlen,
+             "redis %s: maxmemory-policy %s with maxmemory %lld may evict tasks tickd "
+             "acknowledged; run CONFIG SET maxmemory-policy noeviction (and set it in "
+             "redis.conf), or accept the loss with redis.allow_eviction = true",
+             node, m->policy, m->maxmemory);
+}
+
+/* The masters' readings, taken together: what adds are refused for. */
+static void rs_watch_sum(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    const config *cfg = rs->base.cfg;
+    char first[sizeof(w->refusing)] = "";
+    int64_t now = util_realtime_ms();
+    w->evicting = 0;
+    w->ratio = 0;
+    for (int i = 0; i < w->nmem && i < rc_node_count(rs->rc); i++) {
+        rs_node_mem *m = &w->mem[i];
+        if (!m->known || !rc_node_serves(rs->rc, i)) continue;
+        if (m->ratio > w->ratio) w->ratio = m->ratio;
+        if (!m->evicting) continue;
+        if (!w->evicting++) rs_evicting_msg(rc_node_name(rs->rc, i), m, first, sizeof(first));
+    }
+    if (cfg->allow_eviction) first[0] = '\0';
+    if (first[0] && (!w->refusing[0] || now - w->refuse_logged_ms >= WATCH_LOG_MS)) {
+        log_error("adds refused: %s", first);
+        w->refuse_logged_ms = now;
+    } else if (!first[0] && w->refusing[0]) {
+        log_info("adds accepted again: no Redis master may evict keys now");
+    }
+    snprintf(w->refusing, sizeof(w->refusing), "%s", first);
+    if (w->ratio >= WATCH_MEMORY_WARN && now - w->memory_logged_ms >= WATCH_LOG_MS) {
+        log_warn("redis memory at %.0f%% of maxmemory: adds will be refused when it is full",
+                 w->ratio * 100);
+        w->memory_logged_ms = now;
+    }
+}
+
+typedef struct mem_ctx {
+    rstore *rs;
+    int node;
+} mem_ctx;
+
+static void rs_mem_cb(redisReply *r, const char *err, void *priv)
+{
+    mem_ctx *c = priv;
+    rs_watch *w = c->rs->watch;
+    (void)err;
+    if (w && r && r->type == REDIS_REPLY_STRING) {
+        if (c->node >= w->nmem) {
+            int n = rc_node_count(c->rs->rc);
+            if (n <= c->node) n = c->node + 1;
+            w->mem = xrealloc(w->mem, (size_t)n * sizeof(*w->mem));
+            memset(w->mem + w->nmem, 0, (size_t)(n - w->nmem) * sizeof(*w->mem));
+            w->nmem = n;
+        }
+        rs_node_mem_parse(r->str, &w->mem[c->node]);
+        rs_watch_sum(c->rs);
+    }
+    free(c);
+}
+
+static void rs_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rstore *rs = arg;
+    rs_watch *w = rs->watch;
+    (void)fd, (void)what;
+    int nodes = rc_node_count(rs->rc);
+    for (int i = 0; i < nodes; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        mem_ctx *c = xmalloc(sizeof(*c));
+        *c = (mem_ctx){rs, i};
+        const char *argv[] = {"INFO", "memory"};
+        rc_node_command(rs->rc, i, rs_mem_cb, c, 2, argv, NULL);
+    }
+    rs_watch_tags(rs);
+    for (int m = 0; m < w->nmarkers; m++)
+        if (!w->markers[m].pending) rs_marker_read(rs, &w->markers[m]);
+}
+
+/* At start, before anything is written: the policies (an evicting master
+ * refuses the start unless allowed). */
+static int rs_watch_init(rstore *rs, int *fatal, char *err, size_t errlen)
+{
+    rs_watch *w = rs->watch = xcalloc(1, sizeof(*rs->watch));
+    const config *cfg = rs->base.cfg;
+    *fatal = 0;
+    int nodes = rc_node_count(rs->rc);
+    w->mem = xcalloc((size_t)(nodes > 0 ? nodes : 1), sizeof(*w->mem));
+    w->nmem = nodes;
+    for (int i = 0; i < nodes; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        redisReply *r = rc_sync_node_command(rs->rc, i, err, errlen, "INFO memory");
+        if (!r) return -1; /* a master down: waiting may mend it */
+        if (r->type != REDIS_REPLY_STRING) {
+            char what[KEY_MAX + 32];
+            snprintf(what, sizeof(what), "redis %s: INFO memory", rc_node_name(rs->rc, i));
+            if (!rs_reply_failed(r, what, fatal, err, errlen))
+                snprintf(err, errlen, "%s: unexpected reply", what);
+            freeReplyObject(r);
+            return -1;
+        }
+        rs_node_mem_parse(r->str, &w->mem[i]);
+        freeReplyObject(r);
+        rs_node_mem *m = &w->mem[i];
+        char msg[480];
+        if (m->evicting) {
+            rs_evicting_msg(rc_node_name(rs->rc, i), m, msg, sizeof(msg));
+            if (!cfg->allow_eviction) {
+                *fatal = 1;
+                snprintf(err, errlen, "%s", msg);
+                return -1;
+            }
+            log_warn("redis.allow_eviction = true: %s", msg);
+        } else if (m->maxmemory == 0 && strcmp(m->policy, "noeviction") != 0) {
+            log_warn("redis %s: maxmemory-policy %s would evict tasks once maxmemory is set; "
+                     "set noeviction", rc_node_name(rs->rc, i), m->policy);
+        }
+    }
+    rs_watch_sum(rs);
+    return 0;
+}
+
+/* At start, once the keyspace is checked: each master's marker, read or
+ * written. */
+static int rs_watch_markers(rstore *rs, char *err, size_t errlen)
+{
+    rs_watch *w = rs->watch;
+    rs_watch_tags(rs);
+    for (int m = 0; m < w->nmarkers; m++) {
+        rs_marker *mk = &w->markers[m];
+        char key[KEY_MAX], v[48];
+        rs_marker_key(rs, mk->tag, key);
+        rs_marker_value(v, sizeof(v));
+        redisReply *r = rc_sync_command(rs->rc, key, err, errlen, "EVAL %s 1 %s %s", marker_lua,
+                                        key, v);
+        if (!r) return -1;
+        if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL) {
+            snprintf(err, errlen, "%s: %s", key,
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            freeReplyObject(r);
+            return -1;
+        }
+        snprintf(mk->value, sizeof(mk->value), "%s", r->type == REDIS_REPLY_STRING ? r->str : v);
+        mk->seen_ms = util_realtime_ms();
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+static void rs_watch_start(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    int64_t ms = rs->base.cfg->watch_ms;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    w->ev = event_new(rs->ev, -1, EV_PERSIST, rs_watch_cb, rs);
+    log_assert(w->ev && event_add(w->ev, &tv) == 0);
+}
+
+/* Read everything now (a watermark found gone). */
+static void rs_watch_kick(rstore *rs)
+{
+    if (rs->watch && rs->watch->ev) event_active(rs->watch->ev, EV_TIMEOUT, 0);
+}
+
+static void rs_watch_free(rstore *rs)
+{
+    rs_watch *w = rs->watch;
+    if (!w) return;
+    if (w->ev) event_free(w->ev);
+    free(w->mem);
+    free(w);
+    rs->watch = NULL;
+}
+
+/* A write refused while a master may evict (schedules, moves, settings: as
+ * adds are), answered from the loop as the store's contract wants. */
+typedef enum { REFUSE_SCH, REFUSE_MOVE, REFUSE_FLOW } refuse_kind;
+typedef struct refused {
+    refuse_kind kind;
+    void *cb, *priv;
+    char why[sizeof(((rs_watch *)0)->refusing)];
+} refused;
+
+static void rs_refused_cb(evutil_socket_t fd, short what, void *arg)
+{
+    refused *r = arg;
+    (void)fd, (void)what;
+    switch (r->kind) {
+    case REFUSE_SCH: ((store_sch_fn *)r->cb)(ST_UNAVAILABLE, NULL, r->why, r->priv); break;
+    case REFUSE_MOVE: ((store_cancel_fn *)r->cb)(ST_UNAVAILABLE, r->why, r->priv); break;
+    case REFUSE_FLOW: ((store_flow_done_fn *)r->cb)(0, r->why, r->priv); break;
+    }
+    free(r);
+}
+
+/* 1 (and the callback answered later) when writes are refused now. */
+static int rs_refuse(rstore *rs, refuse_kind kind, void *cb, void *priv)
+{
+    if (!rs->watch || !rs->watch->refusing[0]) return 0;
+    refused *r = xmalloc(sizeof(*r));
+    *r = (refused){kind, cb, priv, ""};
+    snprintf(r->why, sizeof(r->why), "%s", rs->watch->refusing);
+    struct timeval tv = {0, 0};
+    log_assert(event_base_once(rs->ev, -1, EV_TIMEOUT, rs_refused_cb, r, &tv) == 0);
+    return 1;
+}
+
+static void rs_alerts(const store *s, store_alerts *out)
+{
+    const rs_watch *w = RS(s)->watch;
+    if (!w) return;
+    out->refusing = w->refusing[0] ? w->refusing : NULL;
+    out->evicting = w->evicting;
+    out->memory_ratio = w->ratio;
+    out->data_lost = w->lost;
+    out->data_lost_last = w->lost ? w->lost_last : NULL;
+    out->data_lost_last_ms = w->lost_last_ms;
+}
+
+/* ---- watermarks -------------------------------------------------------- */
+
+typedef struct wm_ctx {
+    rstore *rs;
+    int bucket;
+    store_wm_fn *cb;
+    void *priv;
+} wm_ctx;
+
+static wm_ctx *wm_ctx_new(rstore *rs, int bucket, store_wm_fn *cb, void *priv)
+{
+    wm_ctx *w = xmalloc(sizeof(*w));
+    *w = (wm_ctx){rs, bucket, cb, priv};
+    return w;
+}
+
+static void rs_ignore_cb(redisReply *r, const char *err, void *priv)
+{
+    (void)r, (void)err, (void)priv;
+}
+
+static void rs_wm_get_cb(redisReply *r, const char *err, void *priv)
+{
+    wm_ctx *w = priv;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        w->cb(-1, rs_err(r, err), w->priv);
+    } else if (r->type == REDIS_REPLY_STRING) {
+        w->cb(strtoll(r->str, NULL, 10), NULL, w->priv);
+    } else {
+        /* deleted under us (wm_init set it): start again a minute back */
+        char key[KEY_MAX], v[UTIL_INT_MAX];
+        int64_t wm = rs_now_ms(&w->rs->base) / 60000 - 1;
+        rs_wm_key(w->rs, w->bucket, key);
+        log_error("%s is missing; scanning from minute %lld on", key, (long long)wm);
+        /* its node may have lost everything: the markers tell */
+        rs_watch_kick(w->rs);
+        util_fmt_int(v, wm);
+        const char *argv[] = {"SET", key, v, "NX"};
+        rc_command(w->rs->rc, key, rs_ignore_cb, NULL, 4, argv, NULL);
+        w->cb(wm, NULL, w->priv);
+    }
+    free(w);
+}
+
+static void rs_wm_get(store *s, int bucket, store_wm_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX];
+    rs_wm_key(rs, bucket, key);
+    const char *argv[] = {"GET", key};
+    rc_command(rs->rc, key, rs_wm_get_cb, wm_ctx_new(rs, bucket, cb, priv), 2, argv, NULL);
+}
+
+static void rs_wm_advance_cb(redisReply *r, const char *err, void *priv)
+{
+    wm_ctx *w = priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) w->cb(-1, rs_err(r, err), w->priv);
+    else w->cb(r->integer, NULL, w->priv);
+    free(w);
+}
+
+static void rs_wm_advance(store *s, int bucket, int64_t from, int64_t to, store_wm_fn *cb,
+                          void *priv)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX], from_s[UTIL_INT_MAX], to_s[UTIL_INT_MAX];
+    rs_wm_key(rs, bucket, key);
+    util_fmt_int(from_s, from);
+    util_fmt_int(to_s, to);
+    const char *keys[] = {key};
+    const char *args[] = {from_s, to_s};
+    rs_eval(rs, 0, SCRIPT_WM, 1, keys, 2, args, rs_wm_advance_cb, wm_ctx_new(rs, bucket, cb, priv));
+}
+
+/* A new keyspace starts scanning at `minute`; an existing one keeps its
+ * watermark, however old: that is the catch-up. */
+static int rs_wm_init(store *s, int64_t minute, char *err, size_t errlen)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX], metakey[KEY_MAX];
+    int nodes = rc_node_count(rs->rc);
+    char (*gone)[200] = xcalloc((size_t)(nodes > 0 ? nodes : 1), sizeof(*gone));
+    int rc = -1;
+    for (int b = 0; b < rs->buckets; b++) {
+        rs_wm_key(rs, b, key);
+        redisReply *r = rc_sync_command(rs->rc, key, err, errlen, "SET %s %lld NX", key,
+                                        (long long)minute);
+        if (!r) goto done;
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "%s: %s", key, r->str);
+            freeReplyObject(r);
+            goto done;
+        }
+        /* once a keyspace has its watermarks (P:meta's wm), none is ever
+         * deleted: one missing went with its node's data */
+        int node = rc_slot_node(rs->rc, rc_key_slot(key, strlen(key)));
+        if (r->type == REDIS_REPLY_STATUS && rs->meta_wm && node >= 0 && node < nodes) {
+            size_t n = strlen(gone[node]);
+            snprintf(gone[node] + n, sizeof(gone[node]) - n, "%s%d", n ? ", " : "", b);
+        }
+        freeReplyObject(r);
+    }
+    rs_meta_key(rs, metakey);
+    redisReply *r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s wm 1", metakey);
+    if (!r) goto done;
+    rc = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+    if (rc) snprintf(err, errlen, "%s: %s", metakey, r->str);
+    freeReplyObject(r);
+done:
+    /* said even when a later write failed: the ones written are not missing
+     * any more at the next try */
+    for (int i = 0; i < nodes; i++) {
+        char what[300];
+        if (!gone[i][0]) continue;
+        snprintf(what, sizeof(what), "the watermarks of buckets %s were missing at start", gone[i]);
+        rs_data_lost(rs, rc_node_name(rs->rc, i), what, 0);
+    }
+    free(gone);
+    return rc;
+}
+
+/* ---- clock, health ----------------------------------------------------- */
+
+static void rs_time_cb(redisReply *r, const char *err, void *priv)
+{
+    rstore *rs = priv;
+    (void)err;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                           strtoll(r->element[1]->str, NULL, 10) / 1000;
+        /* the reply took a loopback round trip at most: good to the ms */
+        rs->clock_offset_ms = redis_ms - util_mono_ms();
+    }
+}
+
+static void rs_sync_clock(store *s)
+{
+    const char *argv[] = {"TIME"};
+    rc_node_command(RS(s)->rc, 0, rs_time_cb, RS(s), 1, argv, NULL);
+}
+
+typedef struct health_ctx {
+    store_health_fn *cb;
+    void *priv;
+    int pending;            /* replies still to come */
+    int failed;
+    char err[200];          /* the first failure */
+} health_ctx;
+
+static void rs_health_cb(redisReply *r, const char *err, void *priv)
+{
+    health_ctx *h = priv;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        if (!h->failed) snprintf(h->err, sizeof(h->err), "%s", rs_err(r, err));
+        h->failed = 1;
+    }
+    if (--h->pending == 0) {
+        h->cb(!h->failed, h->failed ? h->err : NULL, h->priv);
+        free(h);
+    }
+}
+
+static void rs_health(store *s, store_health_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    health_ctx *h = xcalloc(1, sizeof(*h));
+    const char *argv[] = {"PING"};
+    int n = rc_node_count(rs->rc);
+    h->cb = cb;
+    h->priv = priv;
+    /* no answer runs before this returns (rcluster's contract), so the
+     * count can grow while sending */
+    for (int i = 0; i < n; i++) {
+        if (!rc_node_serves(rs->rc, i)) continue;
+        h->pending++;
+        rc_node_command(rs->rc, i, rs_health_cb, h, 1, argv, NULL);
+    }
+    if (h->pending == 0) {
+        h->pending = 1;
+        rc_node_command(rs->rc, 0, rs_health_cb, h, 1, argv, NULL);
+    }
+}
+
+/* ---- counting scheduled tasks ------------------------------------------ */
+
+/* Every due entry lives in a slice at or after its bucket's watermark (the
+ * oldest slice not drained): the count walks the registry from the oldest
+ * watermark on, COUNT_CHUNK names at a time, and adds each slice's
+ * ZCARD :due less SCARD :del (cancelled, not yet dropped). One command pair
+ * per slice holding tasks, nothing per task. */
+#define COUNT_CHUNK 512
+
+typedef struct count_ctx {
+    rstore *rs;
+    store_count_fn *cb;
+    void *priv;
+    int64_t n, min_wm;             /* the oldest watermark (-1: a bucket has none) */
+    int waiting, failed;
+    char last[TASK_SLICE_MAX];     /* the walk is past this slice ("": at the start) */
+    char err[200];
+    int chunk_full;
+} count_ctx;
+
+static void count_chunk(count_ctx *c);
+
+static void count_step_done(count_ctx *c)
+{
+    if (--c->waiting > 0) return;
+    if (c->failed) {
+        c->cb(-1, c->err, c->priv);
+        free(c);
+    } else if (c->chunk_full) {
+        count_chunk(c);
+    } else {
+        c->cb(c->n, NULL, c->priv);
+        free(c);
+    }
+}
+
+static void count_fail(count_ctx *c, redisReply *r, const char *err)
+{
+    if (!c->failed) snprintf(c->err, sizeof(c->err), "%s", rs_err(r, err));
+    c->failed = 1;
+}
+
+static void count_card_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) count_fail(c, r, err);
+    else c->n += r->integer;
+    count_step_done(c);
+}
+
+static void count_del_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) count_fail(c, r, err);
+    else c->n -= r->integer;
+    count_step_done(c);
+}
+
+static void count_names_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    rstore *rs = c->rs;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        count_fail(c, r, err);
+        c->waiting = 1;
+        count_step_done(c);
+        return;
+    }
+    c->chunk_full = r->elements == COUNT_CHUNK;
+    c->waiting = 1; /* this callback's own, ended below */
+    for (size_t i = 0; i < r->elements; i++) {
+        const char *name = r->element[i]->str;
+        if (!name || strlen(name) >= TASK_SLICE_MAX) continue;
+        char due[KEY_MAX], del[KEY_MAX];
+        rs_key(rs, name, K_DUE, due);
+        rs_key(rs, name, K_DEL, del);
+        const char *zc[] = {"ZCARD", due}, *sc[] = {"SCARD", del};
+        c->waiting += 2;
+        rc_command(rs->rc, due, count_card_cb, c, 2, zc, NULL);
+        rc_command(rs->rc, del, count_del_cb, c, 2, sc, NULL);
+        snprintf(c->last, sizeof(c->last), "%s", name);
+    }
+    count_step_done(c);
+}
+
+static void count_chunk(count_ctx *c)
+{
+    char from[TASK_SLICE_MAX + 2];
+    if (c->last[0]) {
+        snprintf(from, sizeof(from), "(%s", c->last);
+    } else if (c->min_wm >= 0) {
+        /* "YYYYMMDDHHMM": before every slice of that minute */
+        char name[TASK_SLICE_MAX];
+        task_slice_name(c->min_wm * 60000, 0, name);
+        snprintf(from, sizeof(from), "[%.*s", (int)strcspn(name, "."), name);
+    } else {
+        snprintf(from, sizeof(from), "-");
+    }
+    c->waiting = 1;
+    rs_registry_range(c->rs, 0, from, COUNT_CHUNK, count_names_cb, c);
+}
+
+static void count_wm_cb(redisReply *r, const char *err, void *priv)
+{
+    count_ctx *c = priv;
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+        count_fail(c, r, err);
+    } else {
+        /* a bucket with no watermark yet (-1): from the registry's start */
+        int64_t wm = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+        if (wm < c->min_wm) c->min_wm = wm;
+    }
+    if (--c->waiting > 0) return;
+    if (c->failed) {
+        c->cb(-1, c->err, c->priv);
+        free(c);
+        return;
+    }
+    count_chunk(c);
+}
+
+static void rs_count(store *s, store_count_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    count_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = rs;
+    c->cb = cb;
+    c->priv = priv;
+    c->min_wm = INT64_MAX;
+    c->waiting = rs->buckets;
+    for (int b = 0; b < rs->buckets; b++) {
+        char key[KEY_MAX];
+        rs_wm_key(rs, b, key);
+        const char *argv[] = {"GET", key};
+        rc_command(rs->rc, key, count_wm_cb, c, 2, argv, NULL);
+    }
+}
+
+static void rs_counters(const store *s, store_counters *out)
+{
+    rc_counters(RS(s)->rc, &out->errors, &out->reconnects);
+}
+
+static void rs_stats(const store *s, cJSON *obj)
+{
+    (void)s, (void)obj;
+}
+
+/* ---- API operations ---------------------------------------------------- */
+
+typedef struct store_op {
+    rstore *rs;
+    struct store_op *next; /* add: the next op of its batch */
+    task_input t;          /* add: borrowed spec */
+    char id[TASK_ID_MAX];
+    char slice[TASK_SLICE_MAX];
+    char due[UTIL_INT_MAX], to[UTIL_INT_MAX]; /* add: due_ms and timeout_ms as the script takes them */
+    int64_t end_ms;        /* add: end of the home slice's minute */
+    int tries;
+    int exists;
+    void *cb;
+    void *priv;
+    char *state;           /* add: the task's state JSON, kept for the WAIT */
+} store_op;
+
+/* ---- add: gathered per slice ------------------------------------------- */
+
+/* The adds that reach the store in one loop turn go to Redis as one add.lua
+ * call per home slice (and lane), at most STORE_ADD_MAX tasks each, sent
+ * once the turn's requests have all been read (rs_add_flush_cb). Under
+ * load that is one script call and one round trip for many tasks. */
+#define STORE_ADD_MAX 256
+
+struct store_add_batch {
+    struct store_add_batch *next;   /* open batches of this turn */
+    rstore *rs;
+    char slice[TASK_SLICE_MAX];
+    int lane;
+    int n;
+    store_op *ops, **tail;
+    int touch_failed;               /* the write its WAIT was to cover failed */
+    rc_conn conn;                   /* the connection its add was answered on */
+};
+
+static void rs_add_send(store_op *op);
+
+/* Answer an add. An unavailable one names its id only when it was written
+ * but not confirmed (err then says so in full). A fresh task is told to the
+ * listener first. */
+static void rs_add_done(store_op *op, store_status st, const char *state, const char *err)
+{
+    store *s = &op->rs->base;
+    if (st == ST_OK && s->added) s->added(task_slice_bucket(op->slice), op->t.due_ms, s->added_priv);
+    ((store_add_fn *)op->cb)(st, st == ST_UNAVAILABLE && !op->state ? NULL : op->id, state, err,
+                             op->priv);
+    free(op->state);
+    free(op);
+}
+
+static void rs_add_fail_all(store_op *ops, const char *err)
+{
+    for (store_op *op = ops, *next; op; op = next) {
+        next = op->next;
+        rs_add_done(op, ST_UNAVAILABLE, NULL, err);
+    }
+}
+
+static void rs_wait_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    const config *cfg = b->ops->rs->base.cfg;
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer >= cfg->wait_replicas;
+    int ok_stored = ok && !b->touch_failed;
+    char why[300];
+    snprintf(why, sizeof(why), "stored on the master but not confirmed by %lld replica%s "
+             "within %lld ms (%s); POST it again, the same key and execute_at is idempotent",
+             (long long)cfg->wait_replicas, cfg->wait_replicas == 1 ? "" : "s",
+             (long long)cfg->wait_timeout_ms,
+             r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : rs_err(r, err));
+    for (store_op *op = b->ops, *next; op; op = next) {
+        next = op->next;
+        if (op->exists ? ok_stored : ok)
+            rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, op->state, NULL);
+        else
+            rs_add_done(op, ST_UNAVAILABLE, NULL, why);
+    }
+    free(b);
+}
+
+static void rs_wait_send(store_add_batch *b)
+{
+    rstore *rs = b->ops->rs;
+    char n[UTIL_INT_MAX], ms[UTIL_INT_MAX];
+    util_fmt_int(n, rs->base.cfg->wait_replicas);
+    util_fmt_int(ms, rs->base.cfg->wait_timeout_ms);
+    const char *argv[] = {"WAIT", n, ms};
+    rc_command_on(rs->rc, b->conn, rs_wait_cb, b, 3, argv, NULL);
+}
+
+static void rs_touch_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    (void)err;
+    if (!r || r->type == REDIS_REPLY_ERROR) b->touch_failed = 1;
+    rs_wait_send(b);
+}
+
+static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
+{
+    store_add_batch *b = priv;
+    store_op *ops = b->ops;
+    rstore *rs = ops->rs;
+
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "STALE", 5) == 0) {
+        /* the minute turned while the requests were on their way: re-slice */
+        for (store_op *op = ops, *next; op; op = next) {
+            next = op->next;
+            if (++op->tries < 3) rs_add_send(op);
+            else rs_add_done(op, ST_UNAVAILABLE, NULL, r->str);
+        }
+        free(b);
+        return;
+    }
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 * (size_t)b->n) {
+        rs_add_fail_all(ops, rs_err(r, err));
+        free(b);
+        return;
+    }
+    int fresh = 0;
+    size_t i = 0;
+    for (store_op *op = ops; op; op = op->next, i += 2) {
+        op->exists = r->element[i]->integer == 0;
+        fresh += !op->exists;
+        if (!op->exists) qcount_add(rs, op->t.queue, 1);
+    }
+    if (rs->base.cfg->wait_replicas > 0) {
+        /* WAIT counts the writes of its own connection: it goes on the
+         * connection this answer came on, or fails (a resend on another
+         * would confirm nothing). An id found stored was written by another
+         * call, perhaps this one sent before on a connection since lost: a
+         * write of this connection behind it, on the same master, makes the
+         * WAIT cover it too. */
+        char key[KEY_MAX];
+        b->conn = rc_reply_conn(rs->rc);
+        i = 0;
+        for (store_op *op = ops; op; op = op->next, i += 2)
+            op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
+        if (fresh == b->n) {
+            rs_wait_send(b);
+            return;
+        }
+        rs_key(rs, ops->slice, K_WAIT, key);
+        const char *touch[] = {"SET", key, "1", "PX", "60000"};
+        rc_command_on(rs->rc, b->conn, rs_touch_cb, b, 5, touch, NULL);
+        return;
+    }
+    i = 0;
+    for (store_op *op = ops, *next; op; op = next, i += 2) {
+        next = op->next;
+        rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, r->element[i + 1]->str, NULL);
+    }
+    free(b);
+}
+
+static void rs_add_batch_send_now(void *priv);
+
+/* A batch goes to its slice once the slice is in the registry. */
+static void rs_add_batch_send(rstore *rs, store_add_batch *b)
+{
+    b->rs = rs;
+    rs_register(rs, b->slice, rs_add_batch_send_now, b);
+}
+
+static void rs_add_batch_send_now(void *priv)
+{
+    store_add_batch *b = priv;
+    rstore *rs = b->rs;
+    rs_keys k;
+    char end[UTIL_INT_MAX], grace[UTIL_INT_MAX];
+    rs_keys_of(rs, b->slice, KEYS_ADD, 3, &k);
+    util_fmt_int(end, b->ops->end_ms);
+    /* half the scan's grace: the add refuses a slice well before the scan
+     * may pass it, so no clock difference between replicas loses a task */
+    util_fmt_int(grace, rs->base.cfg->slice_grace_ms / 2);
+    const char *args[2 + 6 * STORE_ADD_MAX];
+    int n = 0;
+    args[n++] = end;
+    args[n++] = grace;
+    for (store_op *op = b->ops; op; op = op->next) {
+        args[n++] = op->id;
+        args[n++] = op->t.rec;
+        args[n++] = op->due;
+        args[n++] = op->to;
+        args[n++] = op->t.queue;
+        /* fresh (lib.lua) when no re-POST can name it and it is due when it
+         * asked; a key given that looks like one tickd makes may name one */
+        if (op->t.key_generated)
+            args[n++] = op->t.due_ms == op->t.execute_at_ms ? "f" : "k";
+        else
+            args[n++] = task_key_looks_random(op->t.key) ? "c" : "k";
+    }
+    /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
+     * of its own connection, and blocks none but that one */
+    rs_eval(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, rs_add_batch_cb, b);
+}
+
+static void rs_add_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    rstore *rs = arg;
+    store_add_batch *list = rs->adds;
+    (void)fd;
+    (void)what;
+    rs->adds = NULL;
+    rs->add_bucket = (rs->add_bucket + 1) % rs->buckets;
+    for (store_add_batch *b = list, *next; b; b = next) {
+        next = b->next;
+        b->next = NULL;
+        /* a Redis that may evict: nothing is written that it could lose
+         * (a batch past STORE_ADD_MAX was gathered while refusing) */
+        if (rs->watch->refusing[0] || b->n > STORE_ADD_MAX) {
+            rs_add_fail_all(b->ops, rs->watch->refusing[0] ? rs->watch->refusing
+                                                           : "adds refused while Redis may evict");
+            free(b);
+            continue;
+        }
+        rs_add_batch_send(rs, b);
+    }
+}
+
+static void rs_add_send(store_op *op)
+{
+    rstore *rs = op->rs;
+    const config *cfg = rs->base.cfg;
+    int64_t now = op->t.home_now_ms ? op->t.home_now_ms : rs_now_ms(&rs->base);
+    int64_t home = task_home_ms(op->t.execute_at_ms, now, cfg->slice_grace_ms);
+    int lane = cfg->wait_replicas > 0;
+    store_add_batch *b;
+
+    /* A given key picks its bucket (so that a re-POST finds its id); a task
+     * without one goes to the bucket of this loop turn, so that the turn's
+     * adds share one slice and one script call. The bucket turns with each
+     * turn: over time they spread evenly, as the key hashes do. */
+    int bucket = op->t.key_generated ? rs->add_bucket : task_bucket(op->t.key, rs->buckets);
+    task_slice_name(home, bucket, op->slice);
+    task_id_make(op->slice, op->t.execute_at_ms, op->t.key, op->id, sizeof(op->id));
+    util_fmt_int(op->due, op->t.due_ms);
+    util_fmt_int(op->to, op->t.timeout_ms);
+    op->end_ms = (home / 60000 + 1) * 60000;
+    op->next = NULL;
+
+    for (b = rs->adds; b; b = b->next)
+        if (b->lane == lane && strcmp(b->slice, op->slice) == 0) break;
+    if (!b) {
+        b = xcalloc(1, sizeof(*b));
+        memcpy(b->slice, op->slice, sizeof(b->slice));
+        b->lane = lane;
+        b->tail = &b->ops;
+        b->next = rs->adds;
+        if (!rs->adds) event_active(rs->flush_ev, EV_READ, 0);
+        rs->adds = b;
+    }
+    *b->tail = op;
+    b->tail = &op->next;
+    if (++b->n == STORE_ADD_MAX && !rs->watch->refusing[0]) {
+        /* full: on its way now, so Redis works while the turn goes on */
+        store_add_batch **pp = &rs->adds;
+        while (*pp != b) pp = &(*pp)->next;
+        *pp = b->next;
+        b->next = NULL;
+        rs_add_batch_send(rs, b);
+    }
+}
+
+static void rs_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
+{
+    store_op *op = xcalloc(1, sizeof(*op));
+    op->rs = RS(s);
+    op->t = *t;
+    op->cb = (void *)cb;
+    op->priv = priv;
+    rs_add_send(op);
+}
+
+/* A new operation on the task `id`, in its home slice. An id tickd never made
+ * names no slice: it is looked up in the slice of minute 0, which holds
+ * nothing, so it is answered "unknown" from Redis like any other. */
+static store_op *rs_op_for_id(rstore *rs, const char *id, void *cb, void *priv)
+{
+    store_op *op = xcalloc(1, sizeof(*op));
+    char key[TASK_KEY_MAX + 1];
+    int64_t at;
+    op->rs = rs;
+    op->cb = cb;
+    op->priv = priv;
+    if (task_id_parse(id, op->slice, &at, key) != 0)
+        snprintf(op->slice, sizeof(op->slice), "000000000000.0");
+    return op;
+}
+
+static void rs_get_cb(redisReply *r, const char *err, void *priv)
+{
+    store_op *op = priv;
+    store_get_fn *cb = (store_get_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || (r->elements != 2 && r->elements != 0))
+        cb(ST_UNAVAILABLE, NULL, NULL, rs_err(r, err), op->priv);
+    else if (r->elements == 0 || r->element[0]->type != REDIS_REPLY_STRING ||
+             r->element[1]->type != REDIS_REPLY_STRING)
+        cb(ST_NOTFOUND, NULL, NULL, NULL, op->priv);
+    else {
+        char *spec = task_rec_spec(r->element[0]->str, r->element[0]->len, op->id);
+        if (spec) cb(ST_OK, spec, r->element[1]->str, NULL, op->priv);
+        else cb(ST_UNAVAILABLE, NULL, NULL, "stored task record unreadable", op->priv);
+        free(spec);
+    }
+    free(op);
+}
+
+static void rs_get(store *s, const char *id, store_get_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    rs_keys k;
+    store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
+    snprintf(op->id, sizeof(op->id), "%s", id);
+    rs_keys_of(rs, op->slice, KEYS_HOME, 2, &k);
+    const char *args[] = {id};
+    rs_eval(rs, 0, SCRIPT_GET, 2, k.p, 1, args, rs_get_cb, op);
+}
+
+static void rs_cancel_cb(redisReply *r, const char *err, void *priv)
+{
+    store_op *op = priv;
+    store_cancel_fn *cb = (store_cancel_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        cb(ST_UNAVAILABLE, rs_err(r, err), op->priv);
+    else if (strcmp(r->element[0]->str, "ok") == 0) {
+        if (r->elements > 1 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len) {
+            qcount_add(op->rs, r->element[1]->str, -1);
+        }
+        cb(ST_OK, NULL, op->priv);
+    }
+    else if (strcmp(r->element[0]->str, "notfound") == 0)
+        cb(ST_NOTFOUND, NULL, op->priv);
+    else
+        cb(ST_CONFLICT, r->elements > 1 && r->element[1]->str ? r->element[1]->str : "", op->priv);
+    free(op);
+}
+
+static void rs_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char ret[UTIL_INT_MAX];
+    rs_keys k;
+    store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
+    char fret[UTIL_INT_MAX];
+    rs_keys_of(rs, op->slice, KEYS_HOME, 7, &k);
+    util_fmt_int(ret, s->cfg->retention_ms);
+    util_fmt_int(fret, s->cfg->failed_retention_ms);
+    const char *args[] = {id, ret, fret};
+    rs_eval(rs, 0, SCRIPT_CANCEL, 7, k.p, 3, args, rs_cancel_cb, op);
+}
+
+/* ---- schedules ---------------------------------------------------------- */
+
+typedef struct sch_op {
+    void *cb, *priv;
+    int list;                  /* answers a list (store_sch_list_fn) */
+    char id[SCHED_ID_MAX];
+} sch_op;
+
+static store_status rs_sch_status(const char *s)
+{
+    if (strcmp(s, "ok") == 0) return ST_OK;
+    if (strcmp(s, "exists") == 0) return ST_EXISTS;
+    if (strcmp(s, "conflict") == 0) return ST_CONFLICT;
+    return ST_NOTFOUND;
+}
+
+static const char *rs_str(const redisReply *r, size_t i)
+{
+    return i < r->elements && r->element[i]->type == REDIS_REPLY_STRING ? r->element[i]->str
+                                                                         : NULL;
+}
+
+static void rs_sch_cb(redisReply *r, const char *err, void *priv)
+{
+    sch_op *op = priv;
+    if (op->list) {
+        store_sch_list_fn *cb = (store_sch_list_fn *)op->cb;
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 3) {
+            cb(NULL, 0, rs_err(r, err), op->priv);
+        } else {
+            int n = (int)(r->elements / 3);
+            store_schedule *items = xcalloc((size_t)(n ? n : 1), sizeof(*items));
+            for (int i = 0; i < n; i++)
+                items[i] = (store_schedule){rs_str(r, 3 * (size_t)i), rs_str(r, 3 * (size_t)i + 1),
+                                            rs_str(r, 3 * (size_t)i + 2), NULL};
+            cb(items, n, NULL, op->priv);
+            free(items);
+        }
+    } else {
+        store_sch_fn *cb = (store_sch_fn *)op->cb;
+        const char *status;
+        if (!r || r->type != REDIS_REPLY_ARRAY || !(status = rs_str(r, 0))) {
+            cb(ST_UNAVAILABLE, NULL, rs_err(r, err), op->priv);
+        } else {
+            store_schedule sc = {op->id, rs_str(r, 1), rs_str(r, 2), rs_str(r, 3)};
+            store_status st = rs_sch_status(status);
+            cb(st, st == ST_NOTFOUND ? NULL : &sc, NULL, op->priv);
+        }
+    }
+    free(op);
+}
+
+/* Run the schedules script on a bucket's keys: args after the operation. */
+static void rs_sch_call(rstore *rs, int bucket, const char *id, int list, void *cb, void *priv,
+                        int nargs, const char **args)
+{
+    char keys[3][KEY_MAX];
+    const char *kp[3] = {keys[0], keys[1], keys[2]};
+    sch_op *op = xcalloc(1, sizeof(*op));
+    op->cb = cb;
+    op->priv = priv;
+    op->list = list;
+    snprintf(op->id, sizeof(op->id), "%s", id ? id : "");
+    rs_sch_keys(rs, bucket, keys);
+    rs_eval(rs, 0, SCRIPT_SCHED, 3, kp, nargs, args, rs_sch_cb, op);
+}
+
+/* The bucket of a schedule id; an id tickd never made gets bucket 0, where
+ * it is not found. */
+static int rs_sch_bucket(const rstore *rs, const char *id)
+{
+    const char *key = schedule_id_key(id);
+    return key ? task_bucket(key, rs->buckets) : 0;
+}
+
+static void rs_sch_write(store *s, store_sch_op o, const char *id, const char *def, int64_t next,
+                         store_sch_fn *cb, void *priv)
+{
+    static const char *ops[] = {"create", "replace", "pause", "resume", "delete"};
+    rstore *rs = RS(s);
+    char nx[UTIL_INT_MAX];
+    /* a new or changed schedule is an add; pause, resume, delete are not */
+    if ((o == SCH_CREATE || o == SCH_REPLACE) && rs_refuse(rs, REFUSE_SCH, (void *)cb, priv))
+        return;
+    util_fmt_int(nx, next);
+    const char *args[4] = {ops[o], id, def, nx};
+    int n = 2;
+    if (o == SCH_CREATE || o == SCH_REPLACE) n = 4;
+    else if (o == SCH_RESUME) args[n++] = nx;
+    rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, n, args);
+}
+
+static void rs_sch_get(store *s, const char *id, store_sch_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    const char *args[] = {"get", id};
+    rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, 2, args);
+}
+
+static void rs_sch_list(store *s, int bucket, const char *after, int limit, store_sch_list_fn *cb,
+                        void *priv)
+{
+    char lim[UTIL_INT_MAX];
+    util_fmt_int(lim, limit);
+    const char *args[] = {"list", after, lim};
+    rs_sch_call(RS(s), bucket, NULL, 1, (void *)cb, priv, 3, args);
+}
+
+static void rs_sch_claim(store *s, int bucket, int64_t until, int limit, int64_t lease_ms,
+                         store_sch_list_fn *cb, void *priv)
+{
+    char u[UTIL_INT_MAX], lim[UTIL_INT_MAX], lease[UTIL_INT_MAX], keep[UTIL_INT_MAX];
+    util_fmt_int(u, until);
+    util_fmt_int(lim, limit);
+    util_fmt_int(lease, lease_ms);
+    util_fmt_int(keep, schedule_keep_ms(s->cfg->slice_grace_ms));
+    const char *args[] = {"claim", u, lim, lease, keep};
+    rs_sch_call(RS(s), bucket, NULL, 1, (void *)cb, priv, 5, args);
+}
+
+static void rs_sch_advance(store *s, const char *id, const store_sch_pass *a,
+                           store_sch_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char ct[UTIL_INT_MAX], v[UTIL_INT_MAX], made[UTIL_INT_MAX], skipped[UTIL_INT_MAX];
+    char last[UTIL_INT_MAX], next[UTIL_INT_MAX];
+    util_fmt_int(ct, a->ct);
+    util_fmt_int(v, a->v);
+    util_fmt_int(made, a->made);
+    util_fmt_int(skipped, a->skipped);
+    util_fmt_int(last, a->last_at);
+    util_fmt_int(next, a->next);
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < a->nfut; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(a->fut[i]));
+    char *fut = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    const char *args[] = {"advance", id, ct, v, made, skipped, last,
+                          a->last_id ? a->last_id : "", next, fut};
+    rs_sch_call(rs, rs_sch_bucket(rs, id), id, 0, (void *)cb, priv, 10, args);
+    free(fut);
+}
+
+/* ---- finding tasks ----------------------------------------------------- */
+
+/* A listing walks the registry (P:slices: every name with score 0, so its
+ * lexical order, "YYYYMMDDHHMM.b", is time order) a chunk at a time, and asks
+ * each slice in turn (list.lua) until the page is full. */
+#define LIST_CHUNK 64
+
+typedef struct list_ctx {
+    rstore *rs;
+    store_list_query q;
+    char status[16], prefix[TASK_KEY_MAX + 1];
+    store_list_fn *cb;
+    void *priv;
+    /* where the walk is: the slice, and in it the last entry given ("" =
+     * none: the slice is read from its start) */
+    char slice[TASK_SLICE_MAX], score[UTIL_INT_MAX + 8], id[TASK_ID_MAX];
+    int inside;                /* the walk is inside `slice` (else past it) */
+    char (*chunk)[TASK_SLICE_MAX];
+    int nchunk, at, chunk_full;
+    char **ids;
+    int n;
+} list_ctx;
+
+static void list_next_slice(list_ctx *c);
+static void list_read_registry(list_ctx *c);
+
+static void list_done(list_ctx *c, const char *err)
+{
+    char cur[STORE_CURSOR_MAX];
+    int more = !err && c->n == c->q.limit;
+    if (more) snprintf(cur, sizeof(cur), "%s~%s~%s", c->slice, c->score, c->id);
+    c->cb((const char *const *)c->ids, err ? 0 : c->n, more ? cur : NULL, err, c->priv);
+    for (int i = 0; i < c->n; i++) free(c->ids[i]);
+    free(c->ids);
+    free(c->chunk);
+    free(c);
+}
+
+static void list_slice_cb(redisReply *r, const char *err, void *priv)
+{
+    list_ctx *c = priv;
+    rstore *rs = c->rs;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 4 || (r->elements - 4) % 2) {
+        list_done(c, rs_err(r, err));
+        return;
+    }
+    int gone = r->element[0]->integer == 1, more = r->element[1]->integer == 1;
+    for (size_t i = 4; i + 1 < r->elements && c->n < c->q.limit; i += 2) {
+        c->ids[c->n++] = xstrndup(r->element[i]->str, r->element[i]->len);
+        snprintf(c->id, sizeof(c->id), "%s", r->element[i]->str);
+        snprintf(c->score, sizeof(c->score), "%s", r->element[i + 1]->str);
+    }
+    if (gone) {
+        /* every record of it expired: out of the registry, once no add can
+         * come to its minute any more */
+        int64_t end = (task_slice_minute(c->slice) + 1) * 60000;
+        if (end + s_cfg(rs)->slice_grace_ms < rs_now_ms(&rs->base)) {
+            char key[KEY_MAX];
+            rs_slices_key(rs, key);
+            const char *argv[] = {"ZREM", key, c->slice};
+            rc_command(rs->rc, key, rs_ignore_cb, NULL, 3, argv, NULL);
+        }
+    }
+    if (c->n == c->q.limit) {
+        list_done(c, NULL);
+        return;
+    }
+    if (more) {
+        /* the slice stopped at its scan bound: on after what it scanned */
+        snprintf(c->score, sizeof(c->score), "%s", r->element[2]->str);
+        snprintf(c->id, sizeof(c->id), "%s", r->element[3]->str);
+        c->at--;
+    } else {
+        c->inside = 0;
+    }
+    list_next_slice(c);
+}
+
+/* Ask the next slice of the chunk, or read the next chunk. */
+static void list_next_slice(list_ctx *c)
+{
+    rstore *rs = c->rs;
+    if (c->at >= c->nchunk) {
+        if (!c->chunk_full) list_done(c, NULL);
+        else list_read_registry(c);
+        return;
+    }
+    const char *slice = c->chunk[c->at++];
+    if (!c->inside || strcmp(slice, c->slice) != 0) {
+        snprintf(c->slice, sizeof(c->slice), "%s", slice);
+        c->id[0] = c->score[0] = '\0';
+        c->inside = 1;
+    }
+    rs_keys k;
+    char lim[UTIL_INT_MAX], from[UTIL_INT_MAX], to[UTIL_INT_MAX];
+    rs_keys_of(rs, c->slice, KEYS_LIST, 8, &k);
+    util_fmt_int(lim, c->q.limit - c->n);
+    util_fmt_int(from, c->q.from_ms);
+    util_fmt_int(to, c->q.to_ms);
+    const char *args[] = {c->status, c->q.desc ? "desc" : "asc", c->score[0] ? c->score : "0",
+                          c->id, lim, from, to, c->prefix, c->q.runs ? "1" : ""};
+    rs_eval(rs, 0, SCRIPT_LIST, 8, k.p, 9, args, list_slice_cb, c);
+}
+
+static void list_registry_cb(redisReply *r, const char *err, void *priv)
+{
+    list_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        list_done(c, rs_err(r, err));
+        return;
+    }
+    c->nchunk = c->at = 0;
+    for (size_t i = 0; i < r->elements && i < LIST_CHUNK; i++) {
+        const char *name = r->element[i]->str;
+        if (name && strlen(name) < TASK_SLICE_MAX)
+            snprintf(c->chunk[c->nchunk++], TASK_SLICE_MAX, "%s", name);
+    }
+    c->chunk_full = r->elements == LIST_CHUNK;
+    list_next_slice(c);
+}
+
+/* The next chunk of slice names: from the walk's slice (itself included
+ * while the walk is inside it), in the listing's order. */
+static void list_read_registry(list_ctx *c)
+{
+    char from[TASK_SLICE_MAX + 2];
+    if (!c->slice[0]) snprintf(from, sizeof(from), "%s", c->q.desc ? "+" : "-");
+    else snprintf(from, sizeof(from), "%c%s", c->inside ? '[' : '(', c->slice);
+    rs_registry_range(c->rs, c->q.desc, from, LIST_CHUNK, list_registry_cb, c);
+}
+
+static void rs_list(store *s, const store_list_query *q, store_list_fn *cb, void *priv)
+{
+    list_ctx *c = xcalloc(1, sizeof(*c));
+    c->rs = RS(s);
+    c->q = *q;
+    snprintf(c->status, sizeof(c->status), "%s", q->status);
+    snprintf(c->prefix, sizeof(c->prefix), "%s", q->key_prefix);
+    c->cb = cb;
+    c->priv = priv;
+    c->ids = xcalloc((size_t)q->limit + 1, sizeof(char *));
+    c->chunk = xcalloc(LIST_CHUNK, sizeof(*c->chunk));
+    const char *a = strchr(q->cursor, '~'), *b = a ? strchr(a + 1, '~') : NULL;
+    if (a && b && (size_t)(a - q->cursor) < TASK_SLICE_MAX && (size_t)(b - a) < sizeof(c->score)) {
+        snprintf(c->slice, sizeof(c->slice), "%.*s", (int)(a - q->cursor), q->cursor);
+        snprintf(c->score, sizeof(c->score), "%.*s", (int)(b - a - 1), a + 1);
+        snprintf(c->id, sizeof(c->id), "%s", b + 1);
+        c->inside = task_slice_minute(c->slice) >= 0;
+        if (!c->inside) c->slice[0] = c->score[0] = c->id[0] = '\0';
+    }
+    list_read_registry(c);
+}
+
+/* ---- running a task again ------------------------------------------------ */
+
+typedef struct move_ctx {
+    rstore *rs;
+    char id[TASK_ID_MAX], home[TASK_SLICE_MAX], target[TASK_SLICE_MAX];
+    store_move_kind kind;
+    int64_t due, timeout;
+    store_cancel_fn *cb;
+    void *priv;
+    int step;                  /* 0 prepare, 1 pointer, 2 commit */
+} move_ctx;
+
+static void move_step(move_ctx *c);
+
+static void move_done(move_ctx *c, store_status st, const char *detail)
+{
+    c->cb(st, detail, c->priv);
+    free(c);
+}
+
+static void move_cb(redisReply *r, const char *err, void *priv)
+{
+    move_ctx *c = priv;
+    const char *status;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !(status = rs_str(r, 0))) {
+        if (c->step == 1 && r && r->type == REDIS_REPLY_INTEGER) {
+            c->step = 2;
+            move_step(c);
+            return;
+        }
+        move_done(c, ST_UNAVAILABLE, rs_err(r, err));
+        return;
+    }
+    if (strcmp(status, "notfound") == 0) {
+        move_done(c, ST_NOTFOUND, NULL);
+    } else if (strcmp(status, "conflict") == 0) {
+        move_done(c, ST_CONFLICT, rs_str(r, 1) ? rs_str(r, 1) : "");
+    } else if (c->step == 0 && c->target[0]) {
+        cJSON *st = cJSON_Parse(rs_str(r, 1) ? rs_str(r, 1) : "");
+        const cJSON *to = cJSON_GetObjectItemCaseSensitive(st, "to");
+        c->timeout = cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000;
+        cJSON_Delete(st);
+        c->step = 1;
+        rs_register(c->rs, c->target, (rs_then_fn *)move_step, c);
+    } else {
+        if (rs_str(r, 2) && rs_str(r, 2)[0]) {
+            /* this call reopened an ended task: it counts again */
+            qcount_add(c->rs, rs_str(r, 2), 1);
+        }
+        if (c->rs->base.added)
+            c->rs->base.added(task_slice_bucket(c->target[0] ? c->target : c->home), c->due,
+                              c->rs->base.added_priv);
+        move_done(c, ST_OK, NULL);
+    }
+}
+
+static void move_step(move_ctx *c)
+{
+    rstore *rs = c->rs;
+    rs_keys k;
+    char due[UTIL_INT_MAX], to[UTIL_INT_MAX];
+    util_fmt_int(due, c->due);
+    if (c->step == 1) {
+        /* the pointer, as a retry's (ptr.lua add) */
+        util_fmt_int(to, c->timeout);
+        rs_keys_of(rs, c->target, KEYS_PTR, 3, &k);
+        const char *args[] = {c->id, "add", due, to};
+        rs_eval(rs, 0, SCRIPT_PTR, 3, k.p, 4, args, move_cb, c);
+        return;
+    }
+    rs_keys_of(rs, c->home, KEYS_HOME, 7, &k);
+    const char *args[] = {c->step == 0 ? "prepare" : "commit", c->id,
+                          c->kind == MOVE_RETRY ? "retry" : "run", c->target, due};
+    rs_eval(rs, 0, SCRIPT_MOVE, 7, k.p, 5, args, move_cb, c);
+}
+
+static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_ms,
+                    store_cancel_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    if (rs_refuse(rs, REFUSE_MOVE, (void *)cb, priv)) return;
+    move_ctx *c = xcalloc(1, sizeof(*c));
+    char key[TASK_KEY_MAX + 1];
+    int64_t at, now = rs_now_ms(s);
+    c->rs = rs;
+    c->kind = kind;
+    c->due = due_ms < now ? now : due_ms;
+    c->cb = cb;
+    c->priv = priv;
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    if (task_id_parse(id, c->home, &at, key) != 0)
+        snprintf(c->home, sizeof(c->home), "000000000000.0");
+    /* due in a slice the scan has not passed: the home slice when it is that
+     * minute's, else the due minute's slice of the same bucket */
+    task_slice_name(c->due, task_slice_bucket(c->home), c->target);
+    if (strcmp(c->target, c->home) == 0) c->target[0] = '\0';
+    move_step(c);
+}
+
+/* ---- flow control (lua/flow.lua: every key in the slot {flow}) ---------- */
+
+typedef struct flow_op {
+    rstore *rs;
+    void *cb;
+    void *priv;
+    int n;                     /* admit: the tasks asked for */
+} flow_op;
+
+/* Run flow.lua with the arguments gathered in st (a chain step's block). */
+static void flow_eval(rstore *rs, step *st, rc_reply_fn *cb, flow_op *op)
+{
+    char key[KEY_MAX];
+    const char *stack[64], **args = st->nargs <= 64 ? stack : xmalloc(sizeof(*args) * (size_t)st->nargs);
+    const char *keys[] = {key};
+    snprintf(key, sizeof(key), "%s:{flow}:cfg", rs->prefix);
+    for (int i = 0, at = 0; i < st->nargs; i++) {
+        args[i] = st->args + at;
+        at += (int)strlen(args[i]) + 1;
+    }
+    rs_eval(rs, 0, SCRIPT_FLOW, 1, keys, st->nargs, args, cb, op);
+    if (args != stack) free(args);
+    free(st->args);
+}
+
+static flow_op *flow_op_new(rstore *rs, void *cb, void *priv)
+{
+    flow_op *op = xcalloc(1, sizeof(*op));
+    op->rs = rs;
+    op->cb = cb;
+    op->priv = priv;
+    return op;
+}
+
+static int64_t rs_reply_int(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER) return (int64_t)r->integer;
+    if (r->type == REDIS_REPLY_STRING) return (int64_t)strtod(r->str, NULL);
+    return 0;
+}
+
+static const char *rs_reply_str(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_STRING ? r->str : "";
+}
+
+static int64_t rs_margin(const rstore *rs)
+{
+    return rs->base.cfg->lease_margin_ms;
+}
+
+static void rs_flow_admit_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_admit_fn *cb = (store_flow_admit_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, rs_err(r, err), op->priv);
+        free(op);
+        return;
+    }
+    store_flow_verdict *v = xcalloc((size_t)op->n + 1, sizeof(*v));
+    size_t i = 0;
+    int n = 0;
+    while (i < r->elements && n < op->n) {
+        const char *k = rs_reply_str(r->element[i]);
+        store_flow_verdict *x = &v[n++];
+        x->reason = "";
+        if (strcmp(k, "go") == 0 && i + 3 < r->elements) {
+            x->kind = FLOW_GO;
+            x->at_ms = rs_reply_int(r->element[i + 1]);
+            x->waited_from_ms = rs_reply_int(r->element[i + 2]);
+            x->reason = rs_reply_str(r->element[i + 3]);
+            i += 4;
+        } else if (strcmp(k, "wait") == 0 && i + 1 < r->elements) {
+            x->kind = FLOW_WAIT;
+            x->reason = rs_reply_str(r->element[i + 1]);
+            i += 2;
+        } else {
+            n--; /* not a verdict: the reply is malformed */
+            break;
+        }
+    }
+    if (n < op->n) cb(NULL, 0, "flow: malformed reply", op->priv);
+    else cb(v, n, NULL, op->priv);
+    free(v);
+    free(op);
+}
+
+static void rs_flow_admit(store *s, const store_flow_task *t, int n, int64_t horizon_ms,
+                          store_flow_admit_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    flow_op *op = flow_op_new(rs, (void *)cb, priv);
+    op->n = n;
+    step_str(&st, "admit");
+    step_int(&st, horizon_ms);
+    step_int(&st, rs_margin(rs));
+    for (int i = 0; i < n; i++) {
+        step_str(&st, t[i].id);
+        step_str(&st, t[i].queue);
+        step_str(&st, t[i].dest);
+        step_int(&st, t[i].timeout_ms);
+    }
+    flow_eval(rs, &st, rs_flow_admit_cb, op);
+}
+
+static void rs_flow_done_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_done_fn *cb = (store_flow_done_fn *)op->cb;
+    if (!r || r->type == REDIS_REPLY_ERROR) cb(0, rs_err(r, err), op->priv);
+    else cb((int)rs_reply_int(r), NULL, op->priv);
+    free(op);
+}
+
+static void rs_flow_pump_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_pump_fn *cb = (store_flow_pump_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, rs_err(r, err), op->priv);
+        free(op);
+        return;
+    }
+    int n = (int)(r->elements / 5);
+    store_flow_go *g = xcalloc((size_t)n + 1, sizeof(*g));
+    for (int i = 0; i < n; i++) {
+        const redisReply *const *e = (const redisReply *const *)r->element + 5 * i;
+        g[i] = (store_flow_go){rs_reply_str(e[0]), rs_reply_str(e[1]), rs_reply_int(e[2]),
+                               rs_reply_str(e[3]), rs_reply_str(e[4])};
+    }
+    cb(g, n, NULL, op->priv);
+    free(g);
+    free(op);
+}
+
+static void rs_flow_enqueue(store *s, const store_flow_task *t, int n, store_flow_pump_fn *cb,
+                            void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "enqueue");
+    for (int i = 0; i < n; i++) {
+        step_str(&st, t[i].id);
+        step_str(&st, t[i].queue);
+        step_str(&st, t[i].dest);
+        step_int(&st, t[i].due_ms);
+        step_int(&st, t[i].timeout_ms);
+        step_str(&st, t[i].slice);
+        step_str(&st, t[i].reason);
+    }
+    flow_eval(rs, &st, rs_flow_pump_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_pump(store *s, const store_flow_end *e, int n, int max, int64_t horizon_ms,
+                         store_flow_pump_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "pump");
+    step_int(&st, horizon_ms);
+    step_int(&st, rs_margin(rs));
+    step_int(&st, max);
+    step_int(&st, rs->base.cfg->flow_holds_max);
+    for (int i = 0; i < n; i++) {
+        step_str(&st, e[i].id);
+        step_str(&st, e[i].queue);
+        step_str(&st, e[i].dest);
+        step_int(&st, e[i].until_ms);
+        step_int(&st, e[i].back ? 2 : e[i].failed);
+        step_str(&st, e[i].back && e[i].slice ? e[i].slice : "");
+    }
+    flow_eval(rs, &st, rs_flow_pump_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_take(store *s, const char *id, const char *slice, int64_t at_ms,
+                         store_flow_done_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    rs_keys k;
+    char at[UTIL_INT_MAX];
+    if (task_slice_minute(slice) < 0) slice = "000000000000.0";
+    rs_keys_of(rs, slice, KEYS_PTR, 3, &k);
+    util_fmt_int(at, at_ms);
+    const char *args[] = {id, "take", at, "0"};
+    rs_eval(rs, 0, SCRIPT_PTR, 3, k.p, 4, args, rs_flow_done_cb,
+            flow_op_new(rs, (void *)cb, priv));
+}
+
+/* items from a flat (key, settings | nil, waiting, in flight, failed, until,
+ * open) reply, every 7 elements */
+static store_flow_info *flow_infos(const redisReply *r, size_t from, size_t to, int *n)
+{
+    store_flow_info *it = xcalloc((to - from) / 7 + 1, sizeof(*it));
+    *n = 0;
+    for (size_t i = from; i + 7 <= to; i += 7) {
+        store_flow_info *x = &it[(*n)++];
+        x->key = rs_reply_str(r->element[i]);
+        x->settings = r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1]->str : NULL;
+        x->waiting = rs_reply_int(r->element[i + 2]);
+        x->in_flight = rs_reply_int(r->element[i + 3]);
+        x->failed_hour = rs_reply_int(r->element[i + 4]);
+        x->until_ms = rs_reply_int(r->element[i + 5]);
+        x->open = rs_reply_int(r->element[i + 6]);
+    }
+    return it;
+}
+
+static void rs_flow_info_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_info_fn *cb = (store_flow_info_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        cb(NULL, 0, rs_err(r, err), op->priv);
+    } else {
+        int n;
+        store_flow_info *it = flow_infos(r, 0, r->elements, &n);
+        cb(it, n, NULL, op->priv);
+        free(it);
+    }
+    free(op);
+}
+
+static void rs_flow_info(store *s, const char *key, store_flow_info_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "get");
+    step_str(&st, key);
+    flow_eval(rs, &st, rs_flow_info_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+/* items from flat (key, settings | nil, until) triples */
+static void rs_flow_snapshot_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_snap_fn *cb = (store_flow_snap_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 4) {
+        cb(NULL, 0, NULL, rs_err(r, err), op->priv);
+        free(op);
+        return;
+    }
+    store_flow_snap m = {.fresh = rs_reply_int(r->element[0]) == 1,
+                         .version = rs_reply_int(r->element[1]),
+                         .more = rs_reply_int(r->element[2]) == 1,
+                         .waiting = rs_reply_int(r->element[3])};
+    int n = 0;
+    store_flow_info *it = xcalloc((r->elements - 4) / 3 + 1, sizeof(*it));
+    for (size_t i = 4; i + 3 <= r->elements; i += 3)
+        it[n++] = (store_flow_info){
+            .key = rs_reply_str(r->element[i]),
+            .settings = r->element[i + 1]->type == REDIS_REPLY_STRING ? r->element[i + 1]->str
+                                                                        : NULL,
+            .until_ms = rs_reply_int(r->element[i + 2])};
+    cb(it, n, &m, NULL, op->priv);
+    free(it);
+    free(op);
+}
+
+static void rs_flow_snapshot(store *s, int64_t since, store_flow_snap_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    step_str(&st, "snapshot");
+    step_int(&st, since);
+    flow_eval(rs, &st, rs_flow_snapshot_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_list_cb(redisReply *r, const char *err, void *priv)
+{
+    flow_op *op = priv;
+    store_flow_list_fn *cb = (store_flow_list_fn *)op->cb;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1) {
+        cb(NULL, 0, NULL, rs_err(r, err), op->priv);
+    } else {
+        int n;
+        const char *next = rs_reply_str(r->element[0]);
+        store_flow_info *it = flow_infos(r, 1, r->elements, &n);
+        cb(it, n, *next ? next : NULL, NULL, op->priv);
+        free(it);
+    }
+    free(op);
+}
+
+static void rs_flow_list(store *s, char kind, const char *after, int limit,
+                         store_flow_list_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    step st = {0};
+    char k[2] = {kind, '\0'};
+    step_str(&st, "list");
+    step_str(&st, k);
+    step_str(&st, after);
+    step_int(&st, limit);
+    flow_eval(rs, &st, rs_flow_list_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+static void rs_flow_put(store *s, const char *key, const char *settings, store_flow_done_fn *cb,
+                        void *priv)
+{
+    rstore *rs = RS(s);
+    /* new limits are written like an add; a pause or resume (an operator's
+     * brake) goes through */
+    if (settings && strcmp(settings, "+paused") != 0 && strcmp(settings, "-paused") != 0 &&
+        rs_refuse(rs, REFUSE_FLOW, (void *)cb, priv))
+        return;
+    step st = {0};
+    step_str(&st, "put");
+    step_str(&st, key);
+    /* settings "+paused" / "-paused": set only that */
+    int flag = settings && (!strcmp(settings, "+paused") || !strcmp(settings, "-paused"));
+    step_str(&st, settings && !flag ? settings : "");
+    step_str(&st, !flag ? "" : settings[0] == '+' ? "pause" : "resume");
+    flow_eval(rs, &st, rs_flow_done_cb, flow_op_new(rs, (void *)cb, priv));
+}
+
+/* ---- life -------------------------------------------------------------- */
+
+static char *rs_read_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "%s: cannot read", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void rs_loaded_cb(redisReply *r, const char *err, void *priv)
+{
+    const char *name = priv;
+    if (!r) log_warn("SCRIPT LOAD %s: %s", name, err);
+    else if (r->type == REDIS_REPLY_ERROR) log_error("SCRIPT LOAD %s: %s", name, r->str);
+}
+
+/* On every (re)connection: load the scripts there, so EVALSHA finds them. The
+ * loads go first on the new connection, before any command routed to it. */
+static void rs_on_connect(rcluster *rc, int node, void *priv)
+{
+    rstore *rs = priv;
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        const char *argv[] = {"SCRIPT", "LOAD", rs->src[i]};
+        rc_node_command(rc, node, rs_loaded_cb, (void *)script_names[i], 3, argv, NULL);
+    }
+}
+
+static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
+{
+    int64_t t0 = util_mono_ms();
+    redisReply *r = rc_sync_command(rs->rc, NULL, err, errlen, "TIME");
+    int64_t t1 = util_mono_ms();
+    if (!r) return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        snprintf(err, errlen, "TIME: %s", rs_err(r, NULL));
+        freeReplyObject(r);
+        return -1;
+    }
+    int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+                       strtoll(r->element[1]->str, NULL, 10) / 1000;
+    rs->clock_offset_ms = redis_ms - (t0 + t1) / 2;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Load the scripts from dir, SCRIPT LOAD them, check or set P:meta (schema,
+ * buckets). */
+static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, size_t errlen)
+{
+    char path[1200], metakey[KEY_MAX];
+    char *lib = NULL;
+    redisReply *r = NULL;
+    int buckets = rs->buckets;
+
+    *fatal = 1;
+    snprintf(path, sizeof(path), "%s/lib.lua", scripts_dir);
+    if (!(lib = rs_read_file(path, err, errlen))) goto fail;
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        snprintf(path, sizeof(path), "%s/%s.lua", scripts_dir, script_names[i]);
+        *fatal = 1; /* a script missing: no wait brings it */
+        char *body = rs_read_file(path, err, errlen);
+        if (!body) goto fail;
+        *fatal = 0;
+        size_t n = strlen(lib) + strlen(body) + 2;
+        rs->src[i] = xmalloc(n);
+        snprintf(rs->src[i], n, "%s\n%s", lib, body);
+        free(body);
+        r = rc_sync_command(rs->rc, NULL, err, errlen, "SCRIPT LOAD %s", rs->src[i]);
+        if (!r || rs_reply_failed(r, "SCRIPT LOAD", fatal, err, errlen)) goto fail;
+        if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+            snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s", script_names[i],
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            goto fail;
+        }
+        memcpy(rs->sha[i], r->str, 41);
+        freeReplyObject(r);
+        r = NULL;
+    }
+
+    /* One keyspace, one bucket count: slices of other counts would be missed. */
+    rs_meta_key(rs, metakey);
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s buckets %d", metakey, buckets);
+    if (!r || rs_reply_failed(r, metakey, fatal, err, errlen)) goto fail;
+    freeReplyObject(r);
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HSETNX %s schema %d", metakey, STORE_SCHEMA);
+    if (!r || rs_reply_failed(r, metakey, fatal, err, errlen)) goto fail;
+    freeReplyObject(r);
+    r = rc_sync_command(rs->rc, metakey, err, errlen, "HMGET %s buckets schema wm", metakey);
+    if (!r || rs_reply_failed(r, metakey, fatal, err, errlen)) goto fail;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !r->element[0]->str ||
+        !r->element[1]->str) {
+        /* written just before: read from a node that does not hold it (a
+         * failover under way) */
+        snprintf(err, errlen, "%s: buckets and schema not read back", metakey);
+        goto fail;
+    }
+    rs->meta_wm = r->element[2]->str != NULL;
+    *fatal = 1; /* from here on, a mismatch waiting cannot mend */
+    if (atoi(r->element[0]->str) != buckets) {
+        snprintf(err, errlen, "scheduler.buckets: %d, but the keyspace %s was made with %s buckets",
+                 buckets, rs->prefix, r->element[0]->str);
+        goto fail;
+    }
+    if (atoi(r->element[1]->str) == 1) {
+        /* schema 2 reads schema 1's records as they are (lua/lib.lua); a
+         * tickd of schema 1 must not read fresh tasks: it refuses from now */
+        freeReplyObject(r);
+        r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s schema %d", metakey,
+                            STORE_SCHEMA);
+        if (!r) goto fail;
+        log_info("keyspace %s: schema 1 upgraded to %d", rs->prefix, STORE_SCHEMA);
+    } else if (atoi(r->element[1]->str) != STORE_SCHEMA) {
+        snprintf(err, errlen, "keyspace %s has schema %s, this tickd speaks %d",
+                 rs->prefix, r->element[1]->str, STORE_SCHEMA);
+        goto fail;
+    }
+    freeReplyObject(r);
+    r = NULL;
+    *fatal = 0;
+    if (rs_sync_clock_now(rs, err, errlen) != 0) goto fail;
+    rc_set_connect_cb(rs->rc, rs_on_connect, rs);
+    free(lib);
+    return 0;
+fail:
+    if (r) freeReplyObject(r);
+    free(lib);
+    return -1;
+}
+
+static void rs_close(store *s)
+{
+    rstore *rs = RS(s);
+    rcluster *rc = rs->rc;
+    /* the counts gathered go first; calls in flight fail now, into their
+     * callbacks; any they start fail too (rcluster refuses commands while
+     * it is freed) */
+    if (rc) qcount_flush(rs);
+    if (rc) rc_free(rc);
+    rs->rc = NULL;
+}
+
+static void rs_free(store *s)
+{
+    rstore *rs = RS(s);
+    if (rs->rc) rc_free(rs->rc);
+    rs_watch_free(rs);
+    if (rs->flush_ev) event_free(rs->flush_ev);
+    if (rs->counts && rs->counts->ev) event_free(rs->counts->ev);
+    free(rs->counts);
+    for (int i = 0; i < SCRIPT_COUNT; i++) free(rs->src[i]);
+    free(rs);
+}
+
+static const store_type redis_type = {
+    .name = "redis",
+    .add = rs_add,
+    .get = rs_get,
+    .cancel = rs_cancel,
+    .health = rs_health,
+    .claim = rs_claim,
+    .settle = rs_settle,
+    .wm_init = rs_wm_init,
+    .wm_get = rs_wm_get,
+    .wm_advance = rs_wm_advance,
+    .sch_write = rs_sch_write,
+    .sch_get = rs_sch_get,
+    .sch_list = rs_sch_list,
+    .sch_claim = rs_sch_claim,
+    .sch_advance = rs_sch_advance,
+    .list = rs_list,
+    .move = rs_move,
+    .now_ms = rs_now_ms,
+    .sync_clock = rs_sync_clock,
+    .count = rs_count,
+    .counters = rs_counters,
+    .alerts = rs_alerts,
+    .flow_admit = rs_flow_admit,
+    .flow_enqueue = rs_flow_enqueue,
+    .flow_pump = rs_flow_pump,
+    .flow_take = rs_flow_take,
+    .flow_snapshot = rs_flow_snapshot,
+    .flow_put = rs_flow_put,
+    .flow_info = rs_flow_info,
+    .flow_list = rs_flow_list,
+    .stats = rs_stats,
+    .close = rs_close,
+    .free = rs_free,
+};
+
+int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen)
+{
+    rcluster *c = rc_create(NULL, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms, 0,
+                            fatal, err, errlen);
+    if (!c) return -1;
+    int rc = 0;
+    for (int i = 0; i < rc_node_count(c) && rc == 0; i++) {
+        if (!rc_node_serves(c, i)) continue;
+        redisReply *r = rc_sync_node_command(c, i, err, errlen, "PING");
+        char what[300];
+        snprintf(what, sizeof(what), "redis %s: PING", rc_node_name(c, i));
+        if (!r || rs_reply_failed(r, what, fatal, err, errlen)) rc = -1;
+        if (r) freeReplyObject(r);
+    }
+    rc_free(c);
+    return rc;
+}
+
+store *store_redis_create(struct event_base *base, const config *cfg, const char *scripts_dir,
+                          int *fatal, char *err, size_t errlen)
+{
+    rstore *rs = xcalloc(1, sizeof(*rs));
+    rs->base.type = &redis_type;
+    rs->base.cfg = cfg;
+    rs->ev = base;
+    rs->prefix = cfg->prefix;
+    rs->buckets = (int)cfg->buckets;
+    rs->add_bucket = (int)(random() % (rs->buckets > 0 ? rs->buckets : 1));
+    rs->flush_ev = event_new(base, -1, EV_READ, rs_add_flush_cb, rs);
+    rs->counts = xcalloc(1, sizeof(*rs->counts));
+    rs->counts->ev = evtimer_new(base, qcount_cb, rs);
+    log_assert(rs->flush_ev && rs->counts->ev);
+    *fatal = 0;
+    if (!(rs->rc = rc_create(base, cfg->nodes, cfg->username, cfg->password, cfg->timeout_ms, 0,
+                             fatal, err, errlen)) ||
+        rs_watch_init(rs, fatal, err, errlen) != 0 ||
+        rs_init(rs, scripts_dir, fatal, err, errlen) != 0 ||
+        rs_watch_markers(rs, err, errlen) != 0) {
+        rs_free(&rs->base);
+        return NULL;
+    }
+    rs_watch_start(rs);
+    return &rs->base;
+}
