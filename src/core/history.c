@@ -93,13 +93,14 @@ history *history_create(struct event_base *base, store *s)
     return h;
 }
 
-void history_attempt(int ok, int64_t late_ms)
+void history_attempt(int ok, int sent, int64_t late_ms)
 {
     if (!hist_on) return;
     hist_slot *sl = history_slot(hist_on);
     if (!ok) sl->h.attempts_failed++;
-    if (late_ms < 0) return;
-    /* metrics.c's lateness buckets: the first bound at or above, else +Inf */
+    if (!sent) return;
+    /* metrics.c's lateness buckets, as metrics_observe fills them: the first
+     * bound at or above (a lateness below 0 in the first), else +Inf */
     int b = 0;
     while (b < METRICS_BUCKETS && (double)late_ms / 1000.0 > metrics.lateness.le[b]) b++;
     sl->h.lateness[b]++;

@@ -32,9 +32,9 @@ typedef struct history history;
  * at a time). */
 history *history_create(struct event_base *base, store *s);
 
-/* An attempt ended (ok: a 2xx); late_ms: from due (or from the time a limit
- * let it go) to the request sent, < 0 when no request was sent. */
-void history_attempt(int ok, int64_t late_ms);
+/* An attempt ended (ok: a 2xx); when its request was sent (sent), late_ms
+ * from due (or from the time a limit let it go) to then. */
+void history_attempt(int ok, int sent, int64_t late_ms);
 /* The scheduler records outcome o of job j (OUT_OK, OUT_FAIL, OUT_RETRY,
  * OUT_EXPIRE count; a retry of tickd's own, j->uncounted, does not). */
 void history_outcome(store_outcome o, const job *j);

@@ -399,7 +399,7 @@ static void sched_count(const job *j)
         metrics_observe(&metrics.lateness, (double)(j->sent_at_ms - from) / 1000.0);
         metrics_observe(&metrics.duration, (double)j->took_ms / 1000.0);
     }
-    history_attempt(j->ok, j->sent_at_ms > 0 ? j->sent_at_ms - from : -1);
+    history_attempt(j->ok, j->sent_at_ms > 0, j->sent_at_ms - from);
 }
 
 /* An attempt finished: record it. A failed attempt is logged at debug
