@@ -69,15 +69,17 @@ def log_port(path, start=0):
 
 
 # written by tickd itself at start (flow control's change list and its
-# upgrade mark), not by a request
-AT_START = {"tickd:{flow}:wn", "tickd:{flow}:mig"}
+# upgrade mark, the replica registry of GET /v1/cluster), not by a request
+AT_START = {"tickd:{flow}:wn", "tickd:{flow}:mig", "tickd:{console}:replicas",
+            "tickd:{console}:replica"}
 
 
 def stored_keys(redis):
     """tickd's keys holding what requests stored (slices, schedules, flow
-    state), the ones tickd writes at start left out."""
+    state), the ones tickd writes at start and the console's history (the
+    outcomes counted per minute, GET /v1/history) left out."""
     return [k for k in redis.cli("--scan", "--pattern", "tickd:{*").split()
-            if k and k not in AT_START]
+            if k and k not in AT_START and not k.startswith("tickd:{hist.")]
 
 
 def now_ms():
