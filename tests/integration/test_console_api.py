@@ -50,6 +50,29 @@ def own_counts(t):
             "expired": metric(t, "tickd_tasks_expired_total")}
 
 
+def lateness_buckets(t):
+    """(bounds in s, count per bucket) of tickd_callback_lateness_seconds in
+    one replica's /metrics, the last bucket +Inf."""
+    text = t.request("GET", "/metrics")[1].decode()
+    rows = re.findall(r'^tickd_callback_lateness_seconds_bucket\{le="([^"]+)"\} (\d+)$', text,
+                      re.M)
+    cum = [int(n) for _, n in rows]
+    return [float(le) for le, _ in rows[:-1]], [c - p for c, p in zip(cum, [0] + cum[:-1])]
+
+
+def quantile_ms(bounds, counts, q):
+    """As Prometheus's histogram_quantile: interpolated within the bucket."""
+    rank, seen = q * sum(counts), 0
+    for i, n in enumerate(counts):
+        if n == 0 or seen + n < rank:
+            seen += n
+            continue
+        if i == len(bounds):
+            return bounds[-1] * 1000
+        lo = bounds[i - 1] if i else 0
+        return (lo + (bounds[i] - lo) * (rank - seen) / n) * 1000
+
+
 def history(t, window="1h"):
     code, body = t.request("GET", f"/v1/history?window={window}")
     assert code == 200, body
@@ -82,10 +105,16 @@ def check_history_is_the_sum(a, b):
     assert [p["t"] for p in ha["points"]] == list(range(ha["from"], ha["to"], 60000))
     summed = {k: sum(p[k] for p in ha["points"]) for k in WANT}
     assert summed == WANT
-    # lateness: 15 attempts made, the quantiles from their buckets
+    # lateness: 16 attempts made, the quantiles from their buckets
     total = ha["total"]
     assert total["lateness_p50_ms"] is not None and total["lateness_p99_ms"] is not None
     assert 0 <= total["lateness_p50_ms"] <= total["lateness_p99_ms"] <= 60000
+    # the same as the quantiles of both replicas' own histograms summed
+    (bounds, ca), (_, cb) = lateness_buckets(a), lateness_buckets(b)
+    summed_buckets = [x + y for x, y in zip(ca, cb)]
+    assert sum(summed_buckets) == WANT["succeeded"] + WANT["attempts_failed"]
+    for q, name in ((0.5, "lateness_p50_ms"), (0.99, "lateness_p99_ms")):
+        assert total[name] == pytest.approx(quantile_ms(bounds, summed_buckets, q)), name
     busy = [p for p in ha["points"] if p["succeeded"] or p["attempts_failed"]]
     assert busy and all(p["lateness_p50_ms"] is not None for p in busy)
     assert all(p["lateness_p50_ms"] is None for p in ha["points"]
