@@ -10,6 +10,7 @@
 
 #include "base/metrics.h"
 #include "base/util.h"
+#include "core/history.h"
 #include "edge/api_internal.h"
 #include "model/schedule.h"
 
@@ -42,7 +43,8 @@ static int api_console_get(http_req *req)
 
 /* ---- GET /v1/history ------------------------------------------------------
  * window=1h: a point a minute, the last 60 (the present minute last);
- * window=24h: a point per 10 minutes, the last 144. */
+ * window=24h: a point per 10 minutes, the last 144; from and to: those
+ * minutes (api_history_range). */
 
 typedef struct hist_req {
     api_req *r;
@@ -166,27 +168,74 @@ static void api_history_cb(const store_hist *m, int n, const char *err, void *pr
     free(h);
 }
 
+/* from/to given: [from, to) in whole minutes, a point a minute up to
+ * HISTORY_MINUTE_POINTS minutes, else a point per 10 minutes; at most what
+ * the store keeps. 0, or -1 answered 400. */
+#define HISTORY_MINUTE_POINTS 180
+static int api_history_range(http_req *req, hist_req *h)
+{
+    const char *target = http_target(req);
+    char f[64], t[64], err[256];
+    int64_t from, to;
+    int hf = api_query(target, "from", f, sizeof(f)), ht = api_query(target, "to", t, sizeof(t));
+    if (!hf || !ht) {
+        api_error(req, 400, "invalid_argument", "%s: give from and to together (or window)",
+                  hf ? "to" : "from");
+        return -1;
+    }
+    if (task_text_time(f, "from", &from, err, sizeof(err)) != 0 ||
+        task_text_time(t, "to", &to, err, sizeof(err)) != 0) {
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return -1;
+    }
+    int64_t first = from / 60000, end = (to + 59999) / 60000;
+    if (to <= from || end - first > HISTORY_KEEP_MS / 60000) {
+        api_error(req, 400, "invalid_argument", to <= from ? "to: must be after from"
+                  : "to: at most %lld days after from (the history is kept that long)",
+                  (long long)(HISTORY_KEEP_MS / 86400000));
+        return -1;
+    }
+    h->window = "range";
+    h->step_minutes = end - first <= HISTORY_MINUTE_POINTS ? 1 : 10;
+    h->from_minute = first - first % h->step_minutes;
+    h->points = (int)((end - h->from_minute + h->step_minutes - 1) / h->step_minutes);
+    return 0;
+}
+
 static void api_history(api *a, http_req *req)
 {
-    static const char *const names[] = {"window", NULL};
-    char w[16] = "1h";
-    if (!api_console_get(req) || !api_console_params(req, names, "window")) return;
-    api_query(http_target(req), "window", w, sizeof(w));
+    static const char *const names[] = {"window", "from", "to", NULL};
+    const char *target = http_target(req);
+    char w[16] = "1h", v[64];
+    if (!api_console_get(req) || !api_console_params(req, names, "window, from, to")) return;
+    int given = api_query(target, "window", w, sizeof(w));
+    int range = api_query(target, "from", v, sizeof(v)) || api_query(target, "to", v, sizeof(v));
     int day = strcmp(w, "24h") == 0;
-    if (!day && strcmp(w, "1h") != 0) {
+    if (given && range) {
+        api_error(req, 400, "invalid_argument", "window: give window or from and to, not both");
+        return;
+    }
+    if (!range && !day && strcmp(w, "1h") != 0) {
         api_error(req, 400, "invalid_argument", "window: must be 1h or 24h");
         return;
     }
     hist_req *h = xcalloc(1, sizeof(*h));
-    int64_t now_minute = store_now_ms(a->s) / 60000;
-    h->window = day ? "24h" : "1h";
-    h->step_minutes = day ? 10 : 1;
-    h->points = day ? 144 : 60;
-    /* the last point holds the present minute (its step, begun) */
-    int64_t last = now_minute - now_minute % h->step_minutes;
-    h->from_minute = last - (h->points - 1) * h->step_minutes;
+    if (range && api_history_range(req, h) != 0) {
+        free(h);
+        return;
+    }
+    if (!range) {
+        int64_t now_minute = store_now_ms(a->s) / 60000;
+        h->window = day ? "24h" : "1h";
+        h->step_minutes = day ? 10 : 1;
+        h->points = day ? 144 : 60;
+        /* the last point holds the present minute (its step, begun) */
+        int64_t last = now_minute - now_minute % h->step_minutes;
+        h->from_minute = last - (h->points - 1) * h->step_minutes;
+    }
     h->r = api_req_new(a, req);
-    store_hist_read(a->s, h->from_minute, last + h->step_minutes, api_history_cb, h);
+    store_hist_read(a->s, h->from_minute, h->from_minute + h->points * h->step_minutes,
+                    api_history_cb, h);
 }
 
 /* ---- GET /v1/cluster ------------------------------------------------------ */

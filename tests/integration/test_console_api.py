@@ -121,6 +121,9 @@ def check_history_is_the_sum(a, b):
                if not (p["succeeded"] or p["attempts_failed"]))
     assert ha["failed_by_queue"] == [{"queue": "mail", "failed": 2},
                                      {"queue": "default", "failed": 1}]
+    # the same minutes asked by from and to
+    code, same = a.request("GET", f"/v1/history?from={ha['from']}&to={ha['to']}")
+    assert code == 200 and same["window"] == "range" and same["points"] == ha["points"], same
     # the day: 144 points of 10 minutes, the same sums
     day = history(b, "24h")
     assert day["step_ms"] == 600000 and len(day["points"]) == 144
@@ -259,6 +262,22 @@ def test_preview_parameters_and_methods(tickd):
         assert code == 405 and body["error"]["code"] == "method_not_allowed", body
     code, body = tickd.request("GET", "/v1/history?window=7d")
     assert code == 400 and body["error"]["message"] == "window: must be 1h or 24h", body
+    t = now_ms()
+    for query, why in [(f"from={t}", "to: give from and to together"),
+                       (f"to={t}", "from: give from and to together"),
+                       (f"window=1h&from={t - 60000}&to={t}", "window: give window or from and to"),
+                       (f"from={t}&to={t}", "to: must be after from"),
+                       (f"from={t - 4 * 86400000}&to={t}", "to: at most 3 days after from"),
+                       (f"from=yesterday&to={t}", "from: ")]:
+        code, body = tickd.request("GET", "/v1/history?" + query)
+        assert code == 400 and body["error"]["message"].startswith(why), (query, body)
+    # a point a minute up to three hours, then a point per 10 minutes
+    start = (t // 60000 - 180) * 60000
+    code, body = tickd.request("GET", f"/v1/history?from={start}&to={start + 180 * 60000}")
+    assert code == 200 and body["step_ms"] == 60000 and len(body["points"]) == 180, body
+    code, body = tickd.request("GET", f"/v1/history?from={start - 60000}&to={start + 180 * 60000}")
+    assert code == 200 and body["step_ms"] == 600000 and len(body["points"]) == 19, body
+    assert body["from"] <= start - 60000 and body["to"] >= start + 180 * 60000
     code, body = tickd.request("GET", "/v1/cluster?x=1")
     assert code == 400 and body["error"]["message"].startswith("x: unknown parameter"), body
 
