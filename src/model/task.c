@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/trace.h"
+#include "base/tz.h"
 #include "base/util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -121,33 +122,65 @@ int task_slice_bucket(const char *slice)
     return dot ? atoi(dot + 1) : 0;
 }
 
+/* Writes v as exactly n decimal digits at p (v < 10^n). */
+static void task_put_digits(char *p, int n, int v)
+{
+    while (n--) {
+        p[n] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
+/* Slice names are made and read for every task claimed and settled: plain
+ * arithmetic on the calendar (tz.h), not gmtime/strftime and timegm, which
+ * cost thousands of instructions each. */
 void task_slice_name(int64_t ms, int bucket, char *out)
 {
-    time_t sec = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    size_t n = strftime(out, TASK_SLICE_MAX, "%Y%m%d%H%M", &tm);
-    snprintf(out + n, TASK_SLICE_MAX - n, ".%d", bucket & 0xffff);
+    int64_t sec = ms / 1000; /* as time_t truncates; minutes and days floor */
+    int64_t minute = sec >= 0 ? sec / 60 : -((-sec + 59) / 60);
+    int64_t day = minute >= 0 ? minute / 1440 : -((-minute + 1439) / 1440);
+    int of_day = (int)(minute - day * 1440), y, mo, d;
+    tz_civil_from_days(day, &y, &mo, &d);
+    if (y < 0 || y > 9999) { /* past any time a task may name (TASK_TIME_MAX_MS) */
+        char wide[64];
+        snprintf(wide, sizeof(wide), "%04d%02d%02d%02d%02d.%d", y, mo, d, of_day / 60,
+                 of_day % 60, bucket & 0xffff);
+        memcpy(out, wide, TASK_SLICE_MAX - 1);
+        out[TASK_SLICE_MAX - 1] = '\0';
+        return;
+    }
+    task_put_digits(out, 4, y);
+    task_put_digits(out + 4, 2, mo);
+    task_put_digits(out + 6, 2, d);
+    task_put_digits(out + 8, 2, of_day / 60);
+    task_put_digits(out + 10, 2, of_day % 60);
+    out[12] = '.';
+    int b = bucket & 0xffff, n = b >= 10000 ? 5 : b >= 1000 ? 4 : b >= 100 ? 3 : b >= 10 ? 2 : 1;
+    task_put_digits(out + 13, n, b);
+    out[13 + n] = '\0';
 }
 
 int64_t task_slice_minute(const char *slice)
 {
-    struct tm tm = {0};
-    for (int i = 0; i < 12; i++)
-        if (!isdigit((unsigned char)slice[i])) return -1;
-    if (slice[12] != '.') return -1;
-    tm.tm_year = atoi((char[]){slice[0], slice[1], slice[2], slice[3], 0}) - 1900;
-    tm.tm_mon = atoi((char[]){slice[4], slice[5], 0}) - 1;
-    tm.tm_mday = atoi((char[]){slice[6], slice[7], 0});
-    tm.tm_hour = atoi((char[]){slice[8], slice[9], 0});
-    tm.tm_min = atoi((char[]){slice[10], slice[11], 0});
-    int64_t minute = (int64_t)timegm(&tm) / 60;
-    /* timegm normalizes 13th months and 99th minutes: only a name it gives
-     * back unchanged names a real minute */
-    char back[TASK_SLICE_MAX];
-    if (minute < 0) return -1;
-    task_slice_name(minute * 60000, 0, back);
-    return memcmp(back, slice, 12) == 0 ? minute : -1;
+    int v[5];
+    static const int width[5] = {4, 2, 2, 2, 2};
+    const char *p = slice;
+    for (int i = 0; i < 5; i++) {
+        v[i] = 0;
+        for (int k = 0; k < width[i]; k++, p++) {
+            if (!isdigit((unsigned char)*p)) return -1;
+            v[i] = v[i] * 10 + (*p - '0');
+        }
+    }
+    if (*p != '.') return -1;
+    int y = v[0], mo = v[1], d = v[2], h = v[3], mi = v[4];
+    /* only a name of a real minute, from 1970 on: no 13th month, 31st of
+     * April or 99th minute */
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59) return -1;
+    int64_t first = tz_days_from_civil(y, mo, 1);
+    int64_t next = mo == 12 ? tz_days_from_civil(y + 1, 1, 1) : tz_days_from_civil(y, mo + 1, 1);
+    if (d > next - first) return -1;
+    return ((first + d - 1) * 24 + h) * 60 + mi;
 }
 
 void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,

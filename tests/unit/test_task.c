@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -128,6 +129,44 @@ static cJSON *base_task(void)
 }
 
 /* ---- slices ------------------------------------------------------------ */
+
+/* Slice names against libc's calendar (gmtime_r, strftime, timegm), an
+ * implementation written elsewhere: every minute of random times from 1970
+ * to 9999, and names of impossible minutes refused as timegm's round trip
+ * refuses them. */
+static void test_slice_against_libc(void **state)
+{
+    (void)state;
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t ms = (int64_t)(x % (uint64_t)TASK_TIME_MAX_MS);
+        char mine[TASK_SLICE_MAX], libc[TASK_SLICE_MAX];
+        time_t sec = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        size_t n = strftime(libc, sizeof(libc), "%Y%m%d%H%M", &tm);
+        snprintf(libc + n, sizeof(libc) - n, ".%d", (int)(x >> 50) & 0x3ff);
+        task_slice_name(ms, (int)(x >> 50) & 0x3ff, mine);
+        assert_string_equal(mine, libc);
+        assert_int_equal(task_slice_minute(mine), (int64_t)timegm(&tm) / 60);
+        /* a name with one field pushed out of range: timegm would normalize it */
+        char bad[TASK_SLICE_MAX];
+        memcpy(bad, mine, sizeof(bad));
+        int field = (int)(x >> 40) % 4;
+        const char *over[4] = {"13", "32", "24", "60"};
+        memcpy(bad + 4 + 2 * field, over[field], 2);
+        assert_int_equal(task_slice_minute(bad), -1);
+    }
+    /* days past each month's end */
+    assert_int_equal(task_slice_minute("202502290000.0"), -1);
+    assert_int_not_equal(task_slice_minute("202402290000.0"), -1);
+    assert_int_equal(task_slice_minute("190002290000.0"), -1);
+    assert_int_equal(task_slice_minute("202604310000.0"), -1);
+    assert_int_equal(task_slice_minute("202600010000.0"), -1);
+    assert_int_equal(task_slice_minute("202601000000.0"), -1);
+    assert_int_equal(task_slice_minute("196912312359.0"), -1);
+}
 
 static void test_slice_name_known(void **state)
 {
@@ -1700,6 +1739,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_name_known),
+        cmocka_unit_test(test_slice_against_libc),
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_record_malformed),
         cmocka_unit_test(test_slice_minute_round_trip),
