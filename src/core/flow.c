@@ -418,19 +418,12 @@ size_t flow_cache_holds(const flow_cache *fc) { return fc->live.nholds; }
 int flow_cache_empty(const flow_cache *fc) { return fc->live.n == 0; }
 int64_t flow_cache_waiting(const flow_cache *fc) { return fc->waiting; }
 
-int flow_cache_route(const flow_cache *fc, const char *spec, int64_t now_ms,
-                     char queue[TASK_QUEUE_MAX], char dest[FLOW_DEST_MAX], int64_t *timeout_ms)
+int flow_cache_route(const flow_cache *fc, const task_spec *spec, int64_t now_ms,
+                     char queue[TASK_QUEUE_MAX], char dest[FLOW_DEST_MAX])
 {
-    cJSON *o = cJSON_Parse(spec);
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "queue");
-    const cJSON *to = cJSON_GetObjectItemCaseSensitive(o, "timeout_ms");
-    if (cJSON_IsNumber(to) && to->valuedouble > 0) *timeout_ms = (int64_t)to->valuedouble;
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "callback_url");
-    int rc = -1;
-    if (!cJSON_IsString(u) || flow_dest_of_url(u->valuestring, dest) != 0) goto done;
+    if (spec->bad || flow_dest_of_url(spec->url, dest) != 0) return -1;
     snprintf(queue, TASK_QUEUE_MAX, "%s",
-             cJSON_IsString(q) && task_queue_valid(q->valuestring) ? q->valuestring
-                                                                   : TASK_QUEUE_DEFAULT);
+             task_queue_valid(spec->queue) ? spec->queue : TASK_QUEUE_DEFAULT);
     const flow_entry *qe = flow_find(fc, 'q', queue), *de = flow_find(fc, 'd', dest);
     if (!(de && de->configured)) {
         /* a host-wide destination, when the URL names a port */
@@ -446,8 +439,5 @@ int flow_cache_route(const flow_cache *fc, const char *spec, int64_t now_ms,
             }
         }
     }
-    rc = (qe && qe->configured) || (de && (de->configured || de->until_ms > now_ms));
-done:
-    cJSON_Delete(o);
-    return rc;
+    return (qe && qe->configured) || (de && (de->configured || de->until_ms > now_ms));
 }

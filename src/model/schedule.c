@@ -344,6 +344,8 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
     cJSON_AddNumberToObject(t, "execute_at", (double)at);
     /* on the claim's clock: a run behind it is due at once */
     int rc = task_input_parse_made(t, home_now_ms, out, why, sizeof(why));
+    /* trace context of its template's: a field, or a header taken as one */
+    int traced = cJSON_GetObjectItemCaseSensitive(t, "traceparent") != NULL;
     cJSON_Delete(t);
     if (rc != 0) {
         snprintf(err, errlen, "task.%s", why);
@@ -352,7 +354,7 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
     out->home_now_ms = home_now_ms;
     /* a run with no trace context of its template's starts its own: one
      * trace per run, the same however often the run is made */
-    if (!cJSON_GetObjectItemCaseSensitive(d->task, "traceparent")) {
+    if (!traced) {
         char seed[TASK_KEY_MAX + 64], tp[TRACE_PARENT_LEN + 1];
         snprintf(seed, sizeof(seed), "%s/%s/%lld", id, rkey, (long long)at);
         trace_new(seed, tp);

@@ -861,32 +861,54 @@ static int task_rec_chars(const char *s, size_t n, size_t min, size_t max, const
     return 1;
 }
 
-char *task_rec_spec(const char *rec, size_t len, const char *id)
+int task_rec_split(const char *rec, size_t len, const char *part[TASK_REC_PARTS],
+                   size_t plen[TASK_REC_PARTS])
 {
-    const char *part[6], *end = rec + len;
-    size_t plen[6];
-    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
-    int64_t at;
-    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
-    const char *p = rec;
-    for (int i = 0; i < 6; i++) {
-        const char *nl = i < 5 ? memchr(p, '\n', (size_t)(end - p)) : end;
-        if (!nl) return NULL;
+    const char *p = rec, *end = rec + len;
+    for (int i = 0; i < TASK_REC_PARTS; i++) {
+        const char *nl = i < TASK_REC_PARTS - 1 ? memchr(p, '\n', (size_t)(end - p)) : end;
+        if (!nl) return -1;
         part[i] = p;
         plen[i] = (size_t)(nl - p);
         p = nl + 1;
     }
     /* url literal, method, timeout, queue, retry ("a,b" or ""), the rest:
      * each of the plain parts only of the characters it may hold, so that
-     * what is pasted into the spec is JSON */
+     * what is pasted into a spec is JSON */
     if (plen[0] < 2 || part[0][0] != '"' || part[0][plen[0] - 1] != '"' || plen[5] < 2 ||
         part[5][0] != '{' || part[5][plen[5] - 1] != '}' ||
         !task_rec_chars(part[1], plen[1], 0, 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") ||
         !task_rec_chars(part[2], plen[2], 1, 9, "0123456789") ||
         !task_rec_chars(part[3], plen[3], 0, TASK_QUEUE_MAX - 1,
                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ||
-        !task_rec_chars(part[4], plen[4], 0, 21, "0123456789,") ||
-        task_id_parse(id, slice, &at, key) != 0)
+        !task_rec_chars(part[4], plen[4], 0, 21, "0123456789,"))
+        return -1;
+    return 0;
+}
+
+int task_rec_retry(const char *s, size_t n, long long *attempts, long long *backoff_ms)
+{
+    char buf[24], tail;
+    *attempts = TASK_DEFAULT_ATTEMPTS;
+    *backoff_ms = TASK_DEFAULT_BACKOFF_MS;
+    if (!n) return 0;
+    if (n >= sizeof(buf)) return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\n';
+    buf[n + 1] = '\0';
+    return sscanf(buf, "%9lld,%9lld%c", attempts, backoff_ms, &tail) == 3 && tail == '\n' ? 0 : -1;
+}
+
+char *task_rec_spec(const char *rec, size_t len, const char *id)
+{
+    const char *part[TASK_REC_PARTS];
+    size_t plen[TASK_REC_PARTS];
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    long long a, bo;
+    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
+    if (task_rec_split(rec, len, part, plen) != 0 || task_id_parse(id, slice, &at, key) != 0 ||
+        task_rec_retry(part[4], plen[4], &a, &bo) != 0)
         return NULL;
     task_buf b = {0};
     char num[160];
@@ -900,12 +922,6 @@ char *task_rec_spec(const char *rec, size_t len, const char *id)
     if (plen[5] > 2) {
         task_buf_add(&b, ",", 1);
         task_buf_add(&b, part[5] + 1, plen[5] - 2);
-    }
-    long long a = TASK_DEFAULT_ATTEMPTS, bo = TASK_DEFAULT_BACKOFF_MS;
-    char tail;
-    if (plen[4] && (sscanf(part[4], "%9lld,%9lld%c", &a, &bo, &tail) != 3 || tail != '\n')) {
-        free(b.p);
-        return NULL;
     }
     int n = snprintf(num, sizeof(num),
                      ",\"execute_at\":%lld,\"retry\":{\"max_attempts\":%lld,\"backoff_ms\":%lld},"

@@ -23,6 +23,7 @@
 
 #include "base/config.h"
 #include "model/task.h"
+#include "model/task_spec.h"
 
 struct event_base;
 typedef struct store store;
@@ -50,7 +51,7 @@ typedef struct store_lease {
     int64_t due_ms;
     int attempt;            /* the attempt this lease is for: 1, 2, ... */
     int64_t timeout_ms;
-    char *spec;             /* task JSON, malloc'd: the callback takes it */
+    task_spec *spec;        /* the task, read once (task_spec.h): the callback takes it */
 } store_lease;
 
 /* A claim's answer. With err set nothing was leased. `taken` counts every

@@ -450,7 +450,7 @@ static void ms_claim(store *s, int bucket, int64_t minute, int limit, store_clai
         l->id = t->id;
         l->due_ms = t->due_ms;
         l->attempt = t->attempts + 1;
-        l->spec = xstrdup(t->spec);
+        l->spec = task_spec_read(t->spec, strlen(t->spec));
     }
     free(c);
     /* the slice may have gone with its last member */
@@ -581,7 +581,7 @@ static void ms_free(store *s)
     for (mdefer *r = m->defer_head, *n; r; r = n) {
         n = r->next;
         if (r->kind == R_CLAIM) {
-            for (int i = 0; i < r->claim.n; i++) free(r->claim.leases[i].spec);
+            for (int i = 0; i < r->claim.n; i++) task_spec_free(r->claim.leases[i].spec);
             free(r->claim.leases);
         }
         ms_free_items(r);

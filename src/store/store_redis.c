@@ -665,13 +665,12 @@ static void claim_answer(claim_ctx *cl)
     free(cl);
 }
 
-/* The spec of a claimed task from its record (or its schema 1 spec). A
- * record that cannot be read is handed on as it is: the callback refuses a
- * spec that is not JSON, and the task fails with that error, visibly. */
-static char *rs_spec(const redisReply *r, const char *id)
+/* A claimed task read once from its record (or its schema 1 spec)
+ * (task_spec.h). One that cannot be read is handed on marked so: its
+ * callback fails with that error, visibly. */
+static task_spec *rs_spec(const redisReply *r)
 {
-    char *spec = task_rec_spec(r->str, r->len, id);
-    return spec ? spec : xstrndup(r->str, r->len);
+    return task_spec_read(r->str, r->len);
 }
 
 static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
@@ -693,7 +692,7 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
         l->id = NULL;
     } else {
         l->attempt = (int)r->element[1]->integer;
-        l->spec = rs_spec(r->element[2], l->id);
+        l->spec = rs_spec(r->element[2]);
         if (r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len) {
             /* this fetch committed a retry: the task counts again */
             qcount_add(cl->rs, r->element[3]->str, 1);
@@ -726,7 +725,7 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
         l->id = e[0]->str;
         l->due_ms = e[1]->integer;
         l->attempt = (int)e[2]->integer;
-        l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3], l->id) : NULL;
+        l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3]) : NULL;
         pointers += !l->spec;
         idbytes += e[0]->len + 1;
     }

@@ -223,7 +223,7 @@ static void claim_cb(const store_claim *res, void *priv)
         f->leases[i] = res->leases[i];
         snprintf(f->lease_ids[i], sizeof(f->lease_ids[i]), "%s", res->leases[i].id);
         f->leases[i].id = f->lease_ids[i];
-        free(res->leases[i].spec); /* the callback owns it */
+        task_spec_free(res->leases[i].spec); /* the callback owns it */
         f->leases[i].spec = NULL;
     }
     f->answers++;
