@@ -95,7 +95,8 @@ void http_request_reset(http_request *p);
 /* Read what has arrived of the request, buf[0..*len): HTTP_REQ_MORE,
  * HTTP_REQ_HEAD once (the head is read: the fields may be looked at, and a
  * gate may refuse the request before its body is read), then HTTP_REQ_MORE
- * until HTTP_REQ_DONE; or HTTP_REQ_ERROR. The buffer is rewritten in place
+ * until HTTP_REQ_DONE; or HTTP_REQ_ERROR. Either end is said again by every
+ * later call until http_request_reset. The buffer is rewritten in place
  * and *len may shrink (above). After HTTP_REQ_DONE the body is
  * buf[p->body..p->body + p->body_len) and the next request begins at
  * buf[p->len]; the caller NUL-terminates the body if it needs it to be
