@@ -27,8 +27,9 @@
  * dropped, so that the buffer holds the head, the decoded data and what
  * was not read yet (*len shrinks). Between calls the caller appends what
  * arrives after buf[*len) and may move the buffer: the parser keeps offsets,
- * never pointers. Each byte is looked at once however the bytes are split,
- * and any split gives the same result. */
+ * never pointers. However the bytes are split, the head is scanned for its
+ * end once (then read once more, whole) and a chunked body is decoded with
+ * each byte looked at once; any split gives the same result. */
 #ifndef TICKD_HTTP_REQUEST_H
 #define TICKD_HTTP_REQUEST_H
 
