@@ -74,7 +74,7 @@ def test_print_config_is_the_committed_file():
     with open(CONF, "rb") as f:
         committed = f.read()
     assert r.stdout.encode() == committed, \
-        "conf/tickd.ini is out of date: run `make conf/tickd.ini`"
+        "conf/tickd.ini is out of date: run `make config-reference`"
 
 
 def test_printed_config_loads(tmp_path):
