@@ -3,12 +3,6 @@
  * a free port in a temp dir (skipped, with a message, when redis-server is
  * not installed). Both must give the same answers: this is the contract the
  * scheduler and the API rely on. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <arpa/inet.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -24,6 +18,8 @@
 #include "model/schedule.h"
 #include "store/store.h"
 #include "base/util.h"
+
+#include "testutil.h"
 
 typedef struct fixture {
     struct event_base *base;
