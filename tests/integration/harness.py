@@ -138,6 +138,83 @@ class Redis:
         return f"127.0.0.1:{self.port}"
 
 
+class TcpServer:
+    """A raw TCP server on a port the kernel picks: every connection it
+    accepts is handed to handle(conn) on a thread of its own and closed when
+    handle returns (an OSError there, the peer gone, ends it quietly). For
+    peers no HTTP library would play: receivers that answer byte by byte,
+    hold, cut off or misbehave, and proxies."""
+
+    def __init__(self, handle, host="127.0.0.1", family=socket.AF_INET, backlog=256):
+        self.handle = handle
+        self.sock = socket.socket(family)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            self.handle(c)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def read_head(c, buf=b"", limit=None, idle_s=None):
+    """Read from c until buf holds a whole request or answer head: (head,
+    the bytes after it), or (None, buf) if the peer closed first or limit
+    bytes came without one. idle_s: how long to wait for a first byte when
+    buf is empty (socket.timeout past it), as a server's keep-alive timeout."""
+    while b"\r\n\r\n" not in buf:
+        if limit is not None and len(buf) >= limit:
+            return None, buf
+        if idle_s is not None and not buf:
+            c.settimeout(idle_s)
+        d = c.recv(65536)
+        if idle_s is not None:
+            c.settimeout(None)
+        if not d:
+            return None, buf
+        buf += d
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    return head, rest
+
+
+def read_request(c, buf=b"", idle_s=None):
+    """One request (with a Content-Length body) from c, buf holding what was
+    read past the previous one: (request line, {header: value} with lowercase
+    names, body, the bytes after it), or None if the peer closed first."""
+    head, buf = read_head(c, buf, idle_s=idle_s)
+    if head is None:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for ln in lines[1:]:
+        k, v = ln.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    size = int(headers.get("content-length", "0"))
+    while len(buf) < size:
+        d = c.recv(65536)
+        if not d:
+            return None
+        buf += d
+    return lines[0], headers, buf[:size], buf[size:]
+
+
 class Receiver:
     """A real HTTP/1.1 server recording every callback with its arrival time.
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import wait_for
+from harness import TcpServer, read_request, wait_for
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
@@ -38,85 +38,52 @@ SCRIPTS = {
 }
 
 
-class Scripted:
+class Scripted(TcpServer):
     """A TCP server answering each request by its path (SCRIPTS). It records
     every request (its head, body and which connection brought it). With
     close_idle_ms it closes a kept connection that long after each answer, as
     servers with a short keep-alive timeout do."""
 
     def __init__(self, close_idle_ms=None):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(512)
-        self.port = self.sock.getsockname()[1]
         self.close_idle_ms = close_idle_ms
         self.requests = []
         self.conns = 0
         self.peer_closed = []  # (connection, time) of each close by the client
         self.lock = threading.Lock()
-        self.stopped = False
-        threading.Thread(target=self.accept, daemon=True).start()
+        super().__init__(self.serve, backlog=512)
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def accept(self):
-        while not self.stopped:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.conns += 1
-                n = self.conns
-            threading.Thread(target=self.serve, args=(c, n), daemon=True).start()
-
-    def serve(self, c, n):
+    def serve(self, c):
+        with self.lock:
+            self.conns += 1
+            n = self.conns
+        idle_s = self.close_idle_ms / 1000 if self.close_idle_ms is not None else None
         buf = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    if self.close_idle_ms is not None and buf == b"":
-                        c.settimeout(self.close_idle_ms / 1000)
-                    try:
-                        d = c.recv(65536)
-                    except socket.timeout:
-                        return  # idle too long: close, as the keep-alive timeout says
-                    c.settimeout(None)
-                    if not d:
-                        with self.lock:
-                            self.peer_closed.append((n, time.time()))
-                        return
-                    buf += d
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                lines = head.decode("latin-1").split("\r\n")
-                hdrs = {}
-                for ln in lines[1:]:
-                    k, v = ln.split(":", 1)
-                    hdrs[k.strip().lower()] = v.strip()
-                size = int(hdrs.get("content-length", "0"))
-                while len(buf) < size:
-                    buf += c.recv(65536)
-                body, buf = buf[:size], buf[size:]
-                target = lines[0].split(" ")[1]
+        while True:
+            try:
+                req = read_request(c, buf, idle_s=idle_s)
+            except socket.timeout:
+                return  # idle too long: close, as the keep-alive timeout says
+            if req is None:
                 with self.lock:
-                    self.requests.append({"line": lines[0], "headers": hdrs, "body": body,
-                                          "conn": n, "t": time.time()})
-                path = target.split("?")[0]
-                if path.startswith("http://"):  # a proxy's absolute form
-                    path = "/ok"
-                pieces, close = SCRIPTS[path]
-                for i, p in enumerate(pieces):
-                    if i:
-                        time.sleep(0.02)
-                    c.sendall(p)
-                if close:
-                    return
-        except OSError:
-            pass
-        finally:
-            c.close()
+                    self.peer_closed.append((n, time.time()))
+                return
+            line, hdrs, body, buf = req
+            with self.lock:
+                self.requests.append({"line": line, "headers": hdrs, "body": body,
+                                      "conn": n, "t": time.time()})
+            path = line.split(" ")[1].split("?")[0]
+            if path.startswith("http://"):  # a proxy's absolute form
+                path = "/ok"
+            pieces, close = SCRIPTS[path]
+            for i, p in enumerate(pieces):
+                if i:
+                    time.sleep(0.02)  # each piece in a segment of its own
+                c.sendall(p)
+            if close:
+                return
 
     def by_task(self):
         with self.lock:
@@ -124,10 +91,6 @@ class Scripted:
             for r in self.requests:
                 out.setdefault(r["headers"].get("tickd-task-id"), []).append(r)
             return out
-
-    def close(self):
-        self.stopped = True
-        self.sock.close()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness import wait_for
+from harness import TcpServer, read_head, wait_for
 
 PATHS = ["h1", "curl"]
 
@@ -22,48 +22,19 @@ def url_for(kind, host, port, path="/ok"):
     return f"http://{cred}{host}:{port}{path}"
 
 
-class Raw:
+class Raw(TcpServer):
     """A TCP server that reads one request head and runs answer(conn) for it."""
 
     def __init__(self, answer, family=socket.AF_INET, host="127.0.0.1"):
-        self.sock = socket.socket(family)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
-        self.sock.listen(256)
-        self.port = self.sock.getsockname()[1]
-        self.answer = answer
         self.heads = []
-        self.closed_at = []  # when the client closed a connection (recv -> b"")
-        self.stopped = False
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while not self.stopped:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+        self.answer = answer
+        super().__init__(self.serve, host=host, family=family)
 
     def serve(self, c):
-        buf = b""
-        try:
-            while b"\r\n\r\n" not in buf:
-                d = c.recv(65536)
-                if not d:
-                    return
-                buf += d
-            head = buf.split(b"\r\n\r\n", 1)[0].decode("latin-1")
-            self.heads.append(head)
+        head, _ = read_head(c)
+        if head is not None:
+            self.heads.append(head.decode("latin-1"))
             self.answer(c)
-        except OSError:
-            pass
-        finally:
-            c.close()
-
-    def close(self):
-        self.stopped = True
-        self.sock.close()
 
 
 @pytest.fixture
