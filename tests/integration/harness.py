@@ -4,9 +4,11 @@ HTTP receiver, each on a free loopback port, each test in its own temp dir.
 Nothing here fakes tickd's collaborators; tests observe what a user would:
 the HTTP API, the callbacks arriving, and the keys in Redis."""
 
+import email.utils
 import http.server
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,6 +80,14 @@ def stored_keys(redis):
     state), the ones tickd writes at start left out."""
     return [k for k in redis.cli("--scan", "--pattern", "tickd:{*").split()
             if k and k not in AT_START]
+
+
+def fnv1a(s):
+    """FNV-1a 32 of s: a key's bucket is this modulo scheduler.buckets."""
+    h = 0x811c9dc5
+    for b in s.encode():
+        h = ((h ^ b) * 0x01000193) & 0xffffffff
+    return h
 
 
 def now_ms():
@@ -192,6 +202,22 @@ def read_head(c, buf=b"", limit=None, idle_s=None):
         buf += d
     head, rest = buf.split(b"\r\n\r\n", 1)
     return head, rest
+
+
+def read_to_end(c, until_error=False):
+    """Everything c receives until the peer closes it; until_error: or until
+    a timeout or a reset ends the reading (what came by then)."""
+    data = b""
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                return data
+            data += d
+    except OSError:
+        if until_error:
+            return data
+        raise
 
 
 def read_request(c, buf=b"", idle_s=None):
@@ -415,6 +441,33 @@ class Tickd:
 
     def delete(self, tid):
         return self.request("DELETE", f"/v1/tasks/{tid}")
+
+    def metric(self, name):
+        """The value of an unlabelled line of /metrics, or None without one."""
+        code, text = self.request("GET", "/metrics")
+        assert code == 200, code
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else None
+
+    def clock_offset_s(self):
+        """How far this tickd's wall clock is from ours, in whole seconds (its
+        Date header, as a faked clock gives it)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=10) as r:
+            date = email.utils.parsedate_to_datetime(r.headers["Date"]).timestamp()
+        return date - int(time.time())
+
+    def past(self, receiver, at_ms, timeout=10, key=None):
+        """Wait until this tickd has called back a task due at at_ms (made
+        here, to receiver's /marker; key, when given, picks its bucket):
+        whatever was due before it and still to fire has fired. A check that
+        nothing more happens waits for this marker, not for a time."""
+        task = {"callback_url": receiver.url("/marker"), "execute_at": at_ms}
+        if key is not None:
+            task["key"] = key
+        t = self.post(task)
+        wait_for(lambda: t["id"] in receiver.by_task(), max(0, at_ms - now_ms()) / 1000 + timeout,
+                 what=f"tickd :{self.port} past {at_ms}")
 
     def settled(self, timeout=10):
         """Wait until no task is scheduled or running (on a cluster, on every

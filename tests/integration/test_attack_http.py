@@ -1,25 +1,14 @@
 """The API server against requests crafted to make it break its own rules
 (issue 12, section 1), over raw sockets."""
-import socket
-
 import pytest
 
-from harness import rss_kib
+from harness import read_to_end, rss_kib
 from test_http import connect
 
 
 def read_all(s):
     s.settimeout(3)
-    data = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except socket.timeout:
-        pass
-    return data
+    return read_to_end(s, until_error=True)
 
 
 @pytest.mark.parametrize("line,fields,code", [

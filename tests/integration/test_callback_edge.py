@@ -215,14 +215,14 @@ def test_out_of_descriptors_is_not_an_attempt(redis, tickd_factory, kind):
              "execute_at": due, "timeout_ms": 5000, "retry": {"max_attempts": 1}}
             for i in range(n)])]
         done = {}
-        deadline = time.time() + 60
-        while len(done) < n and time.time() < deadline:
+        def all_final():
             for tid in ids:
                 if tid not in done:
                     g = t.get(tid)[1]
                     if g["status"] in ("succeeded", "failed"):
                         done[tid] = g
-            time.sleep(0.2)
+            return len(done) == n
+        wait_for(all_final, 60, interval=0.2, what=f"{n} tasks final")
         failed = [g for g in done.values() if g["status"] != "succeeded"]
         assert not failed, failed[:3]
         assert len(done) == n

@@ -2,12 +2,13 @@
 request that used to crash it, RFC 9112 framing and field syntax, and the
 bounds on memory, connections, descriptors and time (issue 12, section 1)."""
 import json
+import re
 import socket
 import time
 
 import pytest
 
-from harness import SANITIZED, now_ms, rss_kib, wait_for
+from harness import SANITIZED, now_ms, read_to_end, rss_kib, wait_for
 from test_http import Reader, connect
 
 TASK = {"callback_url": "http://127.0.0.1:9/x", "execute_at": now_ms() + 3600000}
@@ -175,13 +176,7 @@ def test_head_works_wherever_get_does(tickd):
         s = connect(tickd)
         s.sendall(f"HEAD {path} HTTP/1.1\r\nHost: t\r\n\r\nGET {path} HTTP/1.1\r\nHost: t\r\n"
                   f"Connection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        head, rest = data.split(b"\r\n\r\n", 1)
+        head, rest = read_to_end(s).split(b"\r\n\r\n", 1)
         assert head.startswith(b"HTTP/1.1 200"), (path, head)
         assert b"Content-Length: " in head
         # no body after HEAD's answer: the GET's answer comes next
@@ -273,9 +268,19 @@ def test_pipelined_flood_never_read_does_not_grow_memory(tickd):
     s.close()
 
 
+def api_connections(t):
+    """tickd_api_connections, asked on a connection read to its end: the
+    count includes this connection, and tickd has closed it on return."""
+    with socket.create_connection(("127.0.0.1", t.port), timeout=5) as c:
+        c.sendall(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        data = read_to_end(c)
+    m = re.search(rb"^tickd_api_connections (\d+)", data, re.M)
+    return int(m.group(1)) if m else None
+
+
 def test_max_connections_pauses_accepting(redis, tickd_factory):
     t = tickd_factory(redis, env={"TICKD_SERVER_MAX_CONNECTIONS": "20"}).start()
-    time.sleep(0.3)   # the health check's connection is closed
+    wait_for(lambda: api_connections(t) == 1, 5, what="no connection open but the asking one")
     idle = [connect(t) for _ in range(20)]
     late = connect(t)   # the kernel completes it; tickd does not take it yet
     late.settimeout(1)
