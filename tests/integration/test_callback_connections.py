@@ -1,8 +1,9 @@
-"""The callback client at its edges, on both paths (tickd's own HTTP/1.1
-client for http://, libcurl for URLs with credentials): IPv6 and numeric
-IPv4 literals, LF-only answers, bodies over 1 MiB, a body cut off by the
-timeout, per-host state freed once unused, and tickd's own failures (out of
-descriptors) that must not use up a task's attempts."""
+"""Where the callback client connects and what it keeps: kept connections
+reused, replaced when the host closed them and closed when unused, host
+names resolved, IPv6 and numeric IPv4 literals, a configured proxy sending
+everything through libcurl, per-host state freed once unused, and tickd's
+own failures (out of descriptors) that must not use up a task's
+attempts."""
 import http.server
 import socket
 import threading
@@ -10,52 +11,78 @@ import time
 
 import pytest
 
-from harness import TcpServer, read_head, wait_for
-
-PATHS = ["h1", "curl"]
-
-
-def url_for(kind, host, port, path="/ok"):
-    """The callback URL taking one client path: credentials send it through
-    libcurl (the built-in client leaves them to it)."""
-    cred = "u:p@" if kind == "curl" else ""
-    return f"http://{cred}{host}:{port}{path}"
+from harness import wait_for
+from receivers import PATHS, Raw, Scripted, ok_answer, url_for
 
 
-class Raw(TcpServer):
-    """A TCP server that reads one request head and runs answer(conn) for it."""
-
-    def __init__(self, answer, family=socket.AF_INET, host="127.0.0.1"):
-        self.heads = []
-        self.answer = answer
-        super().__init__(self.serve, host=host, family=family)
-
-    def serve(self, c):
-        head, _ = read_head(c)
-        if head is not None:
-            self.heads.append(head.decode("latin-1"))
-            self.answer(c)
+def test_kept_connections_are_reused(tickd, scripted):
+    ids = []
+    for i in range(30):
+        ids.append(tickd.post({"callback_url": scripted.url("/ok")})["id"])
+        time.sleep(0.02)
+    for tid in ids:
+        assert tickd.final(tid)["status"] == "succeeded"
+    # two workers: a connection each would do; far fewer than one per call
+    assert scripted.conns <= 4, scripted.conns
 
 
-@pytest.fixture
-def raw_servers():
-    made = []
-
-    def make(answer, **kw):
-        s = Raw(answer, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
+def test_connection_closed_while_idle_is_replaced(tickd_factory, redis):
+    """The host closes kept connections 100 ms after an answer: the next call
+    finds its connection dead before any answer and goes again on a new one,
+    without an error or a second attempt."""
+    s = Scripted(close_idle_ms=100)
+    try:
+        t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1"}).start()
+        ids = []
+        for i in range(6):
+            ids.append(t.post({"callback_url": s.url("/ok"), "retry": {"max_attempts": 1}})["id"])
+            time.sleep(0.3)
+        for tid in ids:
+            g = t.final(tid)
+            assert g["status"] == "succeeded" and g["attempts"] == 1, g
+        assert s.conns >= 6
+    finally:
         s.close()
 
 
-def ok_answer(c):
-    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted):
+    """A kept connection unused for server.keepalive_ms is closed by tickd, so
+    a host no longer called holds no descriptor; the next call opens anew."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
+                                  "TICKD_SERVER_KEEPALIVE_MS": "400"}).start()
+    a = t.post({"callback_url": scripted.url("/ok")})
+    assert t.final(a["id"])["status"] == "succeeded"
+    answered = scripted.requests[0]["t"]
+    wait_for(lambda: scripted.peer_closed, timeout=5)
+    conn, when = scripted.peer_closed[0]
+    assert conn == scripted.requests[0]["conn"]
+    assert 0.3 <= when - answered < 2.5, when - answered
+    b = t.post({"callback_url": scripted.url("/ok")})
+    assert t.final(b["id"])["status"] == "succeeded"
+    assert scripted.by_task()[b["id"]][0]["conn"] != conn
 
 
-# ---- addresses ------------------------------------------------------------
+def test_host_names_resolve(tickd, scripted):
+    t = tickd.post({"callback_url": f"http://localhost:{scripted.port}/ok"})
+    assert tickd.final(t["id"])["status"] == "succeeded"
+    r = scripted.by_task()[t["id"]][0]
+    assert r["headers"]["host"] == f"localhost:{scripted.port}"
+    u = tickd.post({"callback_url": "http://no-such-host.invalid/x", "timeout_ms": 3000,
+                    "retry": {"max_attempts": 1}})
+    g = tickd.final(u["id"], timeout=20)
+    assert g["status"] == "failed" and "no-such-host.invalid" in g["last_error"], g
+
+
+def test_a_proxy_sends_callbacks_through_libcurl(tickd_factory, redis, scripted):
+    t = tickd_factory(redis, env={"http_proxy": f"http://127.0.0.1:{scripted.port}"}).start()
+    a = t.post({"callback_url": "http://127.0.0.1:9/via-proxy?x=1", "req": {"n": 1},
+                "header": {"X-A": "1"}})
+    assert t.final(a["id"])["status"] == "succeeded"
+    r = scripted.by_task()[a["id"]][0]
+    assert r["line"] == "POST http://127.0.0.1:9/via-proxy?x=1 HTTP/1.1", r
+    assert r["headers"]["x-a"] == "1" and r["body"] == b'{"n":1}'
+    assert r["headers"]["content-type"] == "application/json"
+
 
 @pytest.mark.parametrize("kind", PATHS)
 def test_ipv6_literal(tickd, raw_servers, kind):
@@ -84,70 +111,6 @@ def test_numeric_ipv4_forms_reach_127_0_0_1(tickd, raw_servers, kind, host):
     hosthdr = [ln for ln in srv.heads[0].split("\r\n") if ln.lower().startswith("host:")][0]
     assert hosthdr.split(":", 1)[1].strip() == f"127.0.0.1:{srv.port}", hosthdr
 
-
-# ---- answers --------------------------------------------------------------
-
-@pytest.mark.parametrize("kind", PATHS)
-def test_lf_only_answer_head(tickd, raw_servers, kind):
-    srv = raw_servers(lambda c: c.sendall(b"HTTP/1.1 201 Created\nContent-Length: 2\n"
-                                          b"X-A: 1\n\nok"))
-    t = tickd.post({"callback_url": url_for(kind, "127.0.0.1", srv.port),
-                    "retry": {"max_attempts": 1}})
-    g = tickd.final(t["id"])
-    assert g["status"] == "succeeded" and "last_error" not in g, g
-
-
-def endless_chunks(c):
-    """A chunked body that never ends: 64 KiB chunks for as long as the
-    client reads."""
-    c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-    chunk = b"10000\r\n" + b"z" * 0x10000 + b"\r\n"
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        c.sendall(chunk)
-
-
-@pytest.mark.parametrize("kind", PATHS)
-def test_endless_chunked_body_not_read_past_1mib(tickd, raw_servers, kind):
-    """The body is read (and dropped) up to 1 MiB; past that the connection
-    closes and the answer's status stands. Read to its end, it would run into
-    the timeout."""
-    srv = raw_servers(endless_chunks)
-    t0 = time.time()
-    t = tickd.post({"callback_url": url_for(kind, "127.0.0.1", srv.port), "timeout_ms": 8000,
-                    "retry": {"max_attempts": 1}})
-    g = tickd.final(t["id"], timeout=20)
-    assert g["status"] == "succeeded" and "last_error" not in g, g
-    assert time.time() - t0 < 6, "the body was read on instead of cut at 1 MiB"
-
-
-@pytest.mark.parametrize("kind", PATHS)
-def test_body_cut_off_by_timeout_keeps_status(tickd, raw_servers, kind):
-    """The head arrives, the body stalls: the receiver has answered, so its
-    status decides (a 2xx succeeds, nothing is called twice), and the
-    record says the body was cut off."""
-    def stall(code):
-        def answer(c):
-            c.sendall(f"HTTP/1.1 {code} X\r\nContent-Length: 100\r\n\r\nabc".encode())
-            time.sleep(4)
-        return answer
-
-    ok = raw_servers(stall(200))
-    bad = raw_servers(stall(503))
-    a = tickd.post({"callback_url": url_for(kind, "127.0.0.1", ok.port), "timeout_ms": 800,
-                    "retry": {"max_attempts": 2, "backoff_ms": 100}})
-    b = tickd.post({"callback_url": url_for(kind, "127.0.0.1", bad.port), "timeout_ms": 800,
-                    "retry": {"max_attempts": 2, "backoff_ms": 100}})
-    ga = tickd.final(a["id"])
-    assert ga["status"] == "succeeded" and ga["attempts"] == 1, ga
-    assert ga["last_status_code"] == 200 and "cut off by the timeout" in ga["last_error"], ga
-    assert len(ok.heads) == 1
-    gb = tickd.final(b["id"])
-    assert gb["status"] == "failed" and gb["attempts"] == 2, gb
-    assert gb["last_status_code"] == 503 and "cut off by the timeout" in gb["last_error"], gb
-
-
-# ---- per-host state -------------------------------------------------------
 
 def test_host_state_freed_once_unused(redis, tickd_factory):
     """Callbacks to many distinct hosts leave no state behind once those
@@ -192,8 +155,6 @@ class _OkHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-
-# ---- tickd's own failures -------------------------------------------------
 
 @pytest.mark.parametrize("kind", PATHS)
 def test_out_of_descriptors_is_not_an_attempt(redis, tickd_factory, kind):
