@@ -356,6 +356,11 @@ int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen);
 
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
+/* The memory store's clock, in ms since the epoch: every "now" it uses
+ * (due, leases, retention, expiry, store_now_ms) is read from clock(priv).
+ * NULL, the default, is the real clock; tests drive a fake one. */
+typedef int64_t store_clock_fn(void *priv);
+void store_memory_set_clock(store *s, store_clock_fn *clock, void *priv);
 
 #define STORE_SCHEMA 2
 

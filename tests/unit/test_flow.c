@@ -1,11 +1,5 @@
 /* test_flow.c -- unit tests for flow.c (settings, destinations, the
  * replica's copy of the settings) and a task's queue (task.c). */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +9,8 @@
 #include "core/flow.h"
 #include "store/store.h"
 #include "model/task.h"
+
+#include "testutil.h"
 
 static int parse(const char *json, int queue, flow_settings *fs, char *err)
 {
@@ -68,7 +64,7 @@ static void test_settings(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         err[0] = '\0';
         if (parse(bad[i].json, bad[i].queue, &fs, err) == 0) fail_msg("%s accepted", bad[i].json);
-        if (strncmp(err, bad[i].prefix, strlen(bad[i].prefix)) != 0)
+        if (!testutil_starts_with(err, bad[i].prefix))
             fail_msg("%s: \"%s\" does not begin with \"%s\"", bad[i].json, err, bad[i].prefix);
     }
 }

@@ -5,25 +5,15 @@
  * next request from the bytes after a complete one). Every way must give
  * the identical result: the heads, the bodies and the refusal. */
 #include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "edge/http_request.h"
+#include "testutil.h"
 #include "split.h"
 
 #define MAX_BODY 4096
-
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
 
 /* Append to the result text (the output buffer is large: requests here are
  * at most a few KiB, and a body is shown up to 4000 bytes). */

@@ -5,13 +5,8 @@
  * through a real connection: one end of a socketpair served by the server
  * (http_server_adopt), requests written to the other end whole, byte by
  * byte and in random pieces, the loop run between pieces. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <event2/event.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +14,8 @@
 #include <unistd.h>
 
 #include "edge/http_server.h"
+#include "testutil.h"
 #include "split.h"
-
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
 
 static struct event_base *base;
 

@@ -2,12 +2,6 @@
  * wahern/timeout tests its wheel): the store answers what each test scripts,
  * records what the scheduler asks of it, and its clock moves only when the
  * test moves it. Fired jobs go to a fake pool; the test ends their attempts. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +10,8 @@
 
 #include "core/scheduler.h"
 #include "base/util.h"
+
+#include "testutil.h"
 
 #define MAXL 64
 /* what every fake lease holds: three attempts a second apart, 10 s each */

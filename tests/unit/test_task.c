@@ -1,12 +1,6 @@
 /* test_task.c -- unit tests for task.c: slice and id naming, keys, buckets,
  * RFC 3339 parsing, retry backoff and validation of the API's task JSON. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <time.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
@@ -18,27 +12,12 @@
 #include "model/task_spec.h"
 #include "base/util.h"
 
+#include "testutil.h"
+
 /* 2026-11-22T05:00:00Z */
 #define T0_MS INT64_C(1795323600000)
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static int starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-#define assert_prefix(s, prefix)                                               \
-    do {                                                                       \
-        if (!starts_with((s), (prefix)))                                       \
-            fail_msg("\"%s\" does not begin with \"%s\"", (s), (prefix));      \
-    } while (0)
-
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
 
 /* Parse the JSON text `json` as a task at now_ms; expect success. */
 static void parse_ok_obj(const cJSON *obj, int64_t now_ms, task_input *out)

@@ -1,16 +1,12 @@
 /* test_util.c -- unit tests for the UTF-8 check (RFC 3629, with Markus
  * Kuhn's UTF-8 decoder stress test cases), the text cleaning on it, and
  * the redaction of URLs shown outside tickd. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
+
+#include "testutil.h"
 
 /* util_utf8_valid on a literal (which may hold NULs): 1, or -1 - the offset
  * of the first bad byte */

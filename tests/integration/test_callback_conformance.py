@@ -14,14 +14,13 @@ import os
 import socket
 import ssl
 import struct
-import threading
 import time
 import urllib.request
 from collections import Counter
 
 import pytest
 
-from harness import Redis, SANITIZER_REPORT, Tickd, now_ms
+from harness import Redis, SANITIZER_REPORT, TcpServer, Tickd, now_ms, read_request
 from tls_kit import PKI
 
 TIMEOUT_MS = 2000
@@ -255,53 +254,27 @@ class TableReceiver:
     def __init__(self, pki):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(pki.path("srv.crt"), pki.path("srv.key"))
-        self.socks = []
-        self.plain = self.listen(False)
-        self.tls = self.listen(True)
+        self.servers = [TcpServer(self.serve, backlog=512),
+                        TcpServer(self.serve_tls, backlog=512)]
+        self.plain, self.tls = (s.port for s in self.servers)
 
-    def listen(self, tls):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", 0))
-        s.listen(512)
-        self.socks.append(s)
-        threading.Thread(target=self.accept, args=(s, tls), daemon=True).start()
-        return s.getsockname()[1]
+    def serve_tls(self, c):
+        try:
+            c = self.ctx.wrap_socket(c, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        self.serve(c)
 
-    def accept(self, s, tls):
-        while True:
-            try:
-                c, _ = s.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.serve, args=(c, tls), daemon=True).start()
-
-    def serve(self, c, tls):
+    def serve(self, c):
         clean = True
         try:
-            if tls:
-                c = self.ctx.wrap_socket(c, server_side=True)
             buf = b""
             while True:
-                while b"\r\n\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                lines = head.decode("latin-1").split("\r\n")
-                size = 0
-                for ln in lines[1:]:
-                    k, v = ln.split(":", 1)
-                    if k.strip().lower() == "content-length":
-                        size = int(v)
-                while len(buf) < size:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                buf = buf[size:]
-                row = lines[0].split(" ")[1].split("?")[0].rsplit("/", 1)[1]
+                req = read_request(c, buf)
+                if req is None:
+                    return
+                line, _, _, buf = req
+                row = line.split(" ")[1].split("?")[0].rsplit("/", 1)[1]
                 keep = BY_NAME[row].answer(c)
                 if not keep:
                     clean = keep is not None
@@ -317,7 +290,7 @@ class TableReceiver:
             c.close()
 
     def close(self):
-        for s in self.socks:
+        for s in self.servers:
             s.close()
 
 
