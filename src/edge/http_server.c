@@ -377,7 +377,7 @@ static void http_access(hconn *c, const http_req *r, int status, size_t len)
         }
     }
     snprintf(remote, sizeof(remote), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
-    log_access(remote, c->in + r->p.method, c->in + r->p.target, status, len,
+    log_access(remote, c->in + r->p.method, http_request_target(&r->p, c->in), status, len,
                (long long)(c->head_ms ? http_now_ms(c->srv) - c->head_ms : 0));
 }
 
