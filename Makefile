@@ -53,7 +53,7 @@ FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 CTL_SRCS := $(wildcard cmd/tickctl/*.c)
 CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
             build/obj/model/task.o build/obj/base/trace.o build/obj/delivery/webhook.o \
-            build/obj/base/util.o build/obj/base/log.o
+            build/obj/base/util.o build/obj/base/log.o build/obj/base/tz.o
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
 .PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean config-reference \
@@ -230,6 +230,7 @@ bench-wheel: build/bench/wheel
 
 bench: deps build/tickd bench-wheel
 	bench/run.sh
+	bench/post_cpu.sh
 
 # 10 million pending tasks: ingest, burst, GET/DELETE against an empty Redis,
 # and the drain of a backlog (bench/scale.sh; about 8 minutes, 6 GiB of Redis)

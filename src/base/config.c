@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "base/log.h"
+#include "base/util.h"
 
 enum { CT_INT, CT_STR, CT_BOOL };
 
@@ -222,7 +223,7 @@ static int config_nearest(const char *section, const char *name, int env, char *
         if (dk < d) d = dk;
         if (d < best) {
             best = d;
-            snprintf(out, outlen, "%s", cand);
+            util_copy(out, outlen, cand);
         }
     }
     return best <= limit ? 0 : -1;
@@ -356,7 +357,7 @@ static int config_set_host(config *c, const char *name, const char *key, const c
         tmp = c->hosts[h];
     } else {
         memset(&tmp, 0, sizeof(tmp));
-        snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+        util_copy(tmp.name, sizeof(tmp.name), name);
     }
     if (config_apply(&tmp, &host_keys[ki], value, 1, err, errlen) != 0) return -1;
     tmp.set |= 1u << ki;

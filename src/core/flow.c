@@ -47,7 +47,7 @@ int flow_settings_parse(const cJSON *body, int queue, flow_settings *out, char *
             FAIL("paused: a destination cannot be paused (pause its queues)");
         } else {
             char name[80];
-            snprintf(name, sizeof(name), "%s", f->string);
+            util_copy(name, sizeof(name), f->string);
             util_text_clean(name, strlen(name));
             FAIL("%s: unknown field", name);
         }
@@ -428,13 +428,13 @@ int flow_cache_route(const flow_cache *fc, const task_spec *spec, int64_t now_ms
     if (!(de && de->configured)) {
         /* a host-wide destination, when the URL names a port */
         char host[FLOW_DEST_MAX];
-        snprintf(host, sizeof(host), "%s", dest);
+        util_copy(host, sizeof(host), dest);
         char *c = host[0] == '[' ? strstr(host, "]:") : strchr(host, ':');
         if (c) {
             *(host[0] == '[' ? c + 1 : c) = '\0';
             const flow_entry *he = flow_find(fc, 'd', host);
             if (he && he->configured) {
-                snprintf(dest, FLOW_DEST_MAX, "%s", host);
+                util_copy(dest, FLOW_DEST_MAX, host);
                 de = he;
             }
         }

@@ -121,8 +121,8 @@ void onfail_task_failed(onfail *o, const callback *j, int64_t now_ms)
     if (!body) goto done;
     notice *n = xcalloc(1, sizeof(*n));
     n->o = o;
-    snprintf(n->j.id, sizeof(n->j.id), "%s", j->id);
-    snprintf(n->j.event, sizeof(n->j.event), "%s", j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
+    util_copy(n->j.id, sizeof(n->j.id), j->id);
+    util_copy(n->j.event, sizeof(n->j.event), j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
     n->j.due_ms = now_ms;
     n->j.attempt = 1;
     char *spec = onfail_spec(u, cJSON_IsString(method) && cJSON_IsString(url) ? method->valuestring

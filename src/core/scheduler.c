@@ -303,9 +303,9 @@ static flow_rec *sched_flow_rec(flow_batch *b, const job *j)
     }
     flow_rec *r = &b->r[b->n++];
     memset(r, 0, sizeof(*r));
-    snprintf(r->id, sizeof(r->id), "%s", j->cb.id);
-    snprintf(r->queue, sizeof(r->queue), "%s", j->queue);
-    snprintf(r->dest, sizeof(r->dest), "%s", j->dest);
+    util_copy(r->id, sizeof(r->id), j->cb.id);
+    util_copy(r->queue, sizeof(r->queue), j->queue);
+    util_copy(r->dest, sizeof(r->dest), j->dest);
     r->due_ms = j->cb.due_ms;
     r->timeout_ms = j->timeout_ms;
     return r;
@@ -328,8 +328,8 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     if (!err && j->park_slice[0] && sc->fc) {
         /* parked: now it waits in its queue's list for a pump */
         flow_rec *r = sched_flow_rec(&sc->enq, j);
-        snprintf(r->slice, sizeof(r->slice), "%s", j->park_slice);
-        snprintf(r->reason, sizeof(r->reason), "%s", j->flow_reason);
+        util_copy(r->slice, sizeof(r->slice), j->park_slice);
+        util_copy(r->reason, sizeof(r->reason), j->flow_reason);
         sched_flow_arm(sc);
     }
     sched_job_gone(sc, j);
@@ -514,7 +514,7 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             j->flow = FLOW_LET_GO;
             j->flow_at_ms = v[i].at_ms;
             j->flow_from_ms = v[i].waited_from_ms;
-            snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
+            util_copy(j->flow_reason, sizeof(j->flow_reason), v[i].reason);
             if (v[i].at_ms > now) {
                 /* its turn in the rate: on the wheel until then */
                 sched_hold(sc, j);
@@ -527,8 +527,8 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             /* held back: no attempt; its entry waits in this minute's slice */
             j->flow = 0;
             metrics.flow_held[metrics_flow_reason(v[i].reason)]++;
-            snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
-            snprintf(j->cb.err, sizeof(j->cb.err), "%s", v[i].reason);
+            util_copy(j->flow_reason, sizeof(j->flow_reason), v[i].reason);
+            util_copy(j->cb.err, sizeof(j->cb.err), v[i].reason);
             task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
             /* spread: a burst held back does not come round all at once;
              * one that expires sooner comes round then, to end */
@@ -564,7 +564,7 @@ static void sched_take_cb(int n, const char *err, void *priv)
         if (!err) {
             flow_rec *r = &sc->ends.r[sc->ends.n - 1];
             r->back = 1;
-            snprintf(r->slice, sizeof(r->slice), "%s", c->slice);
+            util_copy(r->slice, sizeof(r->slice), c->slice);
         }
     }
     free(c);
@@ -580,10 +580,10 @@ static void sched_pump_cb(const store_flow_go *g, int n, const char *err, void *
     for (int i = 0; i < n; i++) {
         take_ctx *c = xcalloc(1, sizeof(*c));
         c->sc = sc;
-        snprintf(c->j.cb.id, sizeof(c->j.cb.id), "%s", g[i].id);
-        snprintf(c->j.queue, sizeof(c->j.queue), "%s", g[i].queue);
-        snprintf(c->j.dest, sizeof(c->j.dest), "%s", g[i].dest);
-        snprintf(c->slice, sizeof(c->slice), "%s", g[i].slice);
+        util_copy(c->j.cb.id, sizeof(c->j.cb.id), g[i].id);
+        util_copy(c->j.queue, sizeof(c->j.queue), g[i].queue);
+        util_copy(c->j.dest, sizeof(c->j.dest), g[i].dest);
+        util_copy(c->slice, sizeof(c->slice), g[i].slice);
         sc->pending++;
         store_flow_take(sc->s, c->j.cb.id, c->slice, g[i].at_ms, sched_take_cb, c);
     }
@@ -735,8 +735,8 @@ static void scan_finish(bucket_scan *bs);
 static void sched_take(sched *sc, const char *slice, store_lease *l)
 {
     job *j = xcalloc(1, sizeof(*j));
-    snprintf(j->cb.id, sizeof(j->cb.id), "%s", l->id);
-    snprintf(j->src, sizeof(j->src), "%s", slice);
+    util_copy(j->cb.id, sizeof(j->cb.id), l->id);
+    util_copy(j->src, sizeof(j->src), slice);
     j->cb.due_ms = l->due_ms;
     j->cb.attempt = l->attempt;
     j->cb.spec = l->spec;

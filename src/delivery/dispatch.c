@@ -509,10 +509,10 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     if (rc == CURLE_WRITE_ERROR && code && (x->unread || x->got > H1_DRAIN_MAX)) {
         failed = 0; /* a body not read, or not read on: the status stands */
     } else if (failed && x->ndenied && x->ndenied == x->nopen) {
-        snprintf(err, sizeof(err), "%s", x->denied);
+        util_copy(err, sizeof(err), x->denied);
         code = 0;
     } else if (x->refused) {
-        snprintf(err, sizeof(err), "%s", x->head.err);
+        util_copy(err, sizeof(err), x->head.err);
         code = 0;
     } else if (!failed && !x->head_done) {
         /* libcurl takes a head cut short by the connection's end as whole */
@@ -538,7 +538,7 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         local = rc == CURLE_OUT_OF_MEMORY ||
                 (x->local_errno && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_FAILED_INIT));
         if (x->local_errno && !x->errbuf[0])
-            snprintf(x->errbuf, sizeof(x->errbuf), "%s", strerror(x->local_errno));
+            util_copy(x->errbuf, sizeof(x->errbuf), strerror(x->local_errno));
         char full[CURL_ERROR_SIZE + 320];
         cbtls_describe(w->d->tls, x->easy, rc, x->errbuf, full, sizeof(full));
         size_t fl = strlen(full);
@@ -650,7 +650,7 @@ static int worker_h1_guard(void *call_priv, const struct sockaddr *sa, char *why
 {
     xfer *x = call_priv;
     if (xfer_allowed(x, sa)) return 0;
-    snprintf(why, whylen, "%s", x->denied);
+    util_copy(why, whylen, x->denied);
     return -1;
 }
 
@@ -743,7 +743,7 @@ static int xfer_build(xfer *x)
     cJSON *hdr = NULL;
 
     if (spec->bad) {
-        snprintf(j->err, sizeof(j->err), "%s", spec->bad);
+        util_copy(j->err, sizeof(j->err), spec->bad);
         return -1;
     }
     const char *url = spec->url, *m = spec->method;
@@ -794,7 +794,7 @@ static int xfer_build(xfer *x)
     if (x->hq->h1) {
         /* the built-in client: worker_start makes the request */
         x->url = xstrdup(url);
-        snprintf(x->method, sizeof(x->method), "%s", m);
+        util_copy(x->method, sizeof(x->method), m);
         return 0;
     }
 

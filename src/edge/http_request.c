@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/util.h"
+
 void http_request_init(http_request *p, size_t max_body)
 {
     p->max_body = max_body;
@@ -29,7 +31,7 @@ static int http_refuse(http_request *p, int status, const char *reason, const ch
     p->refusal.status = status;
     p->refusal.reason = reason;
     p->refusal.code = code;
-    snprintf(p->refusal.msg, sizeof(p->refusal.msg), "%s", msg);
+    util_copy(p->refusal.msg, sizeof(p->refusal.msg), msg);
     return HTTP_REQ_ERROR;
 }
 

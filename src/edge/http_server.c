@@ -530,7 +530,7 @@ static void http_accept_error_cb(struct evconnlistener *lev, void *arg)
 static void http_timeout(hconn *c, const char *msg)
 {
     http_refusal f = {408, "Request Timeout", "request_timeout", ""};
-    snprintf(f.msg, sizeof(f.msg), "%s", msg);
+    util_copy(f.msg, sizeof(f.msg), msg);
     http_fail_as(c, &f, 0);
     if (http_flush(c) == 0) http_want_read(c);
 }
@@ -597,7 +597,7 @@ http_server *http_server_new(struct event_base *base, const char *listen, size_t
         if (h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;   /* [::1]:8080 */
         memcpy(host, h, hl);
         host[hl] = '\0';
-        snprintf(port, sizeof(port), "%s", colon + 1);
+        util_copy(port, sizeof(port), colon + 1);
         char *end;
         long pn = strtol(port, &end, 10);
         if (*end || pn < 0 || pn > 65535) {

@@ -106,7 +106,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
         if (!cJSON_IsString(v) || strlen(v->valuestring) > SCHED_KEY_MAX ||
             !task_key_valid(v->valuestring))
             FAIL("key: must be 1-%d characters of A-Z a-z 0-9 . _ : -", SCHED_KEY_MAX);
-        snprintf(out->key, sizeof(out->key), "%s", v->valuestring);
+        util_copy(out->key, sizeof(out->key), v->valuestring);
     } else {
         task_key_random(out->key);
         out->key_generated = 1;
@@ -147,7 +147,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
         }
         if (strlen(zn) >= sizeof(out->tz_name)) FAIL("tz: %.80s...: unknown time zone", zn);
         if (!(out->zone = tz_get(zn, why))) FAIL("%s", why); /* "tz: ..." */
-        snprintf(out->tz_name, sizeof(out->tz_name), "%s", zn);
+        util_copy(out->tz_name, sizeof(out->tz_name), zn);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "times")) &&
         task_json_int(v, 1, INT64_C(1) << 52, &out->times) != 0)

@@ -225,7 +225,7 @@ static mslice *ms_slice(mstore *m, const char *name, int create)
     if (!create) return NULL;
     mslice *s = xcalloc(1, sizeof(*s));
     s->hash = h;
-    snprintf(s->name, sizeof(s->name), "%s", name);
+    util_copy(s->name, sizeof(s->name), name);
     s->hnext = *b;
     *b = s;
     return s;
@@ -302,7 +302,7 @@ static void ms_expire(mstore *m, int64_t now)
 static void ms_final(mstore *m, mtask *t, const char *status, int64_t now)
 {
     ms_unlink(m, t);
-    snprintf(t->status, sizeof(t->status), "%s", status);
+    util_copy(t->status, sizeof(t->status), status);
     t->fin_ms = now;
     t->lease_ms = 0;
     t->fnext = NULL;
@@ -351,8 +351,8 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
         return;
     }
     t = xcalloc(1, sizeof(*t));
-    snprintf(t->id, sizeof(t->id), "%s", id);
-    snprintf(t->home, sizeof(t->home), "%s", slice);
+    util_copy(t->id, sizeof(t->id), id);
+    util_copy(t->home, sizeof(t->home), slice);
     snprintf(t->status, sizeof(t->status), "scheduled");
     t->due_ms = ti->due_ms;
     t->timeout_ms = ti->timeout_ms;
@@ -632,7 +632,7 @@ static int ms_cursor(const char *c, mpos *p, char *id, size_t idlen)
     snprintf(p->slice, sizeof(p->slice), "%.*s", (int)(a - c), c);
     p->minute = task_slice_minute(p->slice);
     p->score = strtoll(a + 1, NULL, 10);
-    snprintf(id, idlen, "%s", b + 1);
+    util_copy(id, idlen, b + 1);
     p->id = id;
     return p->minute < 0 ? -1 : 0;
 }
@@ -657,7 +657,7 @@ static void ms_list(store *s, const store_list_query *q, store_list_fn *cb, void
                 (q->runs && (!key[plen] || strspn(key + plen, "0123456789") != strlen(key + plen))))
                 continue;
             mpos *p = &v[n++];
-            snprintf(p->slice, sizeof(p->slice), "%s", t->slice ? t->slice->name : t->home);
+            util_copy(p->slice, sizeof(p->slice), t->slice ? t->slice->name : t->home);
             p->minute = task_slice_minute(p->slice);
             p->score = t->slice ? (running ? t->lease_ms : t->due_ms) : t->fin_ms;
             p->id = t->id;

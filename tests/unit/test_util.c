@@ -20,6 +20,24 @@ static long valid_at(const char *s, size_t n)
 #define VALID(lit) valid_at((lit), sizeof(lit) - 1)
 #define BAD_AT(k) (-1 - (long)(k))
 
+/* util_copy cuts to fit, always ends the copy, and copies NULL as "". */
+static void test_copy(void **state)
+{
+    (void)state;
+    char b[6];
+    assert_int_equal(util_copy(b, sizeof(b), "abc"), 3);
+    assert_string_equal(b, "abc");
+    assert_int_equal(util_copy(b, sizeof(b), "abcdefgh"), 5);
+    assert_string_equal(b, "abcde");
+    assert_int_equal(util_copy(b, sizeof(b), ""), 0);
+    assert_string_equal(b, "");
+    assert_int_equal(util_copy(b, sizeof(b), NULL), 0);
+    assert_string_equal(b, "");
+    b[0] = 'x';
+    assert_int_equal(util_copy(b, 0, "abc"), 0);
+    assert_int_equal(b[0], 'x');
+}
+
 static void test_valid_text(void **state)
 {
     (void)state;
@@ -191,6 +209,7 @@ static void test_url_redact(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_copy),
         cmocka_unit_test(test_valid_text),
         cmocka_unit_test(test_beyond_unicode_and_five_six_bytes),
         cmocka_unit_test(test_overlongs_and_surrogates),
