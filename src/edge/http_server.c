@@ -30,7 +30,7 @@ typedef struct hconn hconn;
 struct http_req {
     hconn *c;
     http_request p;                   /* parsed in place: offsets into c->in */
-    char extra[256];                  /* headers added by http_add_header */
+    char extra[1024];                 /* headers added by http_add_header */
     size_t extra_len;
 };
 
@@ -721,4 +721,7 @@ void http_add_header(http_req *r, const char *name, const char *value)
     int n = snprintf(r->extra + r->extra_len, sizeof(r->extra) - r->extra_len, "%s: %s\r\n",
                      name, value);
     if (n > 0 && r->extra_len + (size_t)n < sizeof(r->extra)) r->extra_len += (size_t)n;
+    else /* never quietly: a header left out may be a security header */
+        log_warn("answer header %s left out: the answer's headers exceed %zu bytes", name,
+                 sizeof(r->extra) - 1);
 }
