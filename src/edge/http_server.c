@@ -235,13 +235,26 @@ static void http_out_reply(hconn *c, int status, const char *reason, const char 
 {
     http_req *r = &c->req;
     char head[512];
-    int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Length: %zu\r\n",
-                     status, reason, http_date(c->srv), len);
-    if (type && len) n += snprintf(head + n, sizeof(head) - (size_t)n, "Content-Type: %s\r\n", type);
-    if (!keep_alive) n += snprintf(head + n, sizeof(head) - (size_t)n, "Connection: close\r\n");
-    else if (r->p.http10) n += snprintf(head + n, sizeof(head) - (size_t)n, "Connection: keep-alive\r\n");
-    http_out_reserve(c, (size_t)n + r->extra_len + 2 + len);
-    http_out_add(c, head, (size_t)n);
+    util_buf b = UTIL_BUF(head);
+    util_buf_add(&b, "HTTP/1.1 ", 9);
+    util_buf_int(&b, status);
+    util_buf_add(&b, " ", 1);
+    util_buf_str(&b, reason);
+    util_buf_add(&b, "\r\nDate: ", 8);
+    util_buf_str(&b, http_date(c->srv));
+    util_buf_add(&b, "\r\nContent-Length: ", 18);
+    util_buf_int(&b, (long long)len);
+    util_buf_add(&b, "\r\n", 2);
+    if (type && len) {
+        util_buf_add(&b, "Content-Type: ", 14);
+        util_buf_str(&b, type);
+        util_buf_add(&b, "\r\n", 2);
+    }
+    if (!keep_alive) util_buf_str(&b, "Connection: close\r\n");
+    else if (r->p.http10) util_buf_str(&b, "Connection: keep-alive\r\n");
+    size_t n = b.len;
+    http_out_reserve(c, n + r->extra_len + 2 + len);
+    http_out_add(c, head, n);
     http_out_add(c, r->extra, r->extra_len);
     http_out_add(c, "\r\n", 2);
     if (!r->p.head && len) http_out_add(c, body, len);

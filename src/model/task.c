@@ -186,7 +186,12 @@ int64_t task_slice_minute(const char *slice)
 void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
                   char *out, size_t outlen)
 {
-    snprintf(out, outlen, "%s.%lld.%s", slice, (long long)execute_at_ms, key);
+    util_buf b = {out, 0, outlen};
+    util_buf_str(&b, slice);
+    util_buf_add(&b, ".", 1);
+    util_buf_int(&b, execute_at_ms);
+    util_buf_add(&b, ".", 1);
+    util_buf_str(&b, key);
 }
 
 int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key)
@@ -370,13 +375,49 @@ static int task_tchar(int c)
 static task_url_check_fn *task_url_check;
 static void *task_url_check_priv;
 
+/* URLs accepted lately: a URL's check is a function of its text and the
+ * check set (the destination policy reads no DNS at this point: flow.h),
+ * and producers send the same few callback URLs again and again, so an
+ * accepted one is not parsed by libcurl each time (a fifth of a POST's
+ * instructions). Direct-mapped by hash, whole text compared, per thread;
+ * emptied when the check changes. At most TASK_URL_SEEN URLs of at most
+ * TASK_URL_MAX bytes. */
+#define TASK_URL_SEEN 64
+static _Thread_local struct {
+    unsigned gen;
+    char *url;
+} task_url_seen[TASK_URL_SEEN];
+static unsigned task_url_gen = 1;
+
+static unsigned task_url_slot(const char *url)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)url; *p; p++) h = (h ^ *p) * 16777619u;
+    return h % TASK_URL_SEEN;
+}
+
 void task_set_url_check(task_url_check_fn *fn, void *priv)
 {
     task_url_check = fn;
     task_url_check_priv = priv;
+    task_url_gen++;
 }
 
+static int task_check_url_parse(const char *url, char *err, size_t errlen);
+
 static int task_check_url(const char *url, char *err, size_t errlen)
+{
+    unsigned slot = task_url_slot(url);
+    if (task_url_seen[slot].gen == task_url_gen && strcmp(task_url_seen[slot].url, url) == 0)
+        return 0;
+    if (task_check_url_parse(url, err, errlen) != 0) return -1;
+    free(task_url_seen[slot].url);
+    task_url_seen[slot].url = xstrdup(url);
+    task_url_seen[slot].gen = task_url_gen;
+    return 0;
+}
+
+static int task_check_url_parse(const char *url, char *err, size_t errlen)
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL, why[200];
@@ -483,6 +524,12 @@ static void task_buf_add(task_buf *b, const char *s, size_t n)
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
+}
+
+static void task_buf_int(task_buf *b, long long v)
+{
+    char num[UTIL_INT_MAX];
+    task_buf_add(b, num, (size_t)util_fmt_int(num, v));
 }
 
 /* s as a JSON string literal. */
@@ -755,13 +802,15 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_str(&b, method);
     if (hdr) task_buf_member(&b, "header", hdr, strlen(hdr));
     if (req) task_buf_member(&b, "req", req, strlen(req));
-    char nums[160];
-    int n = snprintf(nums, sizeof(nums),
-                     ",\"execute_at\":%lld,\"retry\":{\"max_attempts\":%lld,\"backoff_ms\":%lld},"
-                     "\"timeout_ms\":%lld}",
-                     (long long)at, (long long)max_attempts, (long long)backoff_ms,
-                     (long long)timeout_ms);
-    task_buf_add(&b, nums, (size_t)n - 1);
+    /* numbers written without a format: this is the ingest's hot path */
+    task_buf_add(&b, ",\"execute_at\":", 14);
+    task_buf_int(&b, at);
+    task_buf_add(&b, ",\"retry\":{\"max_attempts\":", 25);
+    task_buf_int(&b, max_attempts);
+    task_buf_add(&b, ",\"backoff_ms\":", 14);
+    task_buf_int(&b, backoff_ms);
+    task_buf_add(&b, "},\"timeout_ms\":", 15);
+    task_buf_int(&b, timeout_ms);
     if (queue) {
         task_buf_add(&b, ",\"queue\":", 9);
         task_buf_str(&b, queue);
@@ -770,16 +819,19 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_add(&b, "}", 1);
 
     task_buf_add(&r, url.p, url.len);
-    n = snprintf(nums, sizeof(nums), "\n%s\n%lld\n", strcmp(method, "POST") ? method : "",
-                 (long long)timeout_ms);
-    task_buf_add(&r, nums, (size_t)n);
+    task_buf_add(&r, "\n", 1);
+    if (strcmp(method, "POST") != 0) task_buf_add(&r, method, strlen(method));
+    task_buf_add(&r, "\n", 1);
+    task_buf_int(&r, timeout_ms);
+    task_buf_add(&r, "\n", 1);
     if (queue) task_buf_add(&r, queue, strlen(queue));
-    if (max_attempts != TASK_DEFAULT_ATTEMPTS || backoff_ms != TASK_DEFAULT_BACKOFF_MS)
-        n = snprintf(nums, sizeof(nums), "\n%lld,%lld\n{", (long long)max_attempts,
-                     (long long)backoff_ms);
-    else
-        n = snprintf(nums, sizeof(nums), "\n\n{");
-    task_buf_add(&r, nums, (size_t)n);
+    task_buf_add(&r, "\n", 1);
+    if (max_attempts != TASK_DEFAULT_ATTEMPTS || backoff_ms != TASK_DEFAULT_BACKOFF_MS) {
+        task_buf_int(&r, max_attempts);
+        task_buf_add(&r, ",", 1);
+        task_buf_int(&r, backoff_ms);
+    }
+    task_buf_add(&r, "\n{", 2);
     if (hdr) task_buf_member(&r, "header", hdr, strlen(hdr));
     if (req) task_buf_member(&r, "req", req, strlen(req));
     if (onf) task_buf_member(&r, "on_failure", onfb.p, onfb.len);

@@ -1803,6 +1803,45 @@ static void test_spec_read(void **state)
     }
 }
 
+/* A URL's check is remembered only while the check set stays: accepted
+ * URLs come back accepted, and a new check is applied to every URL again. */
+static int deny_calls;
+static int deny_host(void *priv, const char *host, int port, char *why, size_t whylen)
+{
+    (void)port;
+    deny_calls++;
+    if (strcmp(host, (const char *)priv) != 0) return 0;
+    snprintf(why, whylen, "denied %s", host);
+    return -1;
+}
+
+static void test_url_check_remembered(void **state)
+{
+    (void)state;
+    char err[300], bad[] = "bad.test", ok[] = "ok.test";
+    task_set_url_check(deny_host, bad);
+    deny_calls = 0;
+    assert_int_equal(task_url_valid("http://ok.test/a", err, sizeof(err)), 0);
+    assert_int_equal(task_url_valid("http://ok.test/a", err, sizeof(err)), 0);
+    assert_int_equal(deny_calls, 1); /* the second time, remembered */
+    assert_int_equal(task_url_valid("http://bad.test/a", err, sizeof(err)), -1);
+    assert_string_equal(err, "callback_url: denied bad.test");
+    assert_int_equal(task_url_valid("http://bad.test/a", err, sizeof(err)), -1);
+    assert_int_equal(deny_calls, 3); /* a refusal is never remembered */
+    /* another check: what was accepted is checked again */
+    task_set_url_check(deny_host, ok);
+    assert_int_equal(task_url_valid("http://ok.test/a", err, sizeof(err)), -1);
+    assert_int_equal(task_url_valid("http://bad.test/a", err, sizeof(err)), 0);
+    /* many URLs, each checked whole (the same slot holds another URL) */
+    for (int i = 0; i < 500; i++) {
+        char url[64];
+        snprintf(url, sizeof(url), "http://h%d.test/%d", i, i);
+        assert_int_equal(task_url_valid(url, err, sizeof(err)), 0);
+    }
+    assert_int_equal(task_url_valid("http://ok.test/a", err, sizeof(err)), -1);
+    task_set_url_check(NULL, NULL);
+}
+
 static void test_record_malformed(void **state)
 {
     (void)state;
@@ -1843,6 +1882,7 @@ int main(void)
         cmocka_unit_test(test_slice_against_libc),
         cmocka_unit_test(test_record_round_trip),
         cmocka_unit_test(test_spec_read),
+        cmocka_unit_test(test_url_check_remembered),
         cmocka_unit_test(test_record_malformed),
         cmocka_unit_test(test_slice_minute_round_trip),
         cmocka_unit_test(test_slice_minute_malformed),
