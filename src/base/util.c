@@ -50,6 +50,34 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
+size_t util_copy(char *dst, size_t cap, const char *src)
+{
+    if (!cap) return 0;
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+    return n;
+}
+
+void util_buf_add(util_buf *b, const char *s, size_t n)
+{
+    if (b->len + n >= b->cap) n = b->cap - 1 - b->len;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void util_buf_str(util_buf *b, const char *s)
+{
+    util_buf_add(b, s, strlen(s));
+}
+
+void util_buf_int(util_buf *b, long long v)
+{
+    char num[UTIL_INT_MAX];
+    util_buf_add(b, num, (size_t)util_fmt_int(num, v));
+}
+
 int64_t util_realtime_ms(void)
 {
     struct timespec ts;

@@ -16,6 +16,26 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 
+/* src into dst (cap bytes), cut to fit and always NUL-terminated; returns
+ * the length copied (NULL copies as ""). What snprintf(dst, cap, "%s", src)
+ * does, without
+ * parsing a format on every task's way (ids and slices are copied several
+ * times per callback). */
+size_t util_copy(char *dst, size_t cap, const char *src);
+
+/* Text built into a fixed buffer, piece by piece, cut to fit and always
+ * NUL-terminated: for the texts made per request or per task (an answer's
+ * head, an id, a stored record), where snprintf's format parsing is most of
+ * the cost. */
+typedef struct util_buf {
+    char *p;
+    size_t len, cap;            /* cap: the buffer's size (> 0) */
+} util_buf;
+#define UTIL_BUF(arr) ((util_buf){(arr), 0, sizeof(arr)})
+void util_buf_add(util_buf *b, const char *s, size_t n);
+void util_buf_str(util_buf *b, const char *s);
+void util_buf_int(util_buf *b, long long v);
+
 /* Clocks in ms: wall (CLOCK_REALTIME) and monotonic. */
 int64_t util_realtime_ms(void);
 int64_t util_mono_ms(void);

@@ -106,25 +106,10 @@ void history_attempt(int ok, int sent, int64_t late_ms)
     sl->h.lateness[b]++;
 }
 
-/* The queue a task names, from its spec ("default" when none). */
-static void history_queue(const job *j, char out[TASK_QUEUE_MAX])
-{
-    if (j->queue[0]) {
-        snprintf(out, TASK_QUEUE_MAX, "%s", j->queue);
-        return;
-    }
-    cJSON *o = cJSON_Parse(j->spec ? j->spec : "");
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "queue");
-    snprintf(out, TASK_QUEUE_MAX, "%s",
-             cJSON_IsString(q) && task_queue_valid(q->valuestring) ? q->valuestring
-                                                                   : TASK_QUEUE_DEFAULT);
-    cJSON_Delete(o);
-}
-
-void history_outcome(store_outcome o, const job *j)
+void history_outcome(store_outcome o, int uncounted, const char *queue)
 {
     if (!hist_on) return;
-    if (o != OUT_OK && o != OUT_FAIL && o != OUT_EXPIRE && (o != OUT_RETRY || j->uncounted))
+    if (o != OUT_OK && o != OUT_FAIL && o != OUT_EXPIRE && (o != OUT_RETRY || uncounted))
         return;
     store_hist *h = &history_slot(hist_on)->h;
     if (o == OUT_OK) h->succeeded++;
@@ -133,7 +118,7 @@ void history_outcome(store_outcome o, const job *j)
     if (o != OUT_FAIL) return;
     h->failed++;
     char q[TASK_QUEUE_MAX];
-    history_queue(j, q);
+    snprintf(q, sizeof(q), "%s", queue && queue[0] ? queue : TASK_QUEUE_DEFAULT);
     /* at most STORE_HIST_QUEUES queues a minute, the rest together (the
      * store holds the same bound over all replicas) */
     int i = 0;

@@ -16,7 +16,6 @@
 
 #include <stdint.h>
 
-#include "delivery/dispatch.h"
 #include "store/store.h"
 
 struct event_base;
@@ -35,9 +34,10 @@ history *history_create(struct event_base *base, store *s);
 /* An attempt ended (ok: a 2xx); when its request was sent (sent), late_ms
  * from due (or from the time a limit let it go) to then. */
 void history_attempt(int ok, int sent, int64_t late_ms);
-/* The scheduler records outcome o of job j (OUT_OK, OUT_FAIL, OUT_RETRY,
- * OUT_EXPIRE count; a retry of tickd's own, j->uncounted, does not). */
-void history_outcome(store_outcome o, const job *j);
+/* The scheduler records outcome o of a task of queue ("": the default)
+ * (OUT_OK, OUT_FAIL, OUT_RETRY, OUT_EXPIRE count; a retry for a reason of
+ * tickd's own, uncounted, does not). */
+void history_outcome(store_outcome o, int uncounted, const char *queue);
 
 /* Write what was counted now, and stop the timer (a stop). */
 void history_stop(history *h);

@@ -168,7 +168,7 @@ void api_state_status(const char *state, char *out, size_t outlen)
 {
     cJSON *st = state ? cJSON_Parse(state) : NULL;
     cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
-    snprintf(out, outlen, "%s", cJSON_IsString(s) ? s->valuestring : "scheduled");
+    util_copy(out, outlen, cJSON_IsString(s) ? s->valuestring : "scheduled");
     cJSON_Delete(st);
 }
 
@@ -413,7 +413,7 @@ static void api_post_batch(api *a, http_req *req)
     api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
     task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
     if (nuls.whole[0]) {
-        snprintf(why, sizeof(why), "%s", nuls.whole);
+        util_copy(why, sizeof(why), nuls.whole);
         goto refuse;
     }
     if (!cJSON_IsObject(body) || !cJSON_IsArray(tasks)) {
@@ -547,7 +547,7 @@ static void api_task_by_id(api *a, http_req *req, const char *id)
         return;
     }
     api_idreq *q = xcalloc(1, sizeof(*q));
-    snprintf(q->id, sizeof(q->id), "%s", id);
+    util_copy(q->id, sizeof(q->id), id);
     q->r = api_req_new(a, req);
     if (get) store_get(a->s, q->id, api_get_cb, q);
     else store_cancel(a->s, q->id, api_cancel_cb, q);
