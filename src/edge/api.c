@@ -303,9 +303,10 @@ static void api_trace_default(const cJSON *task, task_input *t, const char *tp, 
     if (ts) task_input_add_member(t, "tracestate", ts);
 }
 
-static void api_post_task(api *a, http_req *req)
+static void api_post_task(api *a, http_req *req, const api_params *p)
 {
     char err[400];
+    (void)p;
     cJSON *body = api_body(req);
     if (!body) return;
     api_item *it = xcalloc(1, sizeof(*it));
@@ -399,9 +400,10 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
     if (--r->waiting == 0) api_batch_done(r);
 }
 
-static void api_post_batch(api *a, http_req *req)
+static void api_post_batch(api *a, http_req *req, const api_params *p)
 {
     char err[400], why[300];
+    (void)p;
     cJSON *body = api_body_parse(req);
     if (!body) return;
     cJSON *tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
@@ -533,24 +535,31 @@ static void api_cancel_cb(store_status st, const char *detail, void *priv)
     free(q);
 }
 
-static void api_task_by_id(api *a, http_req *req, const char *id)
+/* The {id} of a task's route, looked up: NULL when it cannot name a task
+ * (answered 404). */
+static api_idreq *api_idreq_new(api *a, http_req *req, const api_params *p)
 {
-    const char *m = http_method(req);
-    int get = strcmp(m, "GET") == 0;
-    if (!get && strcmp(m, "DELETE") != 0) {
-        http_add_header(req, "Allow", "GET, DELETE");
-        api_error(req, 405, "method_not_allowed", "method: use GET or DELETE on a task");
-        return;
-    }
-    if (strlen(id) >= TASK_ID_MAX || !*id) {
+    const api_param *id = &p->param[0];
+    if (id->len >= TASK_ID_MAX || id->len == 0) {
         api_error(req, 404, "not_found", "id: no such task");
-        return;
+        return NULL;
     }
     api_idreq *q = xcalloc(1, sizeof(*q));
-    snprintf(q->id, sizeof(q->id), "%s", id);
+    memcpy(q->id, id->value, id->len + 1);
     q->r = api_req_new(a, req);
-    if (get) store_get(a->s, q->id, api_get_cb, q);
-    else store_cancel(a->s, q->id, api_cancel_cb, q);
+    return q;
+}
+
+static void api_get_task(api *a, http_req *req, const api_params *p)
+{
+    api_idreq *q = api_idreq_new(a, req, p);
+    if (q) store_get(a->s, q->id, api_get_cb, q);
+}
+
+static void api_cancel_task(api *a, http_req *req, const api_params *p)
+{
+    api_idreq *q = api_idreq_new(a, req, p);
+    if (q) store_cancel(a->s, q->id, api_cancel_cb, q);
 }
 
 /* ---- /v1/schedules ----------------------------------------------------- */
@@ -811,58 +820,57 @@ static void api_sch_get_cb(store_status st, const store_schedule *sc, const char
     }
 }
 
-static void api_schedule_by_id(api *a, http_req *req, const char *rest)
+/* {schedule}: a schedule's id, sch.<key>; anything else names no schedule,
+ * whatever follows it or the method. */
+static int api_schedule_param(api *a, http_req *req, api_param *p)
 {
-    const char *m = http_method(req);
-    char id[SCHED_ID_MAX + 1];
-    const char *slash = strchr(rest, '/');
-    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (n > SCHED_ID_MAX - 1 || n == 0) {
+    (void)a;
+    if (p->len > SCHED_ID_MAX - 1 || p->len == 0 || !schedule_id_key(p->value)) {
         api_error(req, 404, "not_found", "id: no such schedule");
-        return;
+        return -1;
     }
-    memcpy(id, rest, n);
-    id[n] = '\0';
-    if (!schedule_id_key(id)) {
-        api_error(req, 404, "not_found", "id: no such schedule");
-        return;
-    }
-    if (slash) {
-        int pause = strcmp(slash, "/pause") == 0;
-        if (!pause && strcmp(slash, "/resume") != 0) {
-            api_error(req, 404, "not_found", "path: no such resource");
-            return;
-        }
-        if (strcmp(m, "POST") != 0) {
-            http_add_header(req, "Allow", "POST");
-            api_error(req, 405, "method_not_allowed", "method: use POST");
-            return;
-        }
-        api_sreq *q = api_sreq_new(a, req, id);
-        q->status = 200;
-        if (pause) {
-            q->op = SCH_PAUSE;
-            store_sch_write(a->s, SCH_PAUSE, id, NULL, -1, api_sch_written_cb, q);
-        } else {
-            q->op = SCH_RESUME;
-            store_sch_get(a->s, id, api_sch_get_cb, q);
-        }
-        return;
-    }
-    if (strcmp(m, "GET") == 0) {
-        api_sreq *q = api_sreq_new(a, req, id);
-        q->op = SCH_CREATE; /* a read */
-        store_sch_get(a->s, id, api_sch_get_cb, q);
-    } else if (strcmp(m, "PUT") == 0) {
-        api_put_schedule(a, req, id);
-    } else if (strcmp(m, "DELETE") == 0) {
-        api_sreq *q = api_sreq_new(a, req, id);
-        q->op = SCH_DELETE;
-        store_sch_write(a->s, SCH_DELETE, id, NULL, -1, api_sch_written_cb, q);
-    } else {
-        http_add_header(req, "Allow", "GET, PUT, DELETE");
-        api_error(req, 405, "method_not_allowed", "method: use GET, PUT or DELETE on a schedule");
-    }
+    return 1;
+}
+
+static void api_post_schedule(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    api_put_schedule(a, req, NULL);
+}
+
+static void api_replace_schedule(api *a, http_req *req, const api_params *p)
+{
+    api_put_schedule(a, req, p->param[0].value);
+}
+
+static void api_get_schedule(api *a, http_req *req, const api_params *p)
+{
+    api_sreq *q = api_sreq_new(a, req, p->param[0].value);
+    q->op = SCH_CREATE; /* a read */
+    store_sch_get(a->s, q->id, api_sch_get_cb, q);
+}
+
+static void api_delete_schedule(api *a, http_req *req, const api_params *p)
+{
+    api_sreq *q = api_sreq_new(a, req, p->param[0].value);
+    q->op = SCH_DELETE;
+    store_sch_write(a->s, SCH_DELETE, q->id, NULL, -1, api_sch_written_cb, q);
+}
+
+static void api_pause_schedule(api *a, http_req *req, const api_params *p)
+{
+    api_sreq *q = api_sreq_new(a, req, p->param[0].value);
+    q->status = 200;
+    q->op = SCH_PAUSE;
+    store_sch_write(a->s, SCH_PAUSE, q->id, NULL, -1, api_sch_written_cb, q);
+}
+
+static void api_resume_schedule(api *a, http_req *req, const api_params *p)
+{
+    api_sreq *q = api_sreq_new(a, req, p->param[0].value);
+    q->status = 200;
+    q->op = SCH_RESUME;
+    store_sch_get(a->s, q->id, api_sch_get_cb, q);
 }
 
 /* GET /v1/schedules?limit=N&cursor=C: bucket by bucket, in id order. The
@@ -965,9 +973,10 @@ int api_page_query(http_req *req, int64_t max, int64_t *limit, char *cursor, siz
     return 0;
 }
 
-static void api_list_schedules(api *a, http_req *req)
+static void api_list_schedules(api *a, http_req *req, const api_params *p)
 {
     char v[SCHED_ID_MAX + 32];
+    (void)p;
     int64_t limit = 100;
     if (api_page_query(req, SCHED_LIST_MAX, &limit, v, sizeof(v)) != 0) return;
     int bucket = 0;
@@ -1022,6 +1031,29 @@ static void api_health_cb(int ok, const char *err, void *priv)
     cJSON_Delete(body);
 }
 
+static void api_health(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    api_req *r = api_req_new(a, req);
+    store_health(a->s, api_health_cb, r);
+}
+
+static void api_stats(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    cJSON *body = cJSON_CreateObject();
+    a->stats(a->stats_priv, body);
+    api_alerts(a, cJSON_AddObjectToObject(body, "store"));
+    api_send_json(req, 200, "OK", body);
+    cJSON_Delete(body);
+}
+
+static void api_openapi(api *a, http_req *req, const api_params *p)
+{
+    (void)a, (void)p;
+    http_reply(req, 200, "OK", "application/json", openapi_json, openapi_json_len);
+}
+
 void api_set_waiting(api *a, const char *why)
 {
     free(a->waiting_for);
@@ -1052,18 +1084,249 @@ static void api_route_waiting(api *a, http_req *req, const char *path)
     api_error(req, 503, "unavailable", "store: not reached yet: %.300s", why);
 }
 
-/* ---- routing ----------------------------------------------------------- */
+/* ---- routes ------------------------------------------------------------ */
 
-/* What the request's token may do: nothing (no or a wrong token), read, or
- * everything. Every token is compared, each over its whole length, whatever
+/* Who may use a route: anyone (also with tokens set), a read-only token
+ * (server.read_tokens) or better, or only a full one (server.api_token). */
+enum { API_OPEN, API_READ, API_ADMIN };
+
+/* One route: a method (HEAD comes as GET), a pattern, its handler and who
+ * may use it. A pattern is the path, a {name} standing for a segment of the
+ * kind named in api_kinds. The rows of one pattern make the Allow header of
+ * its 405, in their order. ready, when set, runs as soon as the path is
+ * known to be under the route, before its parameters' checks: a store that
+ * cannot serve it answers there. */
+typedef struct api_route_row {
+    const char *method;
+    const char *pattern;
+    api_handler *fn;
+    int scope;
+    api_ready_fn *ready;
+} api_route_row;
+
+/* What a {name} of a pattern matches. check (NULL: any segment, the
+ * handler looks at it) runs as the path is matched, so that a segment that
+ * cannot name one is answered before the method is looked at. rest: the
+ * segment is the rest of the path, slashes and all. unknown: the 404's
+ * message for a path below a good one that no route takes (NULL: the
+ * message names the path). */
+typedef struct api_kind {
+    const char *name;
+    api_param_fn *check;
+    int rest;
+    const char *unknown;
+} api_kind;
+
+static const api_kind api_kinds[] = {
+    {"id", NULL, 0, NULL},
+    {"task", api_task_param, 0, NULL},
+    {"schedule", api_schedule_param, 0, "path: no such resource"},
+    {"queue", api_flow_queue_param, 0, NULL},
+    {"destination", api_flow_destination_param, 1, NULL},
+};
+
+/* Every route of the API; a new one is a row. The first pattern that
+ * matches a path is its route: a fixed segment goes before a {name} in the
+ * same place (/v1/tasks/batch before /v1/tasks/{id}). */
+static const api_route_row api_routes[] = {
+    {"GET", "/v1/tasks", api_list_tasks, API_READ, NULL},
+    {"POST", "/v1/tasks", api_post_task, API_ADMIN, NULL},
+    {"POST", "/v1/tasks/batch", api_post_batch, API_ADMIN, NULL},
+    {"POST", "/v1/tasks/retry", api_retry_tasks, API_ADMIN, NULL},
+    {"GET", "/v1/tasks/{id}", api_get_task, API_READ, NULL},
+    {"DELETE", "/v1/tasks/{id}", api_cancel_task, API_ADMIN, NULL},
+    {"POST", "/v1/tasks/{task}/retry", api_retry_task, API_ADMIN, NULL},
+    {"POST", "/v1/tasks/{task}/run", api_run_task, API_ADMIN, NULL},
+
+    {"GET", "/v1/schedules", api_list_schedules, API_READ, NULL},
+    {"POST", "/v1/schedules", api_post_schedule, API_ADMIN, NULL},
+    {"GET", "/v1/schedules/{schedule}", api_get_schedule, API_READ, NULL},
+    {"PUT", "/v1/schedules/{schedule}", api_replace_schedule, API_ADMIN, NULL},
+    {"DELETE", "/v1/schedules/{schedule}", api_delete_schedule, API_ADMIN, NULL},
+    {"POST", "/v1/schedules/{schedule}/pause", api_pause_schedule, API_ADMIN, NULL},
+    {"POST", "/v1/schedules/{schedule}/resume", api_resume_schedule, API_ADMIN, NULL},
+
+    {"GET", "/v1/queues", api_flow_list_queues, API_READ, api_flow_ready},
+    {"GET", "/v1/queues/{queue}", api_flow_get, API_READ, api_flow_ready},
+    {"PUT", "/v1/queues/{queue}", api_flow_put, API_ADMIN, api_flow_ready},
+    {"DELETE", "/v1/queues/{queue}", api_flow_delete, API_ADMIN, api_flow_ready},
+    {"POST", "/v1/queues/{queue}/pause", api_flow_pause, API_ADMIN, api_flow_ready},
+    {"POST", "/v1/queues/{queue}/resume", api_flow_resume, API_ADMIN, api_flow_ready},
+    {"GET", "/v1/destinations", api_flow_list_destinations, API_READ, api_flow_ready},
+    {"GET", "/v1/destinations/{destination}", api_flow_get, API_READ, api_flow_ready},
+    {"PUT", "/v1/destinations/{destination}", api_flow_put, API_ADMIN, api_flow_ready},
+    {"DELETE", "/v1/destinations/{destination}", api_flow_delete, API_ADMIN, api_flow_ready},
+
+    {"GET", "/v1/stats", api_stats, API_READ, NULL},
+    {"GET", "/v1/openapi.json", api_openapi, API_OPEN, NULL},
+    {"GET", "/healthz", api_health, API_OPEN, NULL},
+    {"GET", "/metrics", api_metrics, API_OPEN, NULL},
+};
+
+/* A 405's message where it says more than "method: use <Allow>". */
+static const struct {
+    const char *pattern, *msg;
+} api_not_allowed_msgs[] = {
+    {"/v1/tasks", "method: use POST to create a task, GET to list"},
+    {"/v1/tasks/batch", "method: use POST for a batch"},
+    {"/v1/tasks/retry", "method: use POST to retry tasks"},
+    {"/v1/tasks/{id}", "method: use GET or DELETE on a task"},
+    {"/v1/schedules", "method: use POST to create a schedule, GET to list"},
+    {"/v1/schedules/{schedule}", "method: use GET, PUT or DELETE on a schedule"},
+};
+
+#define API_NROUTES (sizeof(api_routes) / sizeof(*api_routes))
+
+/* A path's route, as api_find finds it. */
+typedef struct api_match {
+    const api_route_row *route;   /* the row of the path and the method, or NULL */
+    const api_route_row *path;    /* the path's first row (405 when route is NULL), or NULL (404) */
+    const char *unknown;      /* the 404's message when a {name}'s kind has one */
+    int answered;             /* a check or a ready answered the request */
+    api_params params;
+} api_match;
+
+static const api_kind *api_kind_find(const char *name, size_t n)
+{
+    for (size_t i = 0; i < sizeof(api_kinds) / sizeof(*api_kinds); i++)
+        if (strlen(api_kinds[i].name) == n && strncmp(api_kinds[i].name, name, n) == 0)
+            return &api_kinds[i];
+    return NULL;
+}
+
+/* Whether path is row's pattern: 1, 0, or -1 when req was answered (a
+ * ready or a parameter's check). Without req (the gate: the store may not
+ * be there yet) the pattern alone decides. */
+static int api_match_row(api *a, http_req *req, const api_route_row *row, const char *path,
+                         api_match *m)
+{
+    const char *s = path, *pt = row->pattern;
+    const api_kind *last = NULL;
+    int readied = !req || !row->ready;
+    m->params.n = 0;
+    while (*pt) {
+        if (*pt != '{') {
+            if (*pt != *s) goto differs;
+            pt++, s++;
+            continue;
+        }
+        size_t nl = strcspn(pt + 1, "}");
+        const api_kind *k = api_kind_find(pt + 1, nl);
+        api_param *p = &m->params.param[m->params.n++];
+        pt += nl + 2;
+        p->at = s;
+        p->len = k->rest ? strlen(s) : strcspn(s, "/");
+        memcpy(p->value, s, p->len);
+        p->value[p->len] = '\0';
+        s += p->len;
+        if (!readied) {
+            readied = 1;
+            if (row->ready(a, req) != 0) return -1;
+        }
+        if (req && k->check) {
+            int r = k->check(a, req, p);
+            if (r <= 0) return r;
+        }
+        last = k;
+    }
+    if (*s) goto differs;
+    if (!readied && row->ready(a, req) != 0) return -1;
+    return 1;
+differs:
+    if (last && last->unknown) m->unknown = last->unknown;
+    return 0;
+}
+
+/* The route of method and path (shorter than API_PATH_MAX) into m. With
+ * req, checks run and may answer it (m->answered). */
+static void api_find(api *a, http_req *req, const char *method, const char *path, api_match *m)
+{
+    m->route = m->path = NULL;
+    m->unknown = NULL;
+    m->answered = 0;
+    m->params.path = path;
+    for (size_t i = 0; i < API_NROUTES && !m->path; i++) {
+        int r = api_match_row(a, req, &api_routes[i], path, m);
+        if (r < 0) {
+            m->answered = 1;
+            return;
+        }
+        if (r) m->path = &api_routes[i];
+    }
+    for (const api_route_row *row = m->path; row && row < api_routes + API_NROUTES; row++)
+        if (strcmp(row->pattern, m->path->pattern) == 0 && strcmp(row->method, method) == 0) {
+            m->route = row;
+            break;
+        }
+}
+
+/* 405: the path's methods, from the table. */
+static void api_not_allowed(http_req *req, const api_route_row *path)
+{
+    char allow[64] = "";
+    size_t n = 0;
+    for (const api_route_row *row = path; row < api_routes + API_NROUTES; row++)
+        if (strcmp(row->pattern, path->pattern) == 0 && n + 16 < sizeof(allow))
+            n += (size_t)snprintf(allow + n, sizeof(allow) - n, "%s%s", n ? ", " : "",
+                                  row->method);
+    http_add_header(req, "Allow", allow);
+    for (size_t i = 0; i < sizeof(api_not_allowed_msgs) / sizeof(*api_not_allowed_msgs); i++)
+        if (strcmp(api_not_allowed_msgs[i].pattern, path->pattern) == 0) {
+            api_error(req, 405, "method_not_allowed", "%s", api_not_allowed_msgs[i].msg);
+            return;
+        }
+    api_error(req, 405, "method_not_allowed", "method: use %s", allow);
+}
+
+/* Every {name} of the table has a kind, and no route more of them than a
+ * request holds: a wrong row stops tickd at its start. */
+static void api_routes_check(void)
+{
+    for (size_t i = 0; i < API_NROUTES; i++) {
+        int n = 0;
+        for (const char *pt = strchr(api_routes[i].pattern, '{'); pt; pt = strchr(pt + 1, '{')) {
+            if (!api_kind_find(pt + 1, strcspn(pt + 1, "}")) || ++n > API_PARAMS_MAX)
+                log_panic("api route %s %s: {%.*s}: no such kind, or too many", api_routes[i].method,
+                          api_routes[i].pattern, (int)strcspn(pt + 1, "}"), pt + 1);
+        }
+    }
+}
+
+static void api_route(http_req *req, void *arg)
+{
+    api *a = arg;
+    const char *uri = http_target(req);
+    char path[API_PATH_MAX];
+    size_t n = strcspn(uri, "?");
+    if (n >= sizeof(path)) {
+        api_error(req, 404, "not_found", "path: no such resource");
+        return;
+    }
+    memcpy(path, uri, n);
+    path[n] = '\0';
+    if (!a->s) {
+        api_route_waiting(a, req, path);
+        return;
+    }
+    api_match m;
+    api_find(a, req, http_method(req), path, &m);
+    if (m.answered) return;
+    if (m.route) m.route->fn(a, req, &m.params);
+    else if (m.path) api_not_allowed(req, m.path);
+    else if (m.unknown) api_error(req, 404, "not_found", "%s", m.unknown);
+    else api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
+}
+
+/* ---- access ------------------------------------------------------------ */
+
+/* What the request's token may do: use the open routes alone (no or a
+ * wrong token), read, or everything. Every token is compared, each over its whole length, whatever
  * the bytes: the time taken tells neither a token's bytes nor which token
  * matched. */
-enum { API_SCOPE_NONE, API_SCOPE_READ, API_SCOPE_ADMIN };
-
 static int api_authorized(const api *a, http_req *req)
 {
     const char *h = http_header(req, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return API_SCOPE_NONE;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return API_OPEN;
     for (h += 7; *h == ' '; h++) {}
     size_t m = strlen(h);
     unsigned char admin = 0, read = 0;
@@ -1076,18 +1339,37 @@ static int api_authorized(const api *a, http_req *req)
         admin |= (unsigned char)(hit & (t < a->nadmin));
         read |= hit;
     }
-    return admin ? API_SCOPE_ADMIN : read ? API_SCOPE_READ : API_SCOPE_NONE;
+    return admin ? API_ADMIN : read ? API_READ : API_OPEN;
 }
 
-/* The HTTP server's gate, with an API token set: a /v1/ request without it,
- * one of a read-only token that would write, or a body sent anywhere else,
- * is refused on its head, before the body is read. */
+/* Who may send the request, by the route table. One that no route takes
+ * (404, 405) is open outside /v1/ and on an open route's path; under /v1/
+ * it needs a token, a full one unless it is a GET: no read-only token has
+ * a body read. */
+static int api_scope(api *a, http_req *req)
+{
+    const char *target = http_target(req), *method = http_method(req);
+    char path[API_PATH_MAX];
+    size_t n = strcspn(target, "?");
+    api_match m = {0};
+    if (n < sizeof(path)) {
+        memcpy(path, target, n);
+        path[n] = '\0';
+        api_find(a, NULL, method, path, &m);
+        if (m.route) return m.route->scope;
+    }
+    if (strncmp(target, "/v1/", 4) != 0 || (m.path && m.path->scope == API_OPEN)) return API_OPEN;
+    return strcmp(method, "GET") == 0 ? API_READ : API_ADMIN;
+}
+
+/* The HTTP server's gate, with an API token set: a request without the
+ * token its route needs, or a body sent to an open route, is refused on
+ * its head, before the body is read. */
 static int api_gate(http_req *req, void *arg, http_refusal *out)
 {
-    const api *a = arg;
-    /* open: the API's description, as /healthz and /metrics */
-    if (strncmp(http_target(req), "/v1/", 4) != 0 ||
-        strcmp(http_target(req), "/v1/openapi.json") == 0) {
+    api *a = arg;
+    int need = api_scope(a, req);
+    if (need == API_OPEN) {
         /* the open routes take no body: without the token, no client may
          * have the server buffer server.max_body per connection */
         if (!http_body_coming(req)) return 0;
@@ -1100,18 +1382,17 @@ static int api_gate(http_req *req, void *arg, http_refusal *out)
         snprintf(out->msg, sizeof(out->msg), "Authorization: given more than once");
         return 1;
     }
-    int scope = api_authorized(a, req);
-    /* HEAD comes as GET: a read-only token reads, and does nothing else */
-    if (scope == API_SCOPE_READ && strcmp(http_method(req), "GET") != 0) {
-        const char *target = http_target(req);
+    int has = api_authorized(a, req);
+    if (has == API_READ && need == API_ADMIN) {
         *out = (http_refusal){403, "Forbidden", "forbidden", ""};
+        const char *target = http_target(req);
+        size_t n = strcspn(target, "?");
         snprintf(out->msg, sizeof(out->msg), "Authorization: a read-only token "
                  "(server.read_tokens); %.16s %.*s needs a token of server.api_token",
-                 http_method(req), (int)(strcspn(target, "?") < 120 ? strcspn(target, "?") : 120),
-                 target);
+                 http_method(req), (int)(n < 120 ? n : 120), target);
         return 1;
     }
-    if (scope != API_SCOPE_NONE) return 0;
+    if (has != API_OPEN) return 0;
     int given = http_header(req, "Authorization") != NULL;
     http_add_header(req, "WWW-Authenticate", given ? "Bearer error=\"invalid_token\"" : "Bearer");
     *out = (http_refusal){401, "Unauthorized", "unauthorized", ""};
@@ -1119,138 +1400,6 @@ static int api_gate(http_req *req, void *arg, http_refusal *out)
              given ? "wrong token (want Bearer and server.api_token)"
                    : "missing (send Authorization: Bearer <server.api_token>)");
     return 1;
-}
-
-static void api_route(http_req *req, void *arg)
-{
-    api *a = arg;
-    const char *uri = http_target(req);
-    const char *m = http_method(req);
-    char path[512];
-    size_t n = strcspn(uri, "?");
-    if (n >= sizeof(path)) {
-        api_error(req, 404, "not_found", "path: no such resource");
-        return;
-    }
-    memcpy(path, uri, n);
-    path[n] = '\0';
-    if (!a->s) {
-        api_route_waiting(a, req, path);
-        return;
-    }
-
-    if (strcmp(path, "/v1/tasks") == 0) {
-        if (strcmp(m, "POST") == 0) {
-            api_post_task(a, req);
-            return;
-        }
-        if (strcmp(m, "GET") == 0) {
-            api_list_tasks(a, req);
-            return;
-        }
-        http_add_header(req, "Allow", "GET, POST");
-        api_error(req, 405, "method_not_allowed", "method: use POST to create a task, GET to list");
-        return;
-    }
-    if (strcmp(path, "/v1/tasks/retry") == 0) {
-        if (strcmp(m, "POST") == 0) {
-            api_retry_tasks(a, req);
-            return;
-        }
-        http_add_header(req, "Allow", "POST");
-        api_error(req, 405, "method_not_allowed", "method: use POST to retry tasks");
-        return;
-    }
-    if (strncmp(path, "/v1/tasks/", 10) == 0 && strchr(path + 10, '/')) {
-        char id[TASK_ID_MAX];
-        const char *slash = strchr(path + 10, '/');
-        int retry = strcmp(slash, "/retry") == 0;
-        if ((!retry && strcmp(slash, "/run") != 0) || (size_t)(slash - path - 10) >= sizeof(id)) {
-            api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
-            return;
-        }
-        if (strcmp(m, "POST") != 0) {
-            http_add_header(req, "Allow", "POST");
-            api_error(req, 405, "method_not_allowed", "method: use POST");
-            return;
-        }
-        snprintf(id, sizeof(id), "%.*s", (int)(slash - path - 10), path + 10);
-        api_move_task(a, req, id, retry);
-        return;
-    }
-    if (strcmp(path, "/v1/tasks/batch") == 0) {
-        if (strcmp(m, "POST") == 0) {
-            api_post_batch(a, req);
-            return;
-        }
-        http_add_header(req, "Allow", "POST");
-        api_error(req, 405, "method_not_allowed", "method: use POST for a batch");
-        return;
-    }
-    if (strncmp(path, "/v1/tasks/", 10) == 0 && !strchr(path + 10, '/')) {
-        api_task_by_id(a, req, path + 10);
-        return;
-    }
-    if (strcmp(path, "/v1/schedules") == 0) {
-        if (strcmp(m, "POST") == 0) api_put_schedule(a, req, NULL);
-        else if (strcmp(m, "GET") == 0) api_list_schedules(a, req);
-        else {
-            http_add_header(req, "Allow", "GET, POST");
-            api_error(req, 405, "method_not_allowed", "method: use POST to create a schedule, GET to list");
-        }
-        return;
-    }
-    if (strncmp(path, "/v1/schedules/", 14) == 0) {
-        api_schedule_by_id(a, req, path + 14);
-        return;
-    }
-    if ((strncmp(path, "/v1/queues", 10) == 0 && (path[10] == '\0' || path[10] == '/')) ||
-        (strncmp(path, "/v1/destinations", 16) == 0 && (path[16] == '\0' || path[16] == '/'))) {
-        api_flow(a, req, path);
-        return;
-    }
-    if (strcmp(path, "/healthz") == 0) {
-        if (strcmp(m, "GET") != 0) {
-            http_add_header(req, "Allow", "GET");
-            api_error(req, 405, "method_not_allowed", "method: use GET");
-            return;
-        }
-        api_req *r = api_req_new(a, req);
-        store_health(a->s, api_health_cb, r);
-        return;
-    }
-    if (strcmp(path, "/v1/openapi.json") == 0) {
-        if (strcmp(m, "GET") != 0) {
-            http_add_header(req, "Allow", "GET");
-            api_error(req, 405, "method_not_allowed", "method: use GET");
-            return;
-        }
-        http_reply(req, 200, "OK", "application/json", openapi_json, openapi_json_len);
-        return;
-    }
-    if (strcmp(path, "/metrics") == 0) {
-        if (strcmp(m, "GET") != 0) {
-            http_add_header(req, "Allow", "GET");
-            api_error(req, 405, "method_not_allowed", "method: use GET");
-            return;
-        }
-        api_metrics(a, req);
-        return;
-    }
-    if (strcmp(path, "/v1/stats") == 0) {
-        if (strcmp(m, "GET") != 0) {
-            http_add_header(req, "Allow", "GET");
-            api_error(req, 405, "method_not_allowed", "method: use GET");
-            return;
-        }
-        cJSON *body = cJSON_CreateObject();
-        a->stats(a->stats_priv, body);
-        api_alerts(a, cJSON_AddObjectToObject(body, "store"));
-        api_send_json(req, 200, "OK", body);
-        cJSON_Delete(body);
-        return;
-    }
-    api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
 }
 
 static void api_free_tokens(api *a)
@@ -1294,6 +1443,7 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
                 int64_t idle_timeout_ms, const char *token, const char *read_tokens, store *s,
                 api_stats_fn *stats, void *stats_priv, char *err, size_t errlen)
 {
+    api_routes_check();
     api *a = xcalloc(1, sizeof(*a));
     a->s = s;
     a->stats = stats;

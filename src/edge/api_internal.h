@@ -32,6 +32,36 @@ struct api {
     int ncount_waiting;
 };
 
+/* What a route's pattern took from the path: each {name} in it, as the path
+ * has it (at, len) and as its kind's check made it (value: the segment
+ * itself when the kind has no check; NUL-terminated). A path is shorter
+ * than API_PATH_MAX, so a segment always fits. */
+#define API_PATH_MAX 512
+#define API_PARAMS_MAX 2
+typedef struct api_param {
+    const char *at;
+    size_t len;
+    char value[API_PATH_MAX];
+} api_param;
+
+typedef struct api_params {
+    const char *path;         /* the request's path, without the query */
+    int n;
+    api_param param[API_PARAMS_MAX];
+} api_params;
+
+/* A route's handler: answers req, now or from a store callback. */
+typedef void api_handler(api *a, http_req *req, const api_params *p);
+
+/* A {name}'s check, run as the route is matched, before its method is
+ * looked at: 1 the segment names one (p->value as the handler wants it),
+ * 0 it does not and the route is not this one, -1 req was answered (the
+ * segment cannot name one: 404, 400, 501). */
+typedef int api_param_fn(api *a, http_req *req, api_param *p);
+
+/* Whether the store can serve a route: 0, or -1 with req answered (501). */
+typedef int api_ready_fn(api *a, http_req *req);
+
 /* One API request waiting for the backend. If its client went away, the
  * reply to `req` is dropped by the HTTP layer. */
 typedef struct api_req {
@@ -41,8 +71,6 @@ typedef struct api_req {
     /* batch */
     int n;
     cJSON **results;
-    task_input *tasks;
-    int *slot_of;             /* task index -> result index */
 } api_req;
 
 /* A request waiting for the store: counted busy until api_finish*. */
@@ -51,7 +79,7 @@ void api_req_free(api_req *r);
 void api_send_json(http_req *req, int code, const char *reason, cJSON *body);
 
 /* GET /metrics (api_metrics.c) */
-void api_metrics(api *a, http_req *req);
+api_handler api_metrics;
 void api_error(http_req *req, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Answer r with body (or the error) and free it. */
@@ -72,11 +100,13 @@ int api_query(const char *target, const char *name, char *out, size_t outlen);
 int api_page_query(http_req *req, int64_t max, int64_t *limit, char *cursor, size_t cursorlen);
 
 /* api_flow.c: /v1/queues..., /v1/destinations... */
-void api_flow(api *a, http_req *req, const char *path);
+api_ready_fn api_flow_ready;
+api_param_fn api_flow_queue_param, api_flow_destination_param;
+api_handler api_flow_list_queues, api_flow_list_destinations, api_flow_get, api_flow_put,
+    api_flow_delete, api_flow_pause, api_flow_resume;
 
 /* api_tasks.c */
-void api_list_tasks(api *a, http_req *req);
-void api_move_task(api *a, http_req *req, const char *id, int retry);
-void api_retry_tasks(api *a, http_req *req);
+api_param_fn api_task_param;
+api_handler api_list_tasks, api_run_task, api_retry_task, api_retry_tasks;
 
 #endif

@@ -63,8 +63,9 @@ static void metrics_counted(int64_t n, const char *err, void *priv)
     a->ncount_waiting = 0;
 }
 
-void api_metrics(api *a, http_req *req)
+void api_metrics(api *a, http_req *req, const api_params *p)
 {
+    (void)p;
     int64_t now = util_mono_ms();
     int64_t ttl = a->count_took_ms * 20 > COUNT_TTL_MS ? a->count_took_ms * 20 : COUNT_TTL_MS;
     if (!a->counting && (!a->count_ms || now - a->count_ms >= ttl)) {

@@ -212,7 +212,7 @@ static void list_cb(const char *const *ids, int n, const char *next, const char 
     free(its);
 }
 
-void api_list_tasks(api *a, http_req *req)
+void api_list_tasks(api *a, http_req *req, const api_params *p)
 {
     const char *target = http_target(req), *q = strchr(target, '?');
     char err[300];
@@ -232,6 +232,7 @@ void api_list_tasks(api *a, http_req *req)
         api_error(req, 400, "invalid_argument", "%s", err);
         return;
     }
+    (void)p;
     list_req *l = xcalloc(1, sizeof(*l));
     l->r = api_req_new(a, req);
     store_list_query sq = api_filter_query(&f, (int)f.limit);
@@ -290,7 +291,7 @@ static void move_cb(store_status st, const char *detail, void *priv)
     free(m);
 }
 
-void api_move_task(api *a, http_req *req, const char *id, int retry)
+static void api_move_task(api *a, http_req *req, const char *id, int retry)
 {
     char err[300];
     int64_t now = store_now_ms(a->s), at = now;
@@ -329,6 +330,24 @@ void api_move_task(api *a, http_req *req, const char *id, int retry)
     m->retry = retry;
     snprintf(m->id, sizeof(m->id), "%s", id);
     store_move(a->s, m->id, retry ? MOVE_RETRY : MOVE_RUN, at, move_cb, m);
+}
+
+/* {task}: a task's id that an action names; one too long for an id names
+ * no route (404 for the path, whatever the method). */
+int api_task_param(api *a, http_req *req, api_param *p)
+{
+    (void)a, (void)req;
+    return p->len < TASK_ID_MAX;
+}
+
+void api_retry_task(api *a, http_req *req, const api_params *p)
+{
+    api_move_task(a, req, p->param[0].value, 1);
+}
+
+void api_run_task(api *a, http_req *req, const api_params *p)
+{
+    api_move_task(a, req, p->param[0].value, 0);
 }
 
 /* ---- POST /v1/tasks/retry ---------------------------------------------------- */
@@ -417,11 +436,12 @@ static int api_json_get(void *src, const char *name, char *out, size_t outlen)
     return 1;
 }
 
-void api_retry_tasks(api *a, http_req *req)
+void api_retry_tasks(api *a, http_req *req, const api_params *p)
 {
     static const char *fields[] = {"status", "order", "limit", "cursor", "key_prefix",
                                    "schedule_id", "from", "to"};
     char err[300];
+    (void)p;
     cJSON *body = api_body(req);
     if (!body) return;
     api_filter f;
