@@ -1,12 +1,20 @@
-/* api_flow.c -- /v1/queues and /v1/destinations: flow control's settings
- * and live counts (flow.h). */
+/* api_queues.c -- the routes of queues and destinations (doc/api.md "Flow
+ * control"): flow control's settings and live counts (flow.h).
+ *   GET    /v1/queues, /v1/destinations            a page in name order
+ *   GET    /v1/queues/{name}, /v1/destinations/{d} the settings and counts
+ *   PUT    ...                                     set them
+ *   DELETE ...                                     drop them
+ *   POST   /v1/queues/{name}/pause|resume */
+#include "edge/api_queues.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "edge/api_internal.h"
-#include "core/flow.h"
 #include "base/util.h"
+#include "core/flow.h"
+#include "edge/api_reply.h"
+#include "model/task.h"
 
 /* a listing's page: default and largest */
 #define FLOW_LIST_DEFAULT 100
@@ -186,7 +194,7 @@ static void api_flow_set(api *a, http_req *req, const char *key)
 /* The routes of /v1/queues and /v1/destinations: flow control lives in
  * Redis alone, so the memory store answers 501 for all of them, before
  * anything in the path or the method is looked at. */
-int api_flow_ready(api *a, http_req *req)
+int api_queues_ready(api *a, http_req *req)
 {
     if (store_has_flow(a->s)) return 0;
     api_error(req, 501, "not_implemented",
@@ -196,7 +204,7 @@ int api_flow_ready(api *a, http_req *req)
 
 /* {queue}: a queue's name, percent-decoded; its value becomes the key
  * "q:<name>". */
-int api_flow_queue_param(api *a, http_req *req, api_param *p)
+int api_queues_param(api *a, http_req *req, api_param *p)
 {
     char name[FLOW_DEST_MAX];
     (void)a;
@@ -213,7 +221,7 @@ int api_flow_queue_param(api *a, http_req *req, api_param *p)
 /* {destination}: the rest of the path, percent-decoded, a destination in
  * its one form (flow_dest_canon); its value becomes the key "d:<name>". A
  * '/' in it is a malformed destination, not another route. */
-int api_flow_destination_param(api *a, http_req *req, api_param *p)
+int api_queues_destination_param(api *a, http_req *req, api_param *p)
 {
     char given[FLOW_DEST_MAX], name[FLOW_DEST_MAX];
     (void)a;
@@ -227,29 +235,29 @@ int api_flow_destination_param(api *a, http_req *req, api_param *p)
     return 1;
 }
 
-void api_flow_list_queues(api *a, http_req *req, const api_params *p)
+void api_queues_list(api *a, http_req *req, const api_params *p)
 {
     (void)p;
     api_flow_list(a, req, 1);
 }
 
-void api_flow_list_destinations(api *a, http_req *req, const api_params *p)
+void api_queues_list_destinations(api *a, http_req *req, const api_params *p)
 {
     (void)p;
     api_flow_list(a, req, 0);
 }
 
-void api_flow_get(api *a, http_req *req, const api_params *p)
+void api_queues_get(api *a, http_req *req, const api_params *p)
 {
     api_flow_fetch(a, req, p->param[0].value);
 }
 
-void api_flow_put(api *a, http_req *req, const api_params *p)
+void api_queues_put(api *a, http_req *req, const api_params *p)
 {
     api_flow_set(a, req, p->param[0].value);
 }
 
-void api_flow_delete(api *a, http_req *req, const api_params *p)
+void api_queues_delete(api *a, http_req *req, const api_params *p)
 {
     const char *key = p->param[0].value;
     char seg[API_PATH_MAX], given[FLOW_DEST_MAX], spelled[FLOW_KEY_MAX];
@@ -263,12 +271,12 @@ void api_flow_delete(api *a, http_req *req, const api_params *p)
     api_flow_write(a, req, key, NULL, 204, other ? spelled : NULL);
 }
 
-void api_flow_pause(api *a, http_req *req, const api_params *p)
+void api_queues_pause(api *a, http_req *req, const api_params *p)
 {
     api_flow_write(a, req, p->param[0].value, "+paused", 200, NULL);
 }
 
-void api_flow_resume(api *a, http_req *req, const api_params *p)
+void api_queues_resume(api *a, http_req *req, const api_params *p)
 {
     api_flow_write(a, req, p->param[0].value, "-paused", 200, NULL);
 }
