@@ -292,9 +292,9 @@ static void api_route(http_req *req, void *arg)
 /* ---- access ------------------------------------------------------------ */
 
 /* What the request's token may do: use the open routes alone (no or a
- * wrong token), read, or everything. Every token is compared, each over its whole length, whatever
- * the bytes: the time taken tells neither a token's bytes nor which token
- * matched. */
+ * wrong token), read, or everything. Every token is compared, each over its
+ * whole length, whatever the bytes: the time taken tells neither a token's
+ * bytes nor which token matched. */
 static int api_authorized(const api *a, http_req *req)
 {
     const char *h = http_header(req, "Authorization");

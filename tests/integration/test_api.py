@@ -191,6 +191,66 @@ def test_api_token_with_a_tab_is_refused_at_start(redis, tickd_factory):
     assert "server.api_token" in bad.logtext()
 
 
+def test_routes_answer_405_with_their_methods_and_404_naming_what_is_missing(tickd):
+    """The route table's answers to a path under another method (405, Allow
+    from the table) and to a path it has not (404), each with its message;
+    what a path's segment cannot name is answered before the method."""
+    import http.client
+    long_id = "x" * 400
+
+    def ask(method, path):
+        conn = http.client.HTTPConnection("127.0.0.1", tickd.port, timeout=10)
+        conn.request(method, path)
+        res = conn.getresponse()
+        body = json.loads(res.read())
+        conn.close()
+        return res.status, res.getheader("Allow"), body["error"]["code"], body["error"]["message"]
+    for method, path, allow, msg in (
+            ("PATCH", "/v1/tasks", "GET, POST", "method: use POST to create a task, GET to list"),
+            ("GET", "/v1/tasks/batch", "POST", "method: use POST for a batch"),
+            ("GET", "/v1/tasks/retry", "POST", "method: use POST to retry tasks"),
+            ("POST", "/v1/tasks/abc", "GET, DELETE", "method: use GET or DELETE on a task"),
+            ("POST", "/v1/tasks/", "GET, DELETE", "method: use GET or DELETE on a task"),
+            ("GET", "/v1/tasks/abc/run", "POST", "method: use POST"),
+            ("PUT", "/v1/tasks/abc/retry", "POST", "method: use POST"),
+            ("PATCH", "/v1/schedules", "GET, POST",
+             "method: use POST to create a schedule, GET to list"),
+            ("POST", "/v1/schedules/sch.x", "GET, PUT, DELETE",
+             "method: use GET, PUT or DELETE on a schedule"),
+            ("GET", "/v1/schedules/sch.x/resume", "POST", "method: use POST"),
+            ("POST", "/v1/queues", "GET", "method: use GET"),
+            ("POST", "/v1/queues/q", "GET, PUT, DELETE", "method: use GET, PUT, DELETE"),
+            ("DELETE", "/v1/queues/q/pause", "POST", "method: use POST"),
+            ("POST", "/v1/destinations", "GET", "method: use GET"),
+            ("POST", "/v1/destinations/example.com", "GET, PUT, DELETE",
+             "method: use GET, PUT, DELETE"),
+            ("POST", "/v1/stats", "GET", "method: use GET"),
+            ("DELETE", "/healthz", "GET", "method: use GET"),
+            ("PUT", "/metrics", "GET", "method: use GET"),
+            ("POST", "/v1/openapi.json", "GET", "method: use GET")):
+        assert ask(method, path) == (405, allow, "method_not_allowed", msg), (method, path)
+    for method, path, status, code, msg in (
+            ("GET", "/v1/tasks/abc/foo", 404, "not_found",
+             "path: no such resource: /v1/tasks/abc/foo"),
+            ("GET", f"/v1/tasks/{long_id}/run", 404, "not_found",
+             f"path: no such resource: /v1/tasks/{long_id[:190]}"),
+            ("GET", f"/v1/tasks/{long_id}", 404, "not_found", "id: no such task"),
+            ("GET", "/v1/tasks/", 404, "not_found", "id: no such task"),
+            ("GET", "/v1/schedules/sch.x/foo", 404, "not_found", "path: no such resource"),
+            ("PATCH", "/v1/schedules/bad/pause", 404, "not_found", "id: no such schedule"),
+            ("GET", "/v1/schedules/", 404, "not_found", "id: no such schedule"),
+            ("PATCH", "/v1/queues/bad%20name", 400, "invalid_argument",
+             "queue: must be 1-64 characters of A-Z a-z 0-9 . _ -"),
+            ("GET", "/v1/queues/q/foo", 404, "not_found", "path: no such resource: /v1/queues/q/foo"),
+            ("GET", "/v1/destinations/a/b", 400, "invalid_argument",
+             "destination: must be host or host:port (lower case, no scheme, path or user; an "
+             "IPv6 address in brackets)"),
+            ("GET", "/v1/queuesX", 404, "not_found", "path: no such resource: /v1/queuesX"),
+            ("GET", "/healthz/", 404, "not_found", "path: no such resource: /healthz/"),
+            ("GET", "/" + "y" * 600, 404, "not_found", "path: no such resource")):
+        assert ask(method, path) == (status, None, code, msg), (method, path, ask(method, path))
+
+
 def test_read_tokens_read_everything_and_write_nothing(redis, receiver, tickd_factory):
     """A read-only token GETs (and HEADs) every /v1/ route; any other method
     is 403 on its head, naming the scope, and changes nothing. A token in
