@@ -13,6 +13,8 @@
 #   make chaos      3 tickd replicas on a Redis Cluster under random faults for
 #                   CHAOS_SECONDS (default 300; CHAOS_SEED replays a fault
 #                   plan), then a checker (tests/chaos/README.md)
+#   make config-reference  conf/tickd.ini and doc/configuration.md, from the
+#                   config table (src/base/config.c)
 #   make deb        the Debian package build/deb/tickd_<version>_<arch>.deb
 #                   (debian/; tested by make test)
 
@@ -51,10 +53,10 @@ FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 CTL_SRCS := $(wildcard cmd/tickctl/*.c)
 CTL_OBJS := $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.o) \
             build/obj/model/task.o build/obj/base/trace.o build/obj/delivery/webhook.o \
-            build/obj/base/util.o build/obj/base/log.o
+            build/obj/base/util.o build/obj/base/log.o build/obj/base/tz.o
 CTL_LDLIBS = -lcurl -lcjson -levent -lcrypto
 
-.PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean \
+.PHONY: all run test soak bounds unit unit-san boundary integration integration-san node-deps deps bench bench-wheel bench-scale clean config-reference \
         install uninstall fuzz fuzz-build fuzz-replay chaos
 all: build/tickd build/tickctl
 
@@ -102,6 +104,18 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 # prints tickd's cron runs for the oracle tests (test_cron_oracle.py)
 build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# prints the configuration reference from the config table
+build/tools/config_reference: tests/tools/config_reference.c $(OBJS) | build/tools
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The files generated from the config table (src/base/config.c) and
+# committed: the commented default file and the reference. make test checks
+# that both are what the table gives (test_cli.py, test_docs.py).
+conf/tickd.ini: build/tickd
+	build/tickd --print-config > $@.tmp && mv $@.tmp $@
+doc/configuration.md: build/tools/config_reference
+	build/tools/config_reference > $@.tmp && mv $@.tmp $@
+config-reference: conf/tickd.ini doc/configuration.md
 
 build/obj build/san build/ctl build/unit build/unit-san build/bench build/fuzz/obj build/tools \
   build/install build/gen:
@@ -163,13 +177,13 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund
 node-deps: $(NODE_DEPS)
 
-integration: build/tickd build/tickctl build/tools/cron_next $(NODE_DEPS)
+integration: build/tickd build/tickctl build/tools/cron_next build/tools/config_reference $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 # The same suite against the ASan+UBSan build: a sanitizer report in any
 # tickd's log fails its test (conftest.py); only the RSS bound of the
 # pipelined flood is skipped (an ASan build's RSS is its shadow memory).
-integration-san: build/tickd-san build/tickctl build/tools/cron_next $(NODE_DEPS)
+integration-san: build/tickd-san build/tickctl build/tools/cron_next build/tools/config_reference $(NODE_DEPS)
 	SANITIZED_BUILD=1 TICKD_BIN=build/tickd-san \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  /usr/bin/python3 tests/integration/run.py
@@ -203,7 +217,7 @@ chaos: deps build/tickd
 # everything built first, two at a time; then the tests, one suite after another
 test: deps
 	$(MAKE) --no-print-directory -j2 boundary $(UBINS) $(SUBINS) $(FBINS) build/tickd \
-	  build/tickd-san build/tickctl build/tools/cron_next deb
+	  build/tickd-san build/tickctl build/tools/cron_next build/tools/config_reference deb
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration integration-san
 
 run: deps build/tickd build/tickctl
@@ -216,6 +230,7 @@ bench-wheel: build/bench/wheel
 
 bench: deps build/tickd bench-wheel
 	bench/run.sh
+	bench/post_cpu.sh
 
 # 10 million pending tasks: ingest, burst, GET/DELETE against an empty Redis,
 # and the drain of a backlog (bench/scale.sh; about 8 minutes, 6 GiB of Redis)
@@ -283,4 +298,4 @@ build/deb/stamp: $(DEB_SOURCES) | deb-deps
 clean:
 	rm -rf build
 
--include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d
+-include $(OBJS:.o=.d) $(SOBJS:.o=.d) $(UBINS:=.d) $(SUBINS:=.d) $(CTL_SRCS:cmd/tickctl/%.c=build/ctl/%.d) $(FOBJS:.o=.d) $(FBINS:=.d) build/obj/main.d build/san/main.d

@@ -98,15 +98,17 @@ typedef struct tickd {
     int64_t start_ms;           /* wall clock */
 } tickd;
 
-static void tickd_done(job *j, void *priv)
+/* The pool's answers: an event's goes to onfail, a task's to the
+ * scheduler, whose job holds the callback. */
+static void tickd_done(callback *cb, void *priv)
 {
-    if (j->event[0]) onfail_on_done(((tickd *)priv)->of, j);
-    else sched_on_done(((tickd *)priv)->sc, j);
+    if (cb->event[0]) onfail_on_done(((tickd *)priv)->of, cb);
+    else sched_on_done(((tickd *)priv)->sc, sched_job_of(cb));
 }
 
-static void tickd_failed(const job *j, void *priv)
+static void tickd_failed(const callback *cb, void *priv)
 {
-    onfail_task_failed(((tickd *)priv)->of, j, util_realtime_ms());
+    onfail_task_failed(((tickd *)priv)->of, cb, util_realtime_ms());
 }
 
 /* a queue's or destination's settings were written through this replica */
@@ -119,7 +121,7 @@ static void tickd_flow_written(void *priv)
 
 static void tickd_submit(job *j, void *priv)
 {
-    dispatch_submit(((tickd *)priv)->d, j);
+    dispatch_submit(((tickd *)priv)->d, &j->cb);
 }
 
 static void tickd_schedule_changed(int bucket, void *priv)
@@ -129,7 +131,7 @@ static void tickd_schedule_changed(int bucket, void *priv)
 
 /* A task.failed event, which may come after the pool has stopped (its
  * task's end recorded late in a stop): then it goes back, aborted. */
-static void tickd_submit_event(job *j, void *priv)
+static void tickd_submit_event(callback *j, void *priv)
 {
     tickd *t = priv;
     if (t->d) {

@@ -1,5 +1,6 @@
 /* config.c -- see config.h. To add a key: add a field to `config`, one row to
- * the table below, and run `make conf/tickd.ini`. */
+ * the table below, and run `make config-reference` (conf/tickd.ini and
+ * doc/configuration.md are generated from the table). */
 #include "base/config.h"
 
 #include <ctype.h>
@@ -12,6 +13,7 @@
 #include <strings.h>
 
 #include "base/log.h"
+#include "base/util.h"
 
 enum { CT_INT, CT_STR, CT_BOOL };
 
@@ -45,9 +47,9 @@ static const config_key keys[] = {
     {"server", "body_timeout_ms", CT_INT, "30000", 100, 3600000, F(body_timeout_ms),
      "a request body must arrive whole within this long of its head"},
     {"server", "max_connections", CT_INT, "10000", 1, 1000000, F(max_connections),
-     "API connections open at once; beyond this new ones wait in the listen backlog"},
+     "API connections open at once; beyond this new ones wait in the listen backlog (also bounded by the descriptor reserve: doc/security.md)"},
     {"server", "workers", CT_INT, "0", 0, 256, F(workers),
-     "dispatch threads making the callbacks; 0 = one per CPU"},
+     "dispatch threads making the callbacks, each with its own event loop, HTTP/1.1 client and curl multi handle; 0 = one per CPU"},
     {"server", "max_inflight", CT_INT, "4096", 1, 1000000, F(max_inflight),
      "claimed tasks waiting for their ms or calling back at once, and as many again whose outcome is being written; claiming pauses at this bound"},
     {"server", "host_connections", CT_INT, "32", 1, 10000, F(host_connections),
@@ -71,11 +73,11 @@ static const config_key keys[] = {
     {"redis", "username", CT_STR, "", 0, 0, F(username),
      "ACL user to AUTH as; empty = the default user"},
     {"redis", "password", CT_STR, "", 0, 0, F(password),
-     "password sent with AUTH on every connection; empty = no AUTH (keep it out of files: TICKD_REDIS_PASSWORD)"},
+     "password sent with AUTH on every connection, to every node; empty = no AUTH; a refused password stops tickd at start (exit 2, with the server's reason) (keep it out of files: TICKD_REDIS_PASSWORD)"},
     {"redis", "prefix", CT_STR, "tickd", 0, 0, F(prefix),
      "prefix of every key tickd writes"},
     {"redis", "timeout_ms", CT_INT, "2000", 10, 600000, F(timeout_ms),
-     "connect timeout, and how long Redis may stay silent before the connection is dropped"},
+     "connect timeout, and how long Redis may stay silent before the connection is dropped (the PING watchdog; also the window in which a command is retried)"},
     {"redis", "scripts_dir", CT_STR, "", 0, 0, F(scripts_dir),
      "directory of the Lua scripts; empty = ../lua or ../share/tickd/lua beside the binary"},
     {"redis", "wait_replicas", CT_INT, "0", 0, 16, F(wait_replicas),
@@ -90,7 +92,7 @@ static const config_key keys[] = {
      "how often each Redis master's maxmemory-policy, memory use and data marker are read "
      "(a marker gone or changed: that node lost tickd's data)"},
     {"scheduler", "tick_ms", CT_INT, "1000", 10, 60000, F(tick_ms),
-     "how often each bucket is scanned for due tasks and due schedules"},
+     "how often each bucket is scanned for due tasks and due schedules (jittered +-25 %, so that replicas interleave)"},
     {"scheduler", "lookahead_ms", CT_INT, "1500", 10, 60000, F(lookahead_ms),
      "tasks due before now + this are claimed and wait on the in-process wheel (>= 1.25 x tick_ms); "
      "a schedule's runs are made lookahead_ms + 2 x tick_ms ahead of their time, and a run found over "
@@ -122,7 +124,7 @@ static const config_key keys[] = {
     {"callback", "ca_path", CT_STR, "", 0, 0, F(ca_path),
      "directory of CA certificates named by subject hash (openssl rehash DIR), trusted as ca_file is"},
     {"callback", "ca_system", CT_BOOL, "true", 0, 0, F(ca_system),
-     "trust the system's CA store too; false: only ca_file and ca_path"},
+     "trust the system's CA store too; false: only ca_file and ca_path (one of them is then needed)"},
     {"callback", "client_cert", CT_STR, "", 0, 0, F(client_cert),
      "PEM client certificate (then its chain) presented to every https:// receiver (mTLS)"},
     {"callback", "client_key", CT_STR, "", 0, 0, F(client_key),
@@ -223,7 +225,7 @@ static int config_nearest(const char *section, const char *name, int env, char *
         if (dk < d) d = dk;
         if (d < best) {
             best = d;
-            snprintf(out, outlen, "%s", cand);
+            util_copy(out, outlen, cand);
         }
     }
     return best <= limit ? 0 : -1;
@@ -361,7 +363,7 @@ static int config_set_host(config *c, const char *name, const char *key, const c
         tmp = c->hosts[h];
     } else {
         memset(&tmp, 0, sizeof(tmp));
-        snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+        util_copy(tmp.name, sizeof(tmp.name), name);
     }
     if (config_apply(&tmp, &host_keys[ki], value, 1, err, errlen) != 0) return -1;
     tmp.set |= 1u << ki;
@@ -735,4 +737,102 @@ void config_print_defaults(FILE *out)
                  "; client_key = /etc/tickd/billing-client.key\n"
                  "; client_key_password_env = BILLING_KEY_PASSWORD\n",
             CONFIG_HOSTS_MAX);
+}
+
+/* Markdown text of a doc string: what a renderer would take for HTML or
+ * emphasis (<token>, "* = none") is escaped. */
+static void config_md_text(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", out);
+        else if (*s == '>') fputs("&gt;", out);
+        else if (*s == '*' || *s == '|' || *s == '\\') fprintf(out, "\\%c", *s);
+        else fputc(*s, out);
+    }
+}
+
+void config_print_reference(FILE *out)
+{
+    const char *section = "";
+    char env[128];
+    fprintf(out,
+        "# Configuration reference\n"
+        "\n"
+        "<!-- Generated from the config table in src/base/config.c by `make config-reference`\n"
+        "     (as conf/tickd.ini is); edit the table, not this file. -->\n"
+        "\n"
+        "Back to the [README](../README.md); running tickd is in [operations.md](operations.md).\n"
+        "\n"
+        "tickd reads an ini file given by `-c FILE` (an installed tickd, `make install` or the\n"
+        "Debian package, reads `/etc/tickd/tickd.ini` when no `-c` is given and the file\n"
+        "exists; a tickd built in the tree reads none). `tickd --print-config` prints the\n"
+        "commented default file, which is [conf/tickd.ini](../conf/tickd.ini).\n"
+        "\n"
+        "Every key below can also be set by its environment variable,\n"
+        "`TICKD_<SECTION>_<KEY>`, which wins over the file; the flags `--listen`, `--redis`\n"
+        "and `--store` win over both (defaults < file < environment < flags). An unknown\n"
+        "section, key or `TICKD_` variable, or a bad value, stops tickd at start with exit\n"
+        "code 2 and `FILE:LINE: key: reason`, naming the nearest key; a line is at most\n"
+        "199 bytes (longer values go in the environment).\n"
+        "\n"
+        "On SIGHUP (`systemctl reload tickd`) tickd reads the configuration again as at\n"
+        "start (the file, the environment it started with, the flags): `server.api_token`,\n"
+        "`server.read_tokens`, `server.log_level` and `server.access_log` take effect at\n"
+        "once; any other key that changed is named in the log and waits for a restart. A\n"
+        "configuration that does not load, or that drops `server.api_token` when tickd\n"
+        "started with one, changes nothing.\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const config_key *k = &keys[i];
+        if (strcmp(section, k->section) != 0) {
+            section = k->section;
+            fprintf(out, "\n## [%s]\n", section);
+        }
+        config_env_name(k, env, sizeof(env));
+        fprintf(out, "\n### `%s.%s`\n\n", k->section, k->name);
+        if (k->type == CT_INT)
+            fprintf(out, "integer, %lld..%lld", (long long)k->min, (long long)k->max);
+        else if (k->type == CT_BOOL)
+            fprintf(out, "boolean (true, yes, on, 1 or false, no, off, 0)");
+        else if (k->min > 0)
+            fprintf(out, "string, %lld..%zu bytes", (long long)k->min, k->size - 1);
+        else
+            fprintf(out, "string, at most %zu bytes", k->size - 1);
+        if (k->type == CT_STR && strlen(k->def) < (size_t)k->min)
+            fprintf(out, "; unset by default");
+        else if (!k->def[0])
+            fprintf(out, "; default empty");
+        else
+            fprintf(out, "; default `%s`", k->def);
+        fprintf(out, "; environment `%s`\n\n", env);
+        config_md_text(out, k->doc);
+        fprintf(out, "\n");
+    }
+    fprintf(out,
+        "\n## [host:NAME]\n"
+        "\n"
+        "A section per receiving host, NAME as in its callback URLs (at most %d sections,\n"
+        "names up to 45 bytes; not settable from the environment, a host name does not fit\n"
+        "a variable's name). For `https://` callbacks to that host, a key with a `[callback]`\n"
+        "namesake overrides it:\n"
+        "\n"
+        "| key | type | default |\n"
+        "| --- | --- | --- |\n", CONFIG_HOSTS_MAX);
+    for (size_t i = 0; i < NHOSTKEYS; i++) {
+        const config_key *k = &host_keys[i];
+        fprintf(out, "| `%s` | %s | %s%s%s |\n", k->name,
+                k->type == CT_BOOL ? "boolean" : "string",
+                k->def[0] ? "`" : "", k->def[0] ? k->def : "empty", k->def[0] ? "`" : "");
+    }
+    fprintf(out,
+        "\n"
+        "`client_key_password_env` names the environment variable holding the passphrase of\n"
+        "that host's `client_key`; `insecure_skip_verify = true` turns certificate checks off\n"
+        "for that host alone (logged at start).\n"
+        "\n"
+        "```ini\n"
+        "[host:billing.internal]\n"
+        "client_cert = /etc/tickd/billing-client.pem\n"
+        "client_key = /etc/tickd/billing-client.key\n"
+        "client_key_password_env = BILLING_KEY_PASSWORD\n"
+        "```\n");
 }

@@ -1,7 +1,8 @@
 /* config.h -- tickd's settings: one static table (config.c) gives each key its
  * section, type, default, bounds and doc line. The same table parses the ini
  * file (inih), applies TICKD_<SECTION>_<KEY> environment overrides, and prints
- * the commented default file (conf/tickd.ini is generated from it). */
+ * the commented default file and the reference (conf/tickd.ini and
+ * doc/configuration.md are generated from it). */
 #ifndef TICKD_CONFIG_H
 #define TICKD_CONFIG_H
 
@@ -110,7 +111,11 @@ int config_validate(const config *c, char *err, size_t errlen);
  * how many. */
 int config_diff(const config *a, const config *b, char *out, size_t outlen);
 
-/* Write the commented default config file. */
+/* Write the commented default config file (conf/tickd.ini). */
 void config_print_defaults(FILE *out);
+
+/* Write the configuration reference in Markdown (doc/configuration.md):
+ * every key with its environment variable, type, default, range and doc. */
+void config_print_reference(FILE *out);
 
 #endif

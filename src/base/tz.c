@@ -523,7 +523,7 @@ static const char *name_check(const char *name)
 static tz *tz_load(const char *name, char err[256])
 {
     tz *z = xcalloc(1, sizeof(*z));
-    snprintf(z->name, sizeof(z->name), "%s", name);
+    util_copy(z->name, sizeof(z->name), name);
     if (strcmp(name, "UTC") == 0) { /* built in: the default zone needs no tzdata */
         z->has_footer = 1;
         return z;
@@ -569,7 +569,7 @@ fail:
 tz *tz_parse(const char *name, const unsigned char *buf, size_t n, char err[256])
 {
     tz *z = xcalloc(1, sizeof(*z));
-    snprintf(z->name, sizeof(z->name), "%s", name);
+    util_copy(z->name, sizeof(z->name), name);
     if (n > TZ_FILE_MAX) {
         snprintf(err, 256, "tz: %s: not a valid TZif file (too large)", z->name);
         tz_free(z);

@@ -50,6 +50,15 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
+size_t util_copy(char *dst, size_t cap, const char *src)
+{
+    if (!cap) return 0;
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+    return n;
+}
+
 int64_t util_realtime_ms(void)
 {
     struct timespec ts;

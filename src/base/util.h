@@ -16,6 +16,13 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 
+/* src into dst (cap bytes), cut to fit and always NUL-terminated; returns
+ * the length copied (NULL copies as ""). What snprintf(dst, cap, "%s", src)
+ * does, without
+ * parsing a format on every task's way (ids and slices are copied several
+ * times per callback). */
+size_t util_copy(char *dst, size_t cap, const char *src);
+
 /* Clocks in ms: wall (CLOCK_REALTIME) and monotonic. */
 int64_t util_realtime_ms(void);
 int64_t util_mono_ms(void);

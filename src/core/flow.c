@@ -47,7 +47,7 @@ int flow_settings_parse(const cJSON *body, int queue, flow_settings *out, char *
             FAIL("paused: a destination cannot be paused (pause its queues)");
         } else {
             char name[80];
-            snprintf(name, sizeof(name), "%s", f->string);
+            util_copy(name, sizeof(name), f->string);
             util_text_clean(name, strlen(name));
             FAIL("%s: unknown field", name);
         }
@@ -418,36 +418,26 @@ size_t flow_cache_holds(const flow_cache *fc) { return fc->live.nholds; }
 int flow_cache_empty(const flow_cache *fc) { return fc->live.n == 0; }
 int64_t flow_cache_waiting(const flow_cache *fc) { return fc->waiting; }
 
-int flow_cache_route(const flow_cache *fc, const char *spec, int64_t now_ms,
-                     char queue[TASK_QUEUE_MAX], char dest[FLOW_DEST_MAX], int64_t *timeout_ms)
+int flow_cache_route(const flow_cache *fc, const task_spec *spec, int64_t now_ms,
+                     char queue[TASK_QUEUE_MAX], char dest[FLOW_DEST_MAX])
 {
-    cJSON *o = cJSON_Parse(spec);
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "queue");
-    const cJSON *to = cJSON_GetObjectItemCaseSensitive(o, "timeout_ms");
-    if (cJSON_IsNumber(to) && to->valuedouble > 0) *timeout_ms = (int64_t)to->valuedouble;
-    const cJSON *u = cJSON_GetObjectItemCaseSensitive(o, "callback_url");
-    int rc = -1;
-    if (!cJSON_IsString(u) || flow_dest_of_url(u->valuestring, dest) != 0) goto done;
+    if (spec->bad || flow_dest_of_url(spec->url, dest) != 0) return -1;
     snprintf(queue, TASK_QUEUE_MAX, "%s",
-             cJSON_IsString(q) && task_queue_valid(q->valuestring) ? q->valuestring
-                                                                   : TASK_QUEUE_DEFAULT);
+             task_queue_valid(spec->queue) ? spec->queue : TASK_QUEUE_DEFAULT);
     const flow_entry *qe = flow_find(fc, 'q', queue), *de = flow_find(fc, 'd', dest);
     if (!(de && de->configured)) {
         /* a host-wide destination, when the URL names a port */
         char host[FLOW_DEST_MAX];
-        snprintf(host, sizeof(host), "%s", dest);
+        util_copy(host, sizeof(host), dest);
         char *c = host[0] == '[' ? strstr(host, "]:") : strchr(host, ':');
         if (c) {
             *(host[0] == '[' ? c + 1 : c) = '\0';
             const flow_entry *he = flow_find(fc, 'd', host);
             if (he && he->configured) {
-                snprintf(dest, FLOW_DEST_MAX, "%s", host);
+                util_copy(dest, FLOW_DEST_MAX, host);
                 de = he;
             }
         }
     }
-    rc = (qe && qe->configured) || (de && (de->configured || de->until_ms > now_ms));
-done:
-    cJSON_Delete(o);
-    return rc;
+    return (qe && qe->configured) || (de && (de->configured || de->until_ms > now_ms));
 }

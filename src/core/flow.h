@@ -31,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "model/task.h"
+#include "model/task_spec.h"
 
 #define FLOW_DEST_MAX 272          /* "host:port" + NUL */
 #define FLOW_KEY_MAX (FLOW_DEST_MAX + 2)
@@ -95,9 +96,10 @@ size_t flow_cache_holds(const flow_cache *fc);
 /* 1 when nothing is configured and no destination is held back. */
 int flow_cache_empty(const flow_cache *fc);
 int64_t flow_cache_waiting(const flow_cache *fc);
-/* The queue, destination key and timeout of a task (spec JSON): 1 when a limit may
- * apply (it must ask), 0 when none does, -1 if the spec is unreadable. */
-int flow_cache_route(const flow_cache *fc, const char *spec, int64_t now_ms,
-                     char queue[TASK_QUEUE_MAX], char dest[FLOW_DEST_MAX], int64_t *timeout_ms);
+/* The queue and destination key of a task (its spec, read once): 1 when a
+ * limit may apply (it must ask), 0 when none does, -1 if the spec is
+ * unreadable. */
+int flow_cache_route(const flow_cache *fc, const task_spec *spec, int64_t now_ms,
+                     char queue[TASK_QUEUE_MAX], char dest[FLOW_DEST_MAX]);
 
 #endif

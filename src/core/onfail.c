@@ -11,9 +11,9 @@
 #include "base/log.h"
 #include "base/util.h"
 
-/* One event: the job the pool sends, and its timer between attempts. */
+/* One event: the callback the pool sends, and its timer between attempts. */
 typedef struct notice {
-    job j;
+    callback j;
     onfail *o;
     struct event *ev;
     struct notice *next, *prev;
@@ -22,7 +22,7 @@ typedef struct notice {
 struct onfail {
     struct event_base *base;
     char *global_url;           /* NULL: none */
-    void (*submit)(job *j, void *priv);
+    void (*submit)(callback *j, void *priv);
     void *priv;
     notice *waiting;            /* between attempts */
     int pending;                /* every event not yet done */
@@ -31,7 +31,7 @@ struct onfail {
 };
 
 onfail *onfail_create(struct event_base *base, const char *global_url,
-                      void (*submit)(job *j, void *priv), void *priv)
+                      void (*submit)(callback *j, void *priv), void *priv)
 {
     onfail *o = xcalloc(1, sizeof(*o));
     o->base = base;
@@ -45,13 +45,15 @@ static void notice_free(notice *n)
 {
     n->o->pending--;
     if (n->ev) event_free(n->ev);
-    free(n->j.spec);
+    task_spec_free(n->j.spec);
     free(n);
 }
 
-char *onfail_body(const job *j, int64_t now_ms)
+char *onfail_body(const callback *j, int64_t now_ms)
 {
-    cJSON *task = cJSON_Parse(j->spec), *ev = cJSON_CreateObject();
+    char *json = task_spec_json(j->spec, j->id);
+    cJSON *task = json ? cJSON_Parse(json) : NULL, *ev = cJSON_CreateObject();
+    free(json);
     log_assert(ev);
     if (!task) {
         cJSON_Delete(ev);
@@ -102,10 +104,10 @@ static char *onfail_spec(const char *url, const char *method, const cJSON *hdr, 
     return out;
 }
 
-void onfail_task_failed(onfail *o, const job *j, int64_t now_ms)
+void onfail_task_failed(onfail *o, const callback *j, int64_t now_ms)
 {
-    cJSON *spec = cJSON_Parse(j->spec);
-    const cJSON *of = cJSON_GetObjectItemCaseSensitive(spec, "on_failure");
+    const task_span *ofs = &j->spec->on_failure;
+    cJSON *of = ofs->n ? cJSON_ParseWithLength(ofs->p, ofs->n) : NULL;
     const cJSON *url = cJSON_GetObjectItemCaseSensitive(of, "callback_url");
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(of, "method");
     const char *u = cJSON_IsString(url) ? url->valuestring : o->global_url;
@@ -119,21 +121,23 @@ void onfail_task_failed(onfail *o, const job *j, int64_t now_ms)
     if (!body) goto done;
     notice *n = xcalloc(1, sizeof(*n));
     n->o = o;
-    snprintf(n->j.id, sizeof(n->j.id), "%s", j->id);
-    snprintf(n->j.event, sizeof(n->j.event), "%s", j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
+    util_copy(n->j.id, sizeof(n->j.id), j->id);
+    util_copy(n->j.event, sizeof(n->j.event), j->expired ? ONFAIL_EXPIRED : ONFAIL_EVENT);
     n->j.due_ms = now_ms;
     n->j.attempt = 1;
-    n->j.spec = onfail_spec(u, cJSON_IsString(method) && cJSON_IsString(url) ? method->valuestring
-                                                                           : "POST",
-                            cJSON_IsString(url) ? cJSON_GetObjectItemCaseSensitive(of, "header")
-                                                : NULL,
-                            body);
+    char *spec = onfail_spec(u, cJSON_IsString(method) && cJSON_IsString(url) ? method->valuestring
+                                                                             : "POST",
+                             cJSON_IsString(url) ? cJSON_GetObjectItemCaseSensitive(of, "header")
+                                                 : NULL,
+                             body);
+    n->j.spec = task_spec_read(spec, strlen(spec));
+    free(spec);
     free(body);
     o->pending++;
     o->calling++;
     o->submit(&n->j, o->priv);
 done:
-    cJSON_Delete(spec);
+    cJSON_Delete(of);
 }
 
 static void onfail_again_cb(evutil_socket_t fd, short what, void *arg)
@@ -149,7 +153,7 @@ static void onfail_again_cb(evutil_socket_t fd, short what, void *arg)
     o->submit(&n->j, o->priv);
 }
 
-void onfail_on_done(onfail *o, job *j)
+void onfail_on_done(onfail *o, callback *j)
 {
     notice *n = container_of(j, notice, j);
     o->calling--;

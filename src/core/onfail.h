@@ -33,17 +33,17 @@ typedef struct onfail onfail;
 /* Events go to submit (the dispatch pool) and come back through
  * onfail_on_done. global_url: callback.on_failure_url ("" = none). */
 onfail *onfail_create(struct event_base *base, const char *global_url,
-                      void (*submit)(job *j, void *priv), void *priv);
+                      void (*submit)(callback *j, void *priv), void *priv);
 
 /* Task j (its spec, last attempt, status_code and err) ended failed at
  * now_ms: send its event, if it or the configuration names a receiver. j
  * stays the caller's. */
-void onfail_task_failed(onfail *o, const job *j, int64_t now_ms);
+void onfail_task_failed(onfail *o, const callback *j, int64_t now_ms);
 
 /* An event's attempt ended (j->event set): done, or tried again later. An
  * aborted one (the pool stopped, or submit had no pool to give it to) is
  * dropped with a warning. */
-void onfail_on_done(onfail *o, job *j);
+void onfail_on_done(onfail *o, callback *j);
 
 /* Events handed to submit and not yet back: a stop waits for them as for
  * callbacks. */
@@ -51,10 +51,10 @@ int onfail_calling(const onfail *o);
 
 /* The body of the event for task j at now_ms (malloc'd JSON), or NULL when
  * j's spec is not readable JSON. */
-char *onfail_body(const job *j, int64_t now_ms);
+char *onfail_body(const callback *j, int64_t now_ms);
 
 /* Events waiting for their next attempt are dropped (call after the pool has
- * handed back every job). */
+ * handed back every callback). */
 void onfail_free(onfail *o);
 
 #endif

@@ -143,7 +143,7 @@ static void runner_add_cb(store_status st, const char *id, const char *state, co
     /* stored but not confirmed by the replicas: stored */
     if (id && (st == ST_OK || st == ST_EXISTS || st == ST_UNAVAILABLE)) {
         p->ok[a->i] = 1;
-        snprintf(p->ids[a->i], TASK_ID_MAX, "%s", id);
+        util_copy(p->ids[a->i], TASK_ID_MAX, id);
     } else {
         log_warn_limited(&p->r->warn, util_mono_ms(), "schedule %s: run at %lld not made (%s); it is "
                     "made again on the next pass", p->id, (long long)p->plan.at[a->i],
@@ -160,7 +160,7 @@ static void runner_pass(runner *r, const store_schedule *sc)
     char err[400];
     pass *p = xcalloc(1, sizeof(*p));
     p->r = r;
-    snprintf(p->id, sizeof(p->id), "%s", sc->id);
+    util_copy(p->id, sizeof(p->id), sc->id);
     cJSON *st = cJSON_Parse(sc->state);
     int64_t next = state_num(st, "next", -1), runs = state_num(st, "runs", 0);
     p->adv.ct = state_num(st, "ct", 0);

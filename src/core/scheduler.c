@@ -120,8 +120,8 @@ static void sched_unhold(sched *sc, job *j)
 
 static void sched_job_free(job *j)
 {
-    free(j->spec);
-    free(j->answer);
+    task_spec_free(j->cb.spec);
+    free(j->cb.answer);
     free(j);
 }
 
@@ -205,8 +205,7 @@ static void sched_flow_arm(sched *sc)
 static int sched_flow_asks(sched *sc, job *j)
 {
     if (!sc->fc || flow_cache_empty(sc->fc) || j->flow) return 0;
-    if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), j->queue, j->dest,
-                         &j->timeout_ms) != 1)
+    if (flow_cache_route(sc->fc, j->cb.spec, store_now_ms(sc->s), j->queue, j->dest) != 1)
         return 0;
     j->flow = FLOW_ASKING;
     j->next = NULL;
@@ -217,14 +216,14 @@ static int sched_flow_asks(sched *sc, job *j)
     return 1;
 }
 
-/* j ends expired (j->err says why): its attempt made, if one was, is
+/* j ends expired (j->cb.err says why): its attempt made, if one was, is
  * recorded with it. flow_ended: its limits' slots were given back already. */
 static void sched_end_expired(sched *sc, job *j, int flow_ended)
 {
-    j->expired = 1;
+    j->cb.expired = 1;
     if (!flow_ended) sched_flow_end(sc, j, 0, 0);
     metrics.expired++;
-    log_info("task %s %s", j->id, j->err);
+    log_info("task %s %s", j->cb.id, j->cb.err);
     sched_record(sc, j, OUT_EXPIRE, 0);
 }
 
@@ -233,9 +232,8 @@ static void sched_end_expired(sched *sc, job *j, int flow_ended)
  * connection frees). 1 when it did. */
 static int sched_expire(sched *sc, job *j)
 {
-    if (j->expires_ms < 0) j->expires_ms = task_spec_expires_ms(j->spec);
-    if (!job_expire(j, store_now_ms(sc->s))) return 0;
-    j->attempt--;
+    if (!callback_expire(&j->cb, store_now_ms(sc->s))) return 0;
+    j->cb.attempt--;
     sched_end_expired(sc, j, 0);
     return 1;
 }
@@ -244,7 +242,7 @@ static int sched_expire(sched *sc, job *j)
  * on the store's clock carried by this host's monotonic one. */
 static void sched_call(sched *sc, job *j)
 {
-    j->clock_offset_ms = store_now_ms(sc->s) - util_mono_ms();
+    j->cb.clock_offset_ms = store_now_ms(sc->s) - util_mono_ms();
     sc->calling++;
     sc->fired++;
     sc->submit(j, sc->submit_priv);
@@ -283,9 +281,9 @@ static void sched_wait(sched *sc, job *j)
      * slice, a round trip apart: the wheel waits BACKLOG_GATHER_MS for the
      * other buckets' replies so that their tasks too go out oldest first.
      * Tasks due now are not held: only those later than the lookahead. */
-    if (j->due_ms + sc->cfg->lookahead_ms < now && sc->backlog_until_ms < now)
+    if (j->cb.due_ms + sc->cfg->lookahead_ms < now && sc->backlog_until_ms < now)
         sc->backlog_until_ms = now + BACKLOG_GATHER_MS;
-    wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->due_ms > 0 ? j->due_ms : 0), 0, 1);
+    wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->cb.due_ms > 0 ? j->cb.due_ms : 0), 0, 1);
     sched_wheel_arm(sc);
 }
 
@@ -305,10 +303,10 @@ static flow_rec *sched_flow_rec(flow_batch *b, const job *j)
     }
     flow_rec *r = &b->r[b->n++];
     memset(r, 0, sizeof(*r));
-    snprintf(r->id, sizeof(r->id), "%s", j->id);
-    snprintf(r->queue, sizeof(r->queue), "%s", j->queue);
-    snprintf(r->dest, sizeof(r->dest), "%s", j->dest);
-    r->due_ms = j->due_ms;
+    util_copy(r->id, sizeof(r->id), j->cb.id);
+    util_copy(r->queue, sizeof(r->queue), j->queue);
+    util_copy(r->dest, sizeof(r->dest), j->dest);
+    r->due_ms = j->cb.due_ms;
     r->timeout_ms = j->timeout_ms;
     return r;
 }
@@ -322,16 +320,16 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     sc->recording--;
     /* told once the store holds the end: a record that failed brings the
      * task back by its lease, to end (and be told) later */
-    if (!err && j->ended_failed && sc->failed) sc->failed(j, sc->failed_priv);
+    if (!err && j->ended_failed && sc->failed) sc->failed(&j->cb, sc->failed_priv);
     /* a retry due within the lookahead is claimed now, not at the next tick */
     if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
-        sched_kick(sc, task_slice_bucket(j->id));
+        sched_kick(sc, task_slice_bucket(j->cb.id));
     sc->settled++;
     if (!err && j->park_slice[0] && sc->fc) {
         /* parked: now it waits in its queue's list for a pump */
         flow_rec *r = sched_flow_rec(&sc->enq, j);
-        snprintf(r->slice, sizeof(r->slice), "%s", j->park_slice);
-        snprintf(r->reason, sizeof(r->reason), "%s", j->flow_reason);
+        util_copy(r->slice, sizeof(r->slice), j->park_slice);
+        util_copy(r->reason, sizeof(r->reason), j->flow_reason);
         sched_flow_arm(sc);
     }
     sched_job_gone(sc, j);
@@ -356,10 +354,10 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
     j->ended_failed = o == OUT_FAIL || o == OUT_EXPIRE;
     sc->settle[sc->nsettle++] = (store_attempt){
-        .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
-        .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
-        .timeout_ms = j->timeout_ms, .owner = j, .sent_at_ms = j->sent_at_ms,
-        .took_ms = j->took_ms, .answer = j->answer, .answer_len = j->answer_len,
+        .id = j->cb.id, .src = j->src, .outcome = o, .attempt = j->cb.attempt,
+        .status_code = j->cb.status_code, .err = j->cb.err, .due_ms = due_ms,
+        .timeout_ms = j->timeout_ms, .owner = j, .sent_at_ms = j->cb.sent_at_ms,
+        .took_ms = j->cb.took_ms, .answer = j->cb.answer, .answer_len = j->cb.answer_len,
         .park_slice = j->park_slice};
     if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
@@ -378,24 +376,24 @@ void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv)
 /* The attempt's outcome label and times, into the metrics. */
 static void sched_count(const job *j)
 {
-    metrics_outcome o = j->ok ? MO_2XX
-                      : j->permanent ? MO_DENIED
-                      : j->status_code ? MO_HTTP_ERROR
-                      : j->timed_out ? MO_TIMEOUT : MO_CONNECT_ERROR;
+    metrics_outcome o = j->cb.ok ? MO_2XX
+                      : j->cb.permanent ? MO_DENIED
+                      : j->cb.status_code ? MO_HTTP_ERROR
+                      : j->cb.timed_out ? MO_TIMEOUT : MO_CONNECT_ERROR;
     metrics.attempts[o]++;
-    if (j->sent_at_ms > 0) {
+    if (j->cb.sent_at_ms > 0) {
         /* a limit's delay is its own: tickd's lateness runs from when the
          * limit let the callback go */
-        int64_t from = j->due_ms;
+        int64_t from = j->cb.due_ms;
         if (j->flow == FLOW_LET_GO) {
-            int64_t waited = j->flow_from_ms ? j->flow_from_ms : j->due_ms;
+            int64_t waited = j->flow_from_ms ? j->flow_from_ms : j->cb.due_ms;
             if (j->flow_at_ms > waited)
                 metrics_observe(&metrics.flow_wait[metrics_flow_reason(j->flow_reason)],
                                 (double)(j->flow_at_ms - waited) / 1000.0);
             if (j->flow_at_ms > from) from = j->flow_at_ms;
         }
-        metrics_observe(&metrics.lateness, (double)(j->sent_at_ms - from) / 1000.0);
-        metrics_observe(&metrics.duration, (double)j->took_ms / 1000.0);
+        metrics_observe(&metrics.lateness, (double)(j->cb.sent_at_ms - from) / 1000.0);
+        metrics_observe(&metrics.duration, (double)j->cb.took_ms / 1000.0);
     }
 }
 
@@ -404,69 +402,67 @@ static void sched_count(const job *j)
 void sched_on_done(sched *sc, job *j)
 {
     sc->calling--;
-    if (j->aborted) {
+    if (j->cb.aborted) {
         /* stopped mid-call: the lease stays, so it runs again after expiry */
         sched_job_gone(sc, j);
         return;
     }
-    if (j->uncounted) {
+    if (j->cb.uncounted) {
         /* tickd's own failure (out of descriptors...): the receiver was never
          * called, so this was no attempt; the count stays, and it goes again
          * in a second or two */
         int64_t delay_ms = UNCOUNTED_RETRY_MS + random() % UNCOUNTED_RETRY_MS;
-        j->attempt--;
+        j->cb.attempt--;
         sched_flow_end(sc, j, 0, 0);
         metrics.deferred++;
         log_warn_limited(&sc->warn, store_now_ms(sc->s),
                          "task %s: callback not made (%s); trying again in %lld ms without "
-                         "counting an attempt", j->id, j->err, (long long)delay_ms);
+                         "counting an attempt", j->cb.id, j->cb.err, (long long)delay_ms);
         sched_record(sc, j, OUT_RETRY, store_now_ms(sc->s) + delay_ms);
         return;
     }
-    if (j->expired) {
+    if (j->cb.expired) {
         /* it waited for a connection past its expiry: no attempt made */
-        j->attempt--;
+        j->cb.attempt--;
         sched_end_expired(sc, j, 0);
         return;
     }
     sched_count(j);
     /* a 429 or 503 with Retry-After holds the destination back (flow.h) */
     int64_t until = 0;
-    if ((j->status_code == 429 || j->status_code == 503) && j->retry_after_ms >= 0 && sc->fc) {
-        int64_t ra = j->retry_after_ms;
+    if ((j->cb.status_code == 429 || j->cb.status_code == 503) && j->cb.retry_after_ms >= 0 && sc->fc) {
+        int64_t ra = j->cb.retry_after_ms;
         if (ra > FLOW_RETRY_AFTER_MAX_MS) ra = FLOW_RETRY_AFTER_MAX_MS;
         until = store_now_ms(sc->s) + ra;
-        if (!j->flow) {
-            int64_t to;
-            if (flow_cache_route(sc->fc, j->spec, store_now_ms(sc->s), j->queue, j->dest, &to) < 0)
-                until = 0;
-        }
+        if (!j->flow &&
+            flow_cache_route(sc->fc, j->cb.spec, store_now_ms(sc->s), j->queue, j->dest) < 0)
+            until = 0;
         if (until) flow_cache_hold(sc->fc, j->dest, until, store_now_ms(sc->s));
     }
-    int ends = j->ok || j->permanent || j->attempt >= j->max_attempts;
-    sched_flow_end(sc, j, until, ends && !j->ok);
+    int ends = j->cb.ok || j->cb.permanent || j->cb.attempt >= j->cb.spec->max_attempts;
+    sched_flow_end(sc, j, until, ends && !j->cb.ok);
     if (ends) {
-        log_debug("task %s attempt %d: %s", j->id, j->attempt, j->ok ? "ok" : j->err);
-        if (!j->ok)
-            log_warn("task %s failed after %d attempt%s: %s", j->id, j->attempt,
-                     j->attempt == 1 ? "" : "s", j->err);
-        if (j->ok) metrics.succeeded++;
+        log_debug("task %s attempt %d: %s", j->cb.id, j->cb.attempt, j->cb.ok ? "ok" : j->cb.err);
+        if (!j->cb.ok)
+            log_warn("task %s failed after %d attempt%s: %s", j->cb.id, j->cb.attempt,
+                     j->cb.attempt == 1 ? "" : "s", j->cb.err);
+        if (j->cb.ok) metrics.succeeded++;
         else metrics.failed++;
-        sched_record(sc, j, j->ok ? OUT_OK : OUT_FAIL, 0);
+        sched_record(sc, j, j->cb.ok ? OUT_OK : OUT_FAIL, 0);
     } else {
         double jitter = (double)(random() % 1000) / 1000.0;
-        int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->backoff_ms, j->attempt, jitter);
+        int64_t next = store_now_ms(sc->s) + task_backoff_ms(j->cb.spec->backoff_ms, j->cb.attempt, jitter);
         if (next < until) next = until;
-        if (j->expires_ms > 0 && next >= j->expires_ms) {
+        if (j->cb.spec->expires_ms > 0 && next >= j->cb.spec->expires_ms) {
             /* the next attempt could not begin in time: it ends now, this
              * attempt recorded */
-            size_t n = strlen(j->err);
-            snprintf(j->err + n, sizeof(j->err) - n, "; expired: its next attempt would begin "
+            size_t n = strlen(j->cb.err);
+            snprintf(j->cb.err + n, sizeof(j->cb.err) - n, "; expired: its next attempt would begin "
                      "after its expires_at");
             sched_end_expired(sc, j, 1);
             return;
         }
-        log_debug("task %s attempt %d: %s; retry at %lld", j->id, j->attempt, j->err,
+        log_debug("task %s attempt %d: %s; retry at %lld", j->cb.id, j->cb.attempt, j->cb.err,
                   (long long)next);
         metrics.retries++;
         sched_record(sc, j, OUT_RETRY, next);
@@ -478,7 +474,7 @@ static void sched_release(sched *sc, job *j)
 {
     sched_flow_end(sc, j, 0, 0);
     j->flow = 0;
-    sched_record(sc, j, OUT_RELEASE, j->due_ms);
+    sched_record(sc, j, OUT_RELEASE, j->cb.due_ms);
 }
 
 /* ---- flow control -------------------------------------------------------- */
@@ -518,7 +514,7 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             j->flow = FLOW_LET_GO;
             j->flow_at_ms = v[i].at_ms;
             j->flow_from_ms = v[i].waited_from_ms;
-            snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
+            util_copy(j->flow_reason, sizeof(j->flow_reason), v[i].reason);
             if (v[i].at_ms > now) {
                 /* its turn in the rate: on the wheel until then */
                 sched_hold(sc, j);
@@ -531,13 +527,13 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
             /* held back: no attempt; its entry waits in this minute's slice */
             j->flow = 0;
             metrics.flow_held[metrics_flow_reason(v[i].reason)]++;
-            snprintf(j->flow_reason, sizeof(j->flow_reason), "%s", v[i].reason);
-            snprintf(j->err, sizeof(j->err), "%s", v[i].reason);
+            util_copy(j->flow_reason, sizeof(j->flow_reason), v[i].reason);
+            util_copy(j->cb.err, sizeof(j->cb.err), v[i].reason);
             task_slice_name(now, task_slice_bucket(j->src), j->park_slice);
             /* spread: a burst held back does not come round all at once;
              * one that expires sooner comes round then, to end */
             int64_t again = now + FLOW_PARK_MS + random() % FLOW_PARK_MS;
-            if (j->expires_ms > 0 && j->expires_ms < again) again = j->expires_ms;
+            if (j->cb.spec->expires_ms > 0 && j->cb.spec->expires_ms < again) again = j->cb.spec->expires_ms;
             sched_record(sc, j, OUT_PARK, again);
         }
     }
@@ -568,7 +564,7 @@ static void sched_take_cb(int n, const char *err, void *priv)
         if (!err) {
             flow_rec *r = &sc->ends.r[sc->ends.n - 1];
             r->back = 1;
-            snprintf(r->slice, sizeof(r->slice), "%s", c->slice);
+            util_copy(r->slice, sizeof(r->slice), c->slice);
         }
     }
     free(c);
@@ -584,12 +580,12 @@ static void sched_pump_cb(const store_flow_go *g, int n, const char *err, void *
     for (int i = 0; i < n; i++) {
         take_ctx *c = xcalloc(1, sizeof(*c));
         c->sc = sc;
-        snprintf(c->j.id, sizeof(c->j.id), "%s", g[i].id);
-        snprintf(c->j.queue, sizeof(c->j.queue), "%s", g[i].queue);
-        snprintf(c->j.dest, sizeof(c->j.dest), "%s", g[i].dest);
-        snprintf(c->slice, sizeof(c->slice), "%s", g[i].slice);
+        util_copy(c->j.cb.id, sizeof(c->j.cb.id), g[i].id);
+        util_copy(c->j.queue, sizeof(c->j.queue), g[i].queue);
+        util_copy(c->j.dest, sizeof(c->j.dest), g[i].dest);
+        util_copy(c->slice, sizeof(c->slice), g[i].slice);
         sc->pending++;
-        store_flow_take(sc->s, c->j.id, c->slice, g[i].at_ms, sched_take_cb, c);
+        store_flow_take(sc->s, c->j.cb.id, c->slice, g[i].at_ms, sched_take_cb, c);
     }
 }
 
@@ -637,8 +633,8 @@ static void sched_flow_cb(evutil_socket_t fd, short what, void *arg)
         c->sc = sc;
         c->n = 0;
         for (job *j = sc->asking; c->n < k; j = j->next) {
-            t[c->n] = (store_flow_task){.id = j->id, .queue = j->queue, .dest = j->dest,
-                                        .due_ms = j->due_ms, .timeout_ms = j->timeout_ms};
+            t[c->n] = (store_flow_task){.id = j->cb.id, .queue = j->queue, .dest = j->dest,
+                                        .due_ms = j->cb.due_ms, .timeout_ms = j->timeout_ms};
             c->jobs[c->n++] = j;
         }
         sc->asking = c->jobs[k - 1]->next;
@@ -739,12 +735,12 @@ static void scan_finish(bucket_scan *bs);
 static void sched_take(sched *sc, const char *slice, store_lease *l)
 {
     job *j = xcalloc(1, sizeof(*j));
-    snprintf(j->id, sizeof(j->id), "%s", l->id);
-    snprintf(j->src, sizeof(j->src), "%s", slice);
-    j->due_ms = l->due_ms;
-    j->attempt = l->attempt;
-    j->spec = l->spec;
-    j->expires_ms = -1;
+    util_copy(j->cb.id, sizeof(j->cb.id), l->id);
+    util_copy(j->src, sizeof(j->src), slice);
+    j->cb.due_ms = l->due_ms;
+    j->cb.attempt = l->attempt;
+    j->cb.spec = l->spec;
+    j->timeout_ms = l->spec->timeout_ms;
     wheel_timer_init(&j->timer, sched_fire, sc);
     sc->held++;
     sc->claimed++;

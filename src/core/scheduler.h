@@ -17,11 +17,48 @@
 #define TICKD_SCHED_H
 
 #include "base/config.h"
+#include "base/util.h"
+#include "base/wheel.h"
+#include "core/flow.h"
 #include "delivery/dispatch.h"
 #include "store/store.h"
 
 struct event_base;
 typedef struct sched sched;
+
+/* A job that failed for tickd's own reason (uncounted) goes again after
+ * this long plus up to as much again of jitter. */
+#define UNCOUNTED_RETRY_MS 1000
+
+/* A claimed task while the scheduler holds it: the callback the pool makes
+ * (delivery's type, first, so that the pool's answer leads back here) and
+ * what the scheduler keeps beside it. Owned by the scheduler from the claim
+ * to the record of its outcome. */
+typedef struct job job;
+struct job {
+    callback cb;                /* what the pool sends and answers */
+    wheel_timer timer;          /* waiting for its ms on the fire wheel */
+    job *next;                  /* the scheduler's queue link (asking, waiting) */
+    char src[TASK_SLICE_MAX];   /* slice holding the lease */
+    int64_t timeout_ms;         /* the attempt's: the spec's, or its queue's */
+    job *wnext, *wprev;         /* the scheduler's list of jobs it holds */
+    int64_t retry_due_ms;       /* the retry being recorded (0: none) */
+    /* a task a limit may hold back (flow.h) */
+    int flow;                   /* 0, or FLOW_ASKING / FLOW_LET_GO (scheduler.c) */
+    int64_t flow_at_ms;         /* let go: not sent before */
+    int64_t flow_from_ms;       /* let go after waiting since (0: it did not wait) */
+    char flow_reason[FLOW_REASON_MAX];
+    char queue[TASK_QUEUE_MAX];
+    char dest[FLOW_DEST_MAX];
+    char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */
+    int ended_failed;           /* its end as failed (or expired) is being recorded */
+};
+
+/* The job a callback the scheduler submitted belongs to. */
+static inline job *sched_job_of(callback *cb)
+{
+    return container_of(cb, job, cb);
+}
 
 /* Create the scheduler; sets each bucket's watermark if none exists (so
  * call it before the API accepts tasks) and listens to the store's adds.
@@ -36,9 +73,9 @@ void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv);
 void sched_on_done(sched *sc, job *j);
 
 /* Told of each task whose end as failed the store has recorded (once per
- * task, as its final attempt is recorded once), with its last job (spec,
+ * task, as its final attempt is recorded once), with its last callback (spec,
  * attempt, status_code and err), which is freed after fn returns. */
-typedef void sched_failed_fn(const job *j, void *priv);
+typedef void sched_failed_fn(const callback *cb, void *priv);
 void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv);
 
 /* Start ticking. */

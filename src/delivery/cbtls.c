@@ -294,7 +294,7 @@ int cbtls_create(const config *cfg, cbtls **out, char *err, size_t errlen)
     if (cfg->nhosts) t->hosts = xcalloc((size_t)cfg->nhosts, sizeof(*t->hosts));
     for (int i = 0; i < cfg->nhosts; i++, t->nhosts++) {
         const config_host *h = &cfg->hosts[i];
-        snprintf(t->hosts[i].host, sizeof(t->hosts[i].host), "%s", h->name);
+        util_copy(t->hosts[i].host, sizeof(t->hosts[i].host), h->name);
         if (cbtls_host_src(cfg, h, &src, err, errlen) != 0 ||
             cbtls_prof_init(&t->hosts[i], &src, err, errlen) != 0) {
             t->nhosts++;

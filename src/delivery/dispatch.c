@@ -43,9 +43,9 @@ typedef struct hostq {
 #define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
 
-/* One transfer in a worker: the job and what curl needs alive meanwhile. */
+/* One transfer in a worker: the callback and what curl needs alive meanwhile. */
 struct xfer {
-    job *j;
+    callback *j;
     worker *w;
     hostq *hq;
     CURL *easy;                 /* libcurl's transfer, or */
@@ -83,7 +83,7 @@ struct worker {
     struct event *timer_ev;
     struct event *wake_ev;
     pthread_mutex_t mu;         /* guards in_head/in_tail and stop */
-    job *in_head, *in_tail;
+    callback *in_head, *in_tail;
     int stop;
     xfer *active;               /* transfers running, for abort on stop */
     hostq **hq;                 /* hash table of nhb buckets (a power of 2) */
@@ -103,7 +103,7 @@ struct dispatch {
     struct event_base *main_base;
     struct event *done_ev;
     pthread_mutex_t mu;         /* guards done_head/done_tail */
-    job *done_head, *done_tail;
+    callback *done_head, *done_tail;
     dispatch_done_fn *done;
     void *priv;
     worker *w;
@@ -121,21 +121,21 @@ struct dispatch {
 static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
 {
     dispatch *d = arg;
-    job *list;
+    callback *list;
     (void)fd, (void)what;
     pthread_mutex_lock(&d->mu);
     list = d->done_head;
     d->done_head = d->done_tail = NULL;
     pthread_mutex_unlock(&d->mu);
     while (list) {
-        job *j = list;
+        callback *j = list;
         list = j->next;
         j->next = NULL;
         d->done(j, d->priv);
     }
 }
 
-static void dispatch_finish(dispatch *d, job *j)
+static void dispatch_finish(dispatch *d, callback *j)
 {
     /* err may quote a receiver (a certificate's name, a libcurl message) or
      * be cut inside a character: it is stored and printed as text */
@@ -155,7 +155,7 @@ void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *key
     d->keys = keys;
 }
 
-void dispatch_submit(dispatch *d, job *j)
+void dispatch_submit(dispatch *d, callback *j)
 {
     worker *w = &d->w[d->next];
     d->next = (d->next + 1) % d->nworkers;
@@ -261,11 +261,12 @@ static void worker_h1_done(void *priv, long status, const char *err, int flags, 
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
  * for a connection included, so an attempt always ends (and is recorded)
  * within its lease. */
-int job_expire(job *j, int64_t now_ms)
+int callback_expire(callback *j, int64_t now_ms)
 {
-    if (j->event[0] || j->expires_ms <= 0 || now_ms < j->expires_ms) return 0;
+    int64_t expires_ms = j->spec->expires_ms;
+    if (j->event[0] || expires_ms <= 0 || now_ms < expires_ms) return 0;
     char at[TZ_RFC3339_MAX], why[256];
-    tz_rfc3339(tz_get("UTC", why), j->expires_ms, at);
+    tz_rfc3339(tz_get("UTC", why), expires_ms, at);
     j->expired = 1;
     snprintf(j->err, sizeof(j->err), "expired: its expires_at %s passed before attempt %d could "
              "begin", at, j->attempt);
@@ -282,15 +283,15 @@ static void worker_start(worker *w, xfer *x)
         return;
     }
     /* a transfer that waited for a connection: past its expiry, not begun */
-    if (job_expire(x->j, util_mono_ms() + x->j->clock_offset_ms)) {
-        job *j = x->j;
+    if (callback_expire(x->j, util_mono_ms() + x->j->clock_offset_ms)) {
+        callback *j = x->j;
         xfer_free(x);
         dispatch_finish(w->d, j);
         return;
     }
-    int64_t left = x->j->timeout_ms - (util_mono_ms() - x->queued_ms);
+    int64_t left = x->j->spec->timeout_ms - (util_mono_ms() - x->queued_ms);
     if (left <= 0) {
-        job *j = x->j;
+        callback *j = x->j;
         snprintf(j->err, sizeof(j->err),
                  "timeout: no connection to the host was free within timeout_ms");
         xfer_free(x);
@@ -448,7 +449,7 @@ long dispatch_hosts(const dispatch *d)
  * H1_TIMEOUT, for either client. */
 static void worker_end(worker *w, xfer *x, long status, const char *err, int flags)
 {
-    job *j = x->j;
+    callback *j = x->j;
     j->status_code = status;
     j->took_ms = util_mono_ms() - x->started_ms;
     if (x->keep && !j->answer) {
@@ -508,10 +509,10 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
     if (rc == CURLE_WRITE_ERROR && code && (x->unread || x->got > H1_DRAIN_MAX)) {
         failed = 0; /* a body not read, or not read on: the status stands */
     } else if (failed && x->ndenied && x->ndenied == x->nopen) {
-        snprintf(err, sizeof(err), "%s", x->denied);
+        util_copy(err, sizeof(err), x->denied);
         code = 0;
     } else if (x->refused) {
-        snprintf(err, sizeof(err), "%s", x->head.err);
+        util_copy(err, sizeof(err), x->head.err);
         code = 0;
     } else if (!failed && !x->head_done) {
         /* libcurl takes a head cut short by the connection's end as whole */
@@ -521,7 +522,7 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
                         (rc == CURLE_RECV_ERROR && !xfer_malformed(rc, x->errbuf)))) {
         /* the head came, the body was cut short: the status stands */
         if (rc == CURLE_OPERATION_TIMEDOUT)
-            snprintf(err, sizeof(err), H1_CUT_TIMEOUT, code, (long long)x->j->timeout_ms);
+            snprintf(err, sizeof(err), H1_CUT_TIMEOUT, code, (long long)x->j->spec->timeout_ms);
         else
             snprintf(err, sizeof(err), H1_CUT_CLOSED, code);
     } else if (failed && xfer_malformed(rc, x->errbuf)) {
@@ -537,7 +538,7 @@ static void worker_complete(worker *w, xfer *x, CURLcode rc)
         local = rc == CURLE_OUT_OF_MEMORY ||
                 (x->local_errno && (rc == CURLE_COULDNT_CONNECT || rc == CURLE_FAILED_INIT));
         if (x->local_errno && !x->errbuf[0])
-            snprintf(x->errbuf, sizeof(x->errbuf), "%s", strerror(x->local_errno));
+            util_copy(x->errbuf, sizeof(x->errbuf), strerror(x->local_errno));
         char full[CURL_ERROR_SIZE + 320];
         cbtls_describe(w->d->tls, x->easy, rc, x->errbuf, full, sizeof(full));
         size_t fl = strlen(full);
@@ -649,7 +650,7 @@ static int worker_h1_guard(void *call_priv, const struct sockaddr *sa, char *why
 {
     xfer *x = call_priv;
     if (xfer_allowed(x, sa)) return 0;
-    snprintf(why, whylen, "%s", x->denied);
+    util_copy(why, whylen, x->denied);
     return -1;
 }
 
@@ -732,66 +733,48 @@ static CURL *xfer_easy(const worker *w)
     return e;
 }
 
-/* Build the request of a job; -1 + j->err when the spec cannot be used. */
+/* Build the request of a callback from its spec (read once by its owner:
+ * task_spec.h); -1 + j->err when the spec cannot be used. */
 static int xfer_build(xfer *x)
 {
-    job *j = x->j;
-    cJSON *spec = cJSON_Parse(j->spec);
-    const cJSON *url, *method, *hdr, *req, *to;
-    int has_ctype = 0, rc = -1;
+    callback *j = x->j;
+    const task_spec *spec = j->spec;
+    int has_ctype = 0;
+    cJSON *hdr = NULL;
 
-    j->max_attempts = 1;
-    if (!spec) {
-        snprintf(j->err, sizeof(j->err), "stored task is not valid JSON");
+    if (spec->bad) {
+        util_copy(j->err, sizeof(j->err), spec->bad);
         return -1;
     }
-    url = cJSON_GetObjectItemCaseSensitive(spec, "callback_url");
-    method = cJSON_GetObjectItemCaseSensitive(spec, "method");
-    hdr = cJSON_GetObjectItemCaseSensitive(spec, "header");
-    req = cJSON_GetObjectItemCaseSensitive(spec, "req");
-    to = cJSON_GetObjectItemCaseSensitive(spec, "timeout_ms");
-    const cJSON *retry = cJSON_GetObjectItemCaseSensitive(spec, "retry");
-    const cJSON *ma = cJSON_GetObjectItemCaseSensitive(retry, "max_attempts");
-    const cJSON *bo = cJSON_GetObjectItemCaseSensitive(retry, "backoff_ms");
-    j->max_attempts = cJSON_IsNumber(ma) ? (int)ma->valuedouble : 1;
-    j->backoff_ms = cJSON_IsNumber(bo) ? (int64_t)bo->valuedouble : 1000;
-    j->timeout_ms = cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000;
-    if (!cJSON_IsString(url) || !cJSON_IsString(method)) {
-        snprintf(j->err, sizeof(j->err), "stored task lacks callback_url or method");
-        goto done;
-    }
-    x->hq = worker_hostq(x->w, url->valuestring);
+    const char *url = spec->url, *m = spec->method;
+    x->hq = worker_hostq(x->w, url);
+    if (spec->header.n) hdr = cJSON_ParseWithLength(spec->header.p, spec->header.n);
     for (const cJSON *h = hdr ? hdr->child : NULL; h; h = h->next) {
         if (!cJSON_IsString(h)) continue;
         if (strcasecmp(h->string, "Content-Type") == 0) has_ctype = 1;
         xfer_header(x, h->string, h->valuestring);
     }
+    cJSON_Delete(hdr);
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
-    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(spec, "traceparent");
-    if (cJSON_IsString(tp) && strlen(tp->valuestring) == TRACE_PARENT_LEN) {
+    char *tp = task_span_string(spec->traceparent);
+    if (tp && strlen(tp) == TRACE_PARENT_LEN) {
         /* the producer's trace, a span of this attempt's own (trace.h) */
         char out[TRACE_PARENT_LEN + 1];
-        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(spec, "tracestate");
-        trace_for_attempt(tp->valuestring, j->id, j->attempt, j->due_ms, out);
+        char *ts = task_span_string(spec->tracestate);
+        trace_for_attempt(tp, j->id, j->attempt, j->due_ms, out);
         xfer_header(x, "traceparent", out);
-        if (cJSON_IsString(ts)) xfer_header(x, "tracestate", ts->valuestring);
+        if (ts) xfer_header(x, "tracestate", ts);
+        free(ts);
     }
+    free(tp);
     if (j->event[0]) xfer_header(x, "tickd-event", j->event);
-    const char *m = method->valuestring;
     int get = strcmp(m, "GET") == 0, json = 0;
+    size_t body_len = 0;
     if (!get) {
-        if (req && cJSON_IsString(req)) {
-            x->body = xstrdup(req->valuestring);
-        } else if (req) {
-            x->body = cJSON_PrintUnformatted(req);
-            log_assert(x->body);
-            json = 1;
-            if (!has_ctype) xfer_header(x, "Content-Type", "application/json");
-        } else {
-            x->body = xstrdup("");
-        }
+        x->body = task_spec_body(spec, &body_len, &json);
+        if (json && !has_ctype) xfer_header(x, "Content-Type", "application/json");
     }
     const webhook_keys *keys = x->w->d->keys;
     if (keys) {
@@ -810,16 +793,15 @@ static int xfer_build(xfer *x)
     }
     if (x->hq->h1) {
         /* the built-in client: worker_start makes the request */
-        x->url = xstrdup(url->valuestring);
-        snprintf(x->method, sizeof(x->method), "%s", m);
-        rc = 0;
-        goto done;
+        x->url = xstrdup(url);
+        util_copy(x->method, sizeof(x->method), m);
+        return 0;
     }
 
     x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w);
     CURL *e = x->easy;
-    curl_easy_setopt(e, CURLOPT_URL, url->valuestring);
-    cbtls_host(x->w->d->tls, e, url->valuestring);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    cbtls_host(x->w->d->tls, e, url);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
@@ -840,20 +822,17 @@ static int xfer_build(xfer *x)
             log_assert(x->hdrs);
         }
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, strcmp(m, "POST") != 0 ? m : NULL);
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
-    rc = 0;
-done:
-    cJSON_Delete(spec);
-    return rc;
+    return 0;
 }
 
 static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
 {
     worker *w = arg;
-    job *list;
+    callback *list;
     int stop;
     (void)fd, (void)what;
     pthread_mutex_lock(&w->mu);
@@ -862,7 +841,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
     stop = w->stop;
     pthread_mutex_unlock(&w->mu);
     while (list) {
-        job *j = list;
+        callback *j = list;
         list = j->next;
         xfer *x = xcalloc(1, sizeof(*x));
         x->j = j;
@@ -1023,7 +1002,7 @@ void dispatch_free(dispatch *d)
         worker *w = &d->w[i];
         pthread_join(w->th, NULL);
         /* jobs queued after the stop */
-        for (job *j = w->in_head, *n; j; j = n) {
+        for (callback *j = w->in_head, *n; j; j = n) {
             n = j->next;
             j->aborted = 1;
             dispatch_finish(d, j);
@@ -1037,7 +1016,7 @@ void dispatch_free(dispatch *d)
         event_base_free(w->base);
         pthread_mutex_destroy(&w->mu);
     }
-    dispatch_done_cb(-1, 0, d); /* hand every aborted job back */
+    dispatch_done_cb(-1, 0, d); /* hand every aborted callback back */
     event_free(d->done_ev);
     pthread_mutex_destroy(&d->mu);
     free(d->w);

@@ -430,7 +430,7 @@ static void call_recv(h1_call *k)
         }
         c->len = left; /* left after a complete answer: the connection is not kept */
         if (rc < 0) {
-            snprintf(k->err, sizeof(k->err), "%s", k->a.err);
+            util_copy(k->err, sizeof(k->err), k->a.err);
             call_failed(k);
             return;
         }

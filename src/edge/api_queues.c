@@ -139,8 +139,8 @@ static void api_flow_write(api *a, http_req *req, const char *key, const char *s
     flow_req *f = xcalloc(1, sizeof(*f));
     f->r = api_req_new(a, req);
     f->status = status;
-    snprintf(f->key, sizeof(f->key), "%.*s", FLOW_KEY_MAX - 1, key);
-    if (spelled) snprintf(f->spelled, sizeof(f->spelled), "%.*s", FLOW_KEY_MAX - 1, spelled);
+    util_copy(f->key, sizeof(f->key), key);
+    if (spelled) snprintf(f->spelled, sizeof(f->spelled), "%s", spelled);
     store_flow_put(a->s, spelled ? spelled : key, settings, api_flow_written_cb, f);
 }
 
@@ -149,7 +149,7 @@ static void api_flow_fetch(api *a, http_req *req, const char *key)
     flow_req *f = xcalloc(1, sizeof(*f));
     f->r = api_req_new(a, req);
     f->status = 200;
-    snprintf(f->key, sizeof(f->key), "%.*s", FLOW_KEY_MAX - 1, key);
+    util_copy(f->key, sizeof(f->key), key);
     store_flow_get(a->s, key, api_flow_info_cb, f);
 }
 

@@ -90,7 +90,7 @@ void api_tasks_state_status(const char *state, char *out, size_t outlen)
 {
     cJSON *st = state ? cJSON_Parse(state) : NULL;
     cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
-    snprintf(out, outlen, "%s", cJSON_IsString(s) ? s->valuestring : "scheduled");
+    util_copy(out, outlen, cJSON_IsString(s) ? s->valuestring : "scheduled");
     cJSON_Delete(st);
 }
 
@@ -286,7 +286,7 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
     task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
     if (nuls.whole[0]) {
-        snprintf(why, sizeof(why), "%s", nuls.whole);
+        util_copy(why, sizeof(why), nuls.whole);
         goto refuse;
     }
     if (!cJSON_IsObject(body) || !cJSON_IsArray(tasks)) {
@@ -502,7 +502,7 @@ static int api_filter_read(api_filter *f, api_get_fn *get, void *src, int64_t df
                      TASK_KEY_MAX);
             return -1;
         }
-        snprintf(f->prefix, sizeof(f->prefix), "%s", v);
+        util_copy(f->prefix, sizeof(f->prefix), v);
     }
     if (get(src, "schedule_id", v, sizeof(v))) {
         const char *key = schedule_id_key(v);
@@ -615,7 +615,7 @@ static void list_cb(const char *const *ids, int n, const char *next, const char 
         its[i] = xcalloc(1, sizeof(**its));
         its[i]->l = l;
         its[i]->i = i;
-        snprintf(its[i]->id, sizeof(its[i]->id), "%s", ids[i]);
+        util_copy(its[i]->id, sizeof(its[i]->id), ids[i]);
     }
     /* the ids are the store's until this returns: copied above first */
     store *s = l->r->a->s;
@@ -735,7 +735,7 @@ static void api_move_task(api *a, http_req *req, const char *id, int retry)
     move_req *m = xcalloc(1, sizeof(*m));
     m->r = api_req_new(a, req);
     m->retry = retry;
-    snprintf(m->id, sizeof(m->id), "%s", id);
+    util_copy(m->id, sizeof(m->id), id);
     store_move(a->s, m->id, retry ? MOVE_RETRY : MOVE_RUN, at, move_cb, m);
 }
 
@@ -792,7 +792,7 @@ static void bulk_moved_cb(store_status st, const char *detail, void *priv)
         bulk_answer(b, b->next);
         return;
     }
-    snprintf(b->f.cursor, sizeof(b->f.cursor), "%s", b->next);
+    util_copy(b->f.cursor, sizeof(b->f.cursor), b->next);
     bulk_page(b);
 }
 

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,10 +21,6 @@
 #include "base/log.h"
 #include "base/util.h"
 
-#define HTTP_MAX_HEAD (16 * 1024)   /* request line + fields */
-#define HTTP_MAX_FIELDS 64
-#define HTTP_MAX_CHUNK_EXT 1024     /* bytes of extensions on one chunk-size line */
-#define HTTP_MAX_TRAILER 4096       /* bytes of the trailer section */
 #define HTTP_MAX_OUT (64 * 1024)    /* unsent answers: above this, stop reading */
 #define HTTP_LINGER_MS 2000         /* after an error answer: read and drop */
 #define HTTP_READ_MIN 4096
@@ -34,15 +29,8 @@ typedef struct hconn hconn;
 
 struct http_req {
     hconn *c;
-    uint32_t method, target;          /* offsets into c->in, NUL-terminated */
-    int nfields;
-    uint32_t field[HTTP_MAX_FIELDS][2];   /* name, value offsets */
-    size_t body, body_len;            /* offset and length of the (decoded) body */
-    size_t len;                       /* bytes of c->in this request spans */
-    int keep_alive, head, http10;
-    int chunked;                      /* the body is chunked (decoded as it comes) */
-    int root;                         /* absolute-form target with an empty path: "/" */
-    char extra[256];                  /* headers added by http_add_header */
+    http_request p;                   /* parsed in place: offsets into c->in */
+    char extra[1024];                 /* headers added by http_add_header */
     size_t extra_len;
 };
 
@@ -64,14 +52,8 @@ struct hconn {
     int in_parse;                    /* inside http_conn_run */
     int reading;                     /* rev is added */
     char saved;                      /* the byte under the body's NUL */
-    size_t scan;                     /* bytes of the head already scanned */
     int64_t head_ms;                 /* the head's first byte came (0: no head begun) */
     int64_t body_ms;                 /* the head ended and the body began */
-    /* chunked body, decoded in place as it comes: the decoded bytes go to
-     * req.body + cout, the next byte to read is at cpos */
-    int cst;
-    uint64_t csize;                  /* chunk size read, then bytes of it still to come */
-    size_t cpos, cout, cext, ctrail;
     http_req req;
 };
 
@@ -154,7 +136,7 @@ static void http_want_read(hconn *c)
 {
     int on = c->lingering || c->closing ||
              (c->out_len - c->out_off < HTTP_MAX_OUT &&
-              !(c->pending && c->in_len - c->req.len >= HTTP_MAX_HEAD));
+              !(c->pending && c->in_len - c->req.p.len >= HTTP_MAX_HEAD));
     http_read_on(c, on);
 }
 
@@ -246,36 +228,36 @@ static const char *http_date(http_server *s)
     return buf;
 }
 
-/* Queue the answer to c's current request. */
+/* Queue the answer to c's current request; unless keep_alive, the
+ * connection closes after it. The answer to a HEAD has no content. */
 static void http_out_reply(hconn *c, int status, const char *reason, const char *type,
-                           const char *body, size_t len)
+                           const char *body, size_t len, int keep_alive)
 {
     http_req *r = &c->req;
     char head[512];
     int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Length: %zu\r\n",
                      status, reason, http_date(c->srv), len);
     if (type && len) n += snprintf(head + n, sizeof(head) - (size_t)n, "Content-Type: %s\r\n", type);
-    if (!r->keep_alive) n += snprintf(head + n, sizeof(head) - (size_t)n, "Connection: close\r\n");
-    else if (r->http10) n += snprintf(head + n, sizeof(head) - (size_t)n, "Connection: keep-alive\r\n");
+    if (!keep_alive) n += snprintf(head + n, sizeof(head) - (size_t)n, "Connection: close\r\n");
+    else if (r->p.http10) n += snprintf(head + n, sizeof(head) - (size_t)n, "Connection: keep-alive\r\n");
     http_out_reserve(c, (size_t)n + r->extra_len + 2 + len);
     http_out_add(c, head, (size_t)n);
     http_out_add(c, r->extra, r->extra_len);
     http_out_add(c, "\r\n", 2);
-    if (!r->head && len) http_out_add(c, body, len);
-    if (!r->keep_alive) c->closing = 1;
+    if (!r->p.head && len) http_out_add(c, body, len);
+    if (!keep_alive) c->closing = 1;
 }
 
 /* An answer of the server's own, after which the connection closes.
  * `keep_extra`: the headers added to this request's answer go with it (the
  * head was parsed). */
-static void http_fail_as(hconn *c, int status, const char *reason, const char *code,
-                         const char *msg, int keep_extra)
+static void http_fail_as(hconn *c, const http_refusal *f, int keep_extra)
 {
     char body[400], text[240];
     size_t t = 0;
     /* msg is tickd's own text, with at most a field's name (a token) in it;
      * escaped all the same, so that the body is JSON whatever it holds */
-    for (const char *p = msg; *p && t + 7 < sizeof(text); p++) {
+    for (const char *p = f->msg; *p && t + 7 < sizeof(text); p++) {
         unsigned char ch = (unsigned char)*p;
         if (ch == '"' || ch == '\\') t += (size_t)snprintf(text + t, 3, "\\%c", ch);
         else if (ch < 0x20 || ch >= 0x7f) text[t++] = '?';
@@ -283,450 +265,17 @@ static void http_fail_as(hconn *c, int status, const char *reason, const char *c
     }
     text[t] = '\0';
     int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
-                     code, text);
+                     f->code, text);
     /* the head may not have been parsed: nothing of an earlier request's
-     * (http_reply clears head). A HEAD's refusal has no content either
-     * (RFC 9110 9.3.2): a client would read it as the next answer. */
-    c->req.keep_alive = 0;
-    c->req.http10 = 0;
+     * (http_reply resets the parser). A HEAD's refusal has no content
+     * either (RFC 9110 9.3.2): a client would read it as the next answer. */
     if (!keep_extra) c->req.extra_len = 0;
-    http_out_reply(c, status, reason, "application/json", body, (size_t)n);
+    http_out_reply(c, f->status, f->reason, "application/json", body, (size_t)n, 0);
     c->parsed = 0;
     c->in_len = 0;     /* nothing after this is read as a request */
-    c->scan = 0;
-}
-
-static void http_fail(hconn *c, int status, const char *reason, const char *code,
-                      const char *msg)
-{
-    http_fail_as(c, status, reason, code, msg, 0);
-}
-
-static void http_bad(hconn *c, const char *msg)
-{
-    http_fail(c, 400, "Bad Request", "bad_request", msg);
 }
 
 /* ---- input --------------------------------------------------------------- */
-
-/* tchar of RFC 9110 5.6.2 */
-static int http_token_char(unsigned char ch)
-{
-    static const char sep[] = "()<>@,;:\\\"/[]?={}";
-    return ch > 32 && ch < 127 && !memchr(sep, ch, sizeof(sep) - 1);
-}
-
-/* field-vchar, SP and HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls
- * or DEL */
-static int http_value_char(unsigned char ch)
-{
-    return ch == '\t' || (ch >= 32 && ch != 127);
-}
-
-static int http_hex(unsigned char ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
-static char *http_trim(char *p, char **end)
-{
-    while (p < *end && (*p == ' ' || *p == '\t')) p++;
-    while (*end > p && ((*end)[-1] == ' ' || (*end)[-1] == '\t')) (*end)--;
-    return p;
-}
-
-/* The next element of a comma-separated list (RFC 9110 5.6.1) at *p, OWS
- * trimmed; empty elements are skipped. 1 and the element, or 0 at the end. */
-static int http_list_next(const char **p, const char **tok, size_t *len)
-{
-    const char *s = *p;
-    for (;;) {
-        while (*s == ' ' || *s == '\t' || *s == ',') s++;
-        if (!*s) return 0;
-        const char *e = s;
-        while (*e && *e != ',') e++;
-        const char *t = e;
-        while (t > s && (t[-1] == ' ' || t[-1] == '\t')) t--;
-        *p = e;
-        *tok = s;
-        *len = (size_t)(t - s);
-        return 1;
-    }
-}
-
-/* Find the end of the head, going on from where the last call stopped, so
- * that a head arriving byte by byte is scanned once. Lines end with CRLF
- * only: a bare LF or CR is refused as soon as it arrives (RFC 9112 2.2
- * lets a server choose; accepting LF would make tickd read a request
- * differently from a proxy in front that does not). Empty lines before the
- * request line are skipped. 1 (c->scan = the head's length), 0 = more to
- * come, -1 = an error answer is queued. */
-static int http_scan_head(hconn *c)
-{
-    const char *in = c->in;
-    size_t i = c->scan, n = c->in_len;
-    if (i == 0) {
-        size_t skip = 0;
-        while (skip + 2 <= n && in[skip] == '\r' && in[skip + 1] == '\n') skip += 2;
-        if (skip) {
-            memmove(c->in, c->in + skip, n - skip);
-            c->in_len = n -= skip;
-        }
-        if (n && in[0] == '\n') goto bare_lf;
-        if (n == 1 && in[0] == '\r') return 0;
-        i = 1;   /* in[0] is not a line end */
-    }
-    for (; i < n; i++) {
-        if (i >= HTTP_MAX_HEAD) {
-            http_fail(c, 431, "Request Header Fields Too Large", "header_too_large",
-                      "headers: larger than 16 KiB");
-            return -1;
-        }
-        if (in[i] == '\n') {
-            if (in[i - 1] != '\r') goto bare_lf;
-            if (i >= 3 && in[i - 2] == '\n') {
-                c->scan = i + 1;
-                return 1;
-            }
-        } else if (in[i - 1] == '\r') {
-            http_bad(c, "request: bare CR in the head (lines end with CRLF)");
-            return -1;
-        }
-    }
-    c->scan = n ? n : 0;
-    return 0;
-bare_lf:
-    http_bad(c, "request: bare LF in the head (lines end with CRLF)");
-    return -1;
-}
-
-/* The target: origin-form ("/path?q"), or absolute-form
- * ("http://host/path?q", what a proxy sends), routed on its path. */
-static int http_parse_target(http_req *r, char *tgt, char *end)
-{
-    if (*tgt == '/') {
-        r->target = (uint32_t)(tgt - r->c->in);
-        return 0;
-    }
-    size_t n = (size_t)(end - tgt), skip;
-    if (n > 7 && strncasecmp(tgt, "http://", 7) == 0) skip = 7;
-    else if (n > 8 && strncasecmp(tgt, "https://", 8) == 0) skip = 8;
-    else return -1;
-    char *auth = tgt + skip, *p = auth;
-    while (p < end && *p != '/' && *p != '?' && *p != '#') p++;
-    if (p == auth) return -1;
-    if (p == end) {
-        r->root = 1;
-        return 0;
-    }
-    if (*p != '/') return -1;
-    r->target = (uint32_t)(p - r->c->in);
-    return 0;
-}
-
-/* Parse the head in c->in[0..hlen) in place (every line ends with CRLF:
- * http_scan_head saw to it). 0, or -1 with the error queued. */
-static int http_parse_head(hconn *c, size_t hlen)
-{
-    http_req *r = &c->req;
-    char *base = c->in, *p = base, *end = base + hlen - 2;   /* the last CRLF */
-    char msg[256];
-    memset(r, 0, offsetof(http_req, extra));
-    r->extra_len = 0;
-    r->c = c;
-    r->keep_alive = 1;
-
-    /* request line: METHOD SP target SP HTTP/1.x */
-    char *eol = memchr(p, '\r', (size_t)(end - p));
-    if (!eol) goto bad;
-    char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-    if (!sp1 || sp1 == p) goto bad;
-    for (char *q = p; q < sp1; q++)
-        if (!http_token_char((unsigned char)*q)) goto bad;
-    char *tgt = sp1 + 1;
-    char *sp2 = memchr(tgt, ' ', (size_t)(eol - tgt));
-    if (!sp2 || sp2 == tgt) goto bad;
-    for (char *q = tgt; q < sp2; q++)
-        if ((unsigned char)*q <= 32 || (unsigned char)*q >= 127) goto bad;
-    if (eol - sp2 - 1 != 8 || memcmp(sp2 + 1, "HTTP/1.", 7) != 0 ||
-        (sp2[8] != '0' && sp2[8] != '1'))
-        goto bad;
-    if (http_parse_target(r, tgt, sp2) != 0) {
-        http_bad(c, "request: target is neither /path nor http://host/path");
-        return -1;
-    }
-    r->http10 = sp2[8] == '0';
-    r->keep_alive = !r->http10;
-    *sp1 = *sp2 = '\0';
-    r->method = 0;
-    r->head = strcmp(base, "HEAD") == 0;
-
-    /* fields: name ":" OWS value OWS, the name a token, the value without
-     * control characters (RFC 9110 5.5, RFC 9112 5) */
-    p = eol + 2;
-    while (p < end) {
-        eol = memchr(p, '\r', (size_t)(end - p) + 1);
-        char *colon = p;
-        while (colon < eol && http_token_char((unsigned char)*colon)) colon++;
-        if (colon == p || colon == eol || *colon != ':') goto bad;   /* also obs-fold */
-        for (char *q = colon + 1; q < eol; q++)
-            if (!http_value_char((unsigned char)*q)) {
-                snprintf(msg, sizeof(msg), "%.*s: control character in the value",
-                         (int)(colon - p > 64 ? 64 : colon - p), p);
-                http_bad(c, msg);
-                return -1;
-            }
-        if (r->nfields == HTTP_MAX_FIELDS) {
-            http_fail(c, 431, "Request Header Fields Too Large", "header_too_large",
-                      "headers: more than 64 fields");
-            return -1;
-        }
-        char *vend = eol;
-        char *v = http_trim(colon + 1, &vend);
-        *colon = '\0';
-        *vend = '\0';
-        r->field[r->nfields][0] = (uint32_t)(p - base);
-        r->field[r->nfields][1] = (uint32_t)(v - base);
-        r->nfields++;
-        p = eol + 2;
-    }
-
-    /* exactly one Host in HTTP/1.1, never two (RFC 9112 3.2) */
-    int hosts = http_header_count(r, "Host");
-    if (hosts > 1 || (hosts == 0 && !r->http10)) {
-        http_bad(c, hosts ? "Host: given more than once" : "Host: missing (HTTP/1.1 requires it)");
-        return -1;
-    }
-    if (hosts && strpbrk(http_header(r, "Host"), " \t,/\\@")) {
-        http_bad(c, "Host: not host[:port]");
-        return -1;
-    }
-
-    /* Connection: a list of tokens, in every Connection field; close wins */
-    int close_asked = 0, keep_asked = 0;
-    for (int i = 0; i < r->nfields; i++) {
-        if (strcasecmp(base + r->field[i][0], "Connection") != 0) continue;
-        const char *l = base + r->field[i][1], *tok;
-        size_t n;
-        while (http_list_next(&l, &tok, &n)) {
-            close_asked |= n == 5 && strncasecmp(tok, "close", 5) == 0;
-            keep_asked |= n == 10 && strncasecmp(tok, "keep-alive", 10) == 0;
-        }
-    }
-    if (close_asked) r->keep_alive = 0;
-    else if (r->http10 && keep_asked) r->keep_alive = 1;
-    return 0;
-bad:
-    http_bad(c, "request: malformed HTTP/1.1 request");
-    return -1;
-}
-
-/* The body's framing (RFC 9112 6): Transfer-Encoding, whose codings across
- * all its fields must be exactly "chunked" (chunked not last, or twice: 400,
- * the length cannot be known; other codings before chunked: 501), never
- * with Content-Length and never in HTTP/1.0; or Content-Length, 1*DIGIT,
- * repeated only with the same value (RFC 9110 8.6). 0, or -1 with the error
- * queued (all close the connection). */
-static int http_framing(hconn *c)
-{
-    http_req *r = &c->req;
-    const char *base = c->in;
-    int te = 0, cl = 0, codings = 0, chunked_at = 0, twice = 0;
-    uint64_t len = 0;
-    for (int i = 0; i < r->nfields; i++) {
-        const char *name = base + r->field[i][0], *l = base + r->field[i][1], *tok;
-        size_t n;
-        if (strcasecmp(name, "Transfer-Encoding") == 0) {
-            te = 1;
-            while (http_list_next(&l, &tok, &n)) {
-                codings++;
-                if (n == 7 && strncasecmp(tok, "chunked", 7) == 0) {
-                    twice |= chunked_at != 0;
-                    chunked_at = codings;
-                }
-            }
-        } else if (strcasecmp(name, "Content-Length") == 0) {
-            /* a list (Content-Length: 5, 5) is read as the fields repeated */
-            int elems = 0;
-            while (http_list_next(&l, &tok, &n)) {
-                uint64_t v = 0;
-                size_t k = 0;
-                for (; k < n && tok[k] >= '0' && tok[k] <= '9'; k++)
-                    v = v > UINT64_MAX / 16 ? v : v * 10 + (uint64_t)(tok[k] - '0');
-                if (k < n) {
-                    http_bad(c, "Content-Length: not a number (1*DIGIT)");
-                    return -1;
-                }
-                if (cl && v != len) {
-                    http_bad(c, "Content-Length: given more than once with different values");
-                    return -1;
-                }
-                cl = 1;
-                len = v;
-                elems++;
-            }
-            if (!elems) {
-                http_bad(c, "Content-Length: empty");
-                return -1;
-            }
-        }
-    }
-    if (te) {
-        if (r->http10) {
-            http_bad(c, "Transfer-Encoding: not allowed in HTTP/1.0");
-            return -1;
-        }
-        if (cl) {
-            http_bad(c, "Transfer-Encoding: not allowed with Content-Length");
-            return -1;
-        }
-        if (!chunked_at || chunked_at != codings || twice) {
-            http_bad(c, "Transfer-Encoding: chunked must be the last coding, once");
-            return -1;
-        }
-        if (codings > 1) {
-            http_fail(c, 501, "Not Implemented", "not_implemented",
-                      "Transfer-Encoding: only chunked is supported");
-            return -1;
-        }
-        r->chunked = 1;
-        return 0;
-    }
-    if (len > c->srv->max_body) {
-        http_fail(c, 413, "Payload Too Large", "payload_too_large",
-                  "body: larger than server.max_body");
-        return -1;
-    }
-    r->body_len = (size_t)len;
-    return 0;
-}
-
-enum {
-    CS_SIZE0,   /* the first digit of a chunk size */
-    CS_SIZE,    /* more digits, ';' or CR */
-    CS_EXT,     /* chunk extensions up to CR */
-    CS_SIZE_LF,
-    CS_DATA,
-    CS_DATA_CR,
-    CS_DATA_LF,
-    CS_TLINE,   /* the start of a trailer line, or the final CR */
-    CS_TNAME,
-    CS_TVALUE,
-    CS_TLF,
-    CS_END_LF
-};
-
-static int http_chunk_bad(hconn *c, const char *why)
-{
-    char msg[128];
-    snprintf(msg, sizeof(msg), "body: malformed chunked encoding (%s)", why);
-    http_bad(c, msg);
-    return -1;
-}
-
-/* Decode the chunked body from c->cpos on, in place and once per byte: the
- * data goes to req.body + cout, the framing is dropped, so that the buffer
- * holds the head, the decoded data and what was not read yet. Sizes are
- * 1*HEXDIG; extensions (bounded) and trailer fields (bounded, dropped) are
- * checked byte by byte. 1 = complete (req.len set), 0 = more to come,
- * -1 = an error answer is queued. */
-static int http_chunked(hconn *c)
-{
-    http_req *r = &c->req;
-    uint64_t max = c->srv->max_body;
-    char *in = c->in;
-    size_t i = c->cpos, n = c->in_len;
-    while (i < n) {
-        unsigned char ch = (unsigned char)in[i];
-        int h;
-        if (c->cst == CS_DATA) {
-            size_t take = n - i < c->csize ? n - i : (size_t)c->csize;
-            memmove(in + r->body + c->cout, in + i, take);
-            c->cout += take;
-            c->csize -= take;
-            i += take;
-            if (c->csize == 0) c->cst = CS_DATA_CR;
-            continue;
-        }
-        if (c->cst >= CS_TLINE && ++c->ctrail > HTTP_MAX_TRAILER)
-            return http_chunk_bad(c, "trailer section over 4 KiB");
-        switch (c->cst) {
-        case CS_SIZE0:
-            if ((h = http_hex(ch)) < 0) return http_chunk_bad(c, "chunk size not hex");
-            c->csize = (uint64_t)h;
-            c->cext = 1;   /* digits */
-            c->cst = CS_SIZE;
-            break;
-        case CS_SIZE:
-            if ((h = http_hex(ch)) >= 0) {
-                if (++c->cext > 16) return http_chunk_bad(c, "chunk size over 16 digits");
-                c->csize = c->csize * 16 + (uint64_t)h;
-                if (c->csize > max) goto too_large;   /* also keeps it from overflowing */
-            } else if (ch == ';') {
-                c->cext = 0;
-                c->cst = CS_EXT;
-            } else if (ch == '\r') {
-                c->cst = CS_SIZE_LF;
-            } else {
-                return http_chunk_bad(c, "chunk size not hex");
-            }
-            break;
-        case CS_EXT:
-            if (ch == '\r') c->cst = CS_SIZE_LF;
-            else if (!http_value_char(ch)) return http_chunk_bad(c, "control character in a chunk extension");
-            else if (++c->cext > HTTP_MAX_CHUNK_EXT) return http_chunk_bad(c, "chunk extension over 1 KiB");
-            break;
-        case CS_SIZE_LF:
-            if (ch != '\n') return http_chunk_bad(c, "no LF after CR");
-            if (c->cout + c->csize > max) goto too_large;
-            c->cst = c->csize ? CS_DATA : CS_TLINE;
-            break;
-        case CS_DATA_CR:
-            if (ch != '\r') return http_chunk_bad(c, "no CRLF after the chunk data");
-            c->cst = CS_DATA_LF;
-            break;
-        case CS_DATA_LF:
-            if (ch != '\n') return http_chunk_bad(c, "no CRLF after the chunk data");
-            c->cst = CS_SIZE0;
-            break;
-        case CS_TLINE:
-            if (ch == '\r') c->cst = CS_END_LF;
-            else if (http_token_char(ch)) c->cst = CS_TNAME;
-            else return http_chunk_bad(c, "bad trailer field");
-            break;
-        case CS_TNAME:
-            if (ch == ':') c->cst = CS_TVALUE;
-            else if (!http_token_char(ch)) return http_chunk_bad(c, "bad trailer field");
-            break;
-        case CS_TVALUE:
-            if (ch == '\r') c->cst = CS_TLF;
-            else if (!http_value_char(ch)) return http_chunk_bad(c, "bad trailer field");
-            break;
-        case CS_TLF:
-            if (ch != '\n') return http_chunk_bad(c, "no LF after CR");
-            c->cst = CS_TLINE;
-            break;
-        case CS_END_LF:
-            if (ch != '\n') return http_chunk_bad(c, "no LF after CR");
-            /* the framing took at least "0\r\n\r\n": the byte after the
-             * data is not the next request's */
-            r->body_len = c->cout;
-            r->len = i + 1;
-            in[r->body + c->cout] = '\0';
-            return 1;
-        }
-        i++;
-    }
-    /* all read is decoded or dropped */
-    c->in_len = c->cpos = r->body + c->cout;
-    return 0;
-too_large:
-    http_fail(c, 413, "Payload Too Large", "payload_too_large", "body: larger than server.max_body");
-    return -1;
-}
 
 static void http_grow_in(hconn *c, size_t want)
 {
@@ -738,54 +287,41 @@ static void http_grow_in(hconn *c, size_t want)
 }
 
 /* Take the next complete request off c->in: 1 = ready for the handler,
- * 0 = incomplete, -1 = an error answer is queued and the connection closes. */
+ * 0 = incomplete, -1 = an error answer is queued and the connection closes.
+ * Between the head and the body, the gate, then "100 Continue". */
 static int http_next(hconn *c)
 {
     http_req *r = &c->req;
+    http_request *p = &r->p;
     http_server *s = c->srv;
+    int k;
     if (!c->parsed) {
-        int k = http_scan_head(c);
-        if (k <= 0) return k;
-        size_t hlen = c->scan;
-        c->scan = 0;
-        if (http_parse_head(c, hlen) != 0 || http_framing(c) != 0) return -1;
-        r->body = hlen;
-        r->len = hlen;
-        const char *expect = http_header(r, "Expect");
-        if (expect && strcasecmp(expect, "100-continue") != 0) {
-            http_fail(c, 417, "Expectation Failed", "expectation_failed",
-                      "Expect: only 100-continue is supported");
-            return -1;
-        }
+        k = http_request_parse(p, c->in, &c->in_len);
+        if (k != HTTP_REQ_HEAD) goto out;
+        r->extra_len = 0;
         http_refusal f;
         if (s->gate && s->gate(r, s->arg, &f)) {
-            http_fail_as(c, f.status, f.reason, f.code, f.msg, 1);
+            http_fail_as(c, &f, 1);
             return -1;
         }
         c->parsed = 1;
         c->head_ms = 0;
         c->body_ms = http_now_ms(s);
-        if (r->chunked) {
-            c->cst = CS_SIZE0;
-            c->cpos = hlen;
-            c->cout = c->cext = c->ctrail = 0;
-        }
-        size_t have = c->in_len - hlen;
-        if (expect && !r->http10 && (r->chunked || have < r->body_len))
+        size_t have = c->in_len - p->body;
+        if (p->expect && !p->http10 && (p->chunked || have < p->body_len))
             http_out_add(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
-    if (r->chunked) {
-        int k = http_chunked(c);
-        if (k <= 0) return k;
-    } else {
-        if (c->in_len - r->body < r->body_len) {
-            http_grow_in(c, r->body + r->body_len + 1);
-            return 0;
-        }
-        r->len = r->body + r->body_len;
-        /* NUL after the body: the byte is the next request's first, kept
-         * aside until this one is answered */
+    k = http_request_parse(p, c->in, &c->in_len);
+    /* a Content-Length body: room for all of it, and for a NUL after it
+     * (the byte is the next request's first, kept aside until this one is
+     * answered) */
+    if (k == HTTP_REQ_MORE && !p->chunked) http_grow_in(c, p->len + 1);
+out:
+    if (k == HTTP_REQ_ERROR) {
+        http_fail_as(c, &p->refusal, 0);
+        return -1;
     }
+    if (k != HTTP_REQ_DONE) return 0;
     c->parsed = 0;
     c->pending = 1;
     c->body_ms = 0;
@@ -806,9 +342,9 @@ static void http_run(hconn *c)
             http_req *r = &c->req;
             /* the body is NUL-terminated for the handler; the byte under the
              * NUL (a pipelined request's first) is put back by http_reply.
-             * r->len <= in_len < in_cap: there is room. */
-            c->saved = c->in[r->len];
-            c->in[r->len] = '\0';
+             * r->p.len <= in_len < in_cap: there is room. */
+            c->saved = c->in[r->p.len];
+            c->in[r->p.len] = '\0';
             c->srv->handler(r, c->srv->arg);
         }
         if (!c->out_len || c->out_off) break;   /* nothing new, or a write is under way */
@@ -841,7 +377,7 @@ static void http_access(hconn *c, const http_req *r, int status, size_t len)
         }
     }
     snprintf(remote, sizeof(remote), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
-    log_access(remote, c->in + r->method, c->in + r->target, status, len,
+    log_access(remote, c->in + r->p.method, http_request_target(&r->p, c->in), status, len,
                (long long)(c->head_ms ? http_now_ms(c->srv) - c->head_ms : 0));
 }
 
@@ -855,11 +391,12 @@ void http_reply(http_req *r, int status, const char *reason, const char *type,
         return;
     }
     if (c->srv->access_log) http_access(c, r, status, len);
-    http_out_reply(c, status, reason, type, body, len);
-    r->head = 0;   /* answered: an error before the next head is parsed has content */
-    c->in[r->len] = c->saved;
-    memmove(c->in, c->in + r->len, c->in_len - r->len);
-    c->in_len -= r->len;
+    http_out_reply(c, status, reason, type, body, len, r->p.keep_alive);
+    c->in[r->p.len] = c->saved;
+    memmove(c->in, c->in + r->p.len, c->in_len - r->p.len);
+    c->in_len -= r->p.len;
+    /* answered: an error before the next head is parsed has content */
+    http_request_reset(&r->p);
     c->head_ms = c->in_len ? http_now_ms(c->srv) : 0;
     if (c->in_cap > 65536 && c->in_len < HTTP_READ_MIN / 2) {
         c->in = xrealloc(c->in, HTTP_READ_MIN);   /* after a large body */
@@ -888,7 +425,7 @@ static void http_read_cb(evutil_socket_t fd, short what, void *arg)
      * keep the connection (last_ms counts from the last write) */
     if (c->lingering || c->closing) return;
     c->last_ms = http_now_ms(s);
-    if (c->pending && c->in_len == c->req.len) {
+    if (c->pending && c->in_len == c->req.p.len) {
         /* the first byte read sits under the pending body's NUL: keep it
          * aside as http_run does, for http_reply to put back */
         c->saved = c->in[c->in_len];
@@ -916,6 +453,8 @@ static hconn *http_conn_new(http_server *s, int fd)
     c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, http_read_cb, c);
     c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, http_write_cb, c);
     c->last_ms = http_now_ms(s);
+    c->req.c = c;
+    http_request_init(&c->req.p, s->max_body);
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
@@ -990,7 +529,9 @@ static void http_accept_error_cb(struct evconnlistener *lev, void *arg)
 /* A request's head or body that did not come in time: 408, and close. */
 static void http_timeout(hconn *c, const char *msg)
 {
-    http_fail(c, 408, "Request Timeout", "request_timeout", msg);
+    http_refusal f = {408, "Request Timeout", "request_timeout", ""};
+    util_copy(f.msg, sizeof(f.msg), msg);
+    http_fail_as(c, &f, 0);
     if (http_flush(c) == 0) http_want_read(c);
 }
 
@@ -1056,7 +597,7 @@ http_server *http_server_new(struct event_base *base, const char *listen, size_t
         if (h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;   /* [::1]:8080 */
         memcpy(host, h, hl);
         host[hl] = '\0';
-        snprintf(port, sizeof(port), "%s", colon + 1);
+        util_copy(port, sizeof(port), colon + 1);
         char *end;
         long pn = strtol(port, &end, 10);
         if (*end || pn < 0 || pn > 65535) {
@@ -1154,29 +695,25 @@ void http_server_set_gate(http_server *s, http_gate *gate) { s->gate = gate; }
 
 /* HEAD is GET without the body (http_out_reply leaves it out): the handler
  * sees GET, so HEAD works wherever GET does. */
-const char *http_method(const http_req *r) { return r->head ? "GET" : r->c->in + r->method; }
-const char *http_target(const http_req *r) { return r->root ? "/" : r->c->in + r->target; }
+const char *http_method(const http_req *r) { return r->p.head ? "GET" : r->c->in + r->p.method; }
+const char *http_target(const http_req *r) { return http_request_target(&r->p, r->c->in); }
 
 const char *http_header(const http_req *r, const char *name)
 {
-    for (int i = 0; i < r->nfields; i++)
-        if (strcasecmp(r->c->in + r->field[i][0], name) == 0) return r->c->in + r->field[i][1];
-    return NULL;
+    return http_request_header(&r->p, r->c->in, name);
 }
 
 int http_header_count(const http_req *r, const char *name)
 {
-    int n = 0;
-    for (int i = 0; i < r->nfields; i++) n += strcasecmp(r->c->in + r->field[i][0], name) == 0;
-    return n;
+    return http_request_header_count(&r->p, r->c->in, name);
 }
 
-int http_body_coming(const http_req *r) { return r->chunked || r->body_len > 0; }
+int http_body_coming(const http_req *r) { return r->p.chunked || r->p.body_len > 0; }
 
 const char *http_body(const http_req *r, size_t *len)
 {
-    *len = r->body_len;
-    return r->c->in + r->body;
+    *len = r->p.body_len;
+    return r->c->in + r->p.body;
 }
 
 void http_add_header(http_req *r, const char *name, const char *value)
@@ -1184,4 +721,7 @@ void http_add_header(http_req *r, const char *name, const char *value)
     int n = snprintf(r->extra + r->extra_len, sizeof(r->extra) - r->extra_len, "%s: %s\r\n",
                      name, value);
     if (n > 0 && r->extra_len + (size_t)n < sizeof(r->extra)) r->extra_len += (size_t)n;
+    else /* never quietly: a header left out may be a security header */
+        log_warn("answer header %s left out: the answer's headers exceed %zu bytes", name,
+                 sizeof(r->extra) - 1);
 }

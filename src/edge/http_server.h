@@ -6,14 +6,12 @@
  * answers with one write(); nothing is copied between the two but the
  * answer, and a steady keep-alive connection costs no epoll_ctl per request.
  *
- * Strict, as RFC 9112 asks of a server that may sit behind a proxy: lines
- * end with CRLF (a bare LF or CR is a 400 at once); field values without
- * control characters; exactly one Host in HTTP/1.1; Content-Length 1*DIGIT
- * (repeated only with the same value), never with Transfer-Encoding, whose
- * only coding is a final chunked (HTTP/1.1 only); chunk sizes 1*HEXDIG,
- * chunk extensions and trailers bounded. Targets in origin-form or
- * absolute-form (http_target gives the path). Chunked bodies are decoded in
- * place as they come, each byte looked at once.
+ * Requests are read by the parser of edge/http_request.h, in place in the
+ * connection's buffer (strict, as RFC 9112 asks of a server that may sit
+ * behind a proxy; chunked bodies decoded as they come, each byte looked at
+ * once); this module keeps the connections, their time limits, the gate,
+ * pipelining and the answers. Targets in origin-form or absolute-form
+ * (http_target gives the path).
  *
  * Every request handed to the handler must get exactly one http_reply(),
  * now or later from the same loop; if its client went away meanwhile the
@@ -35,19 +33,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "edge/http_request.h"
+
 struct event_base;
 typedef struct http_server http_server;
 typedef struct http_req http_req;
 
 typedef void http_handler(http_req *req, void *arg);
 
-/* A refusal by the gate (below): status line and the JSON error's code and
- * message ("field: reason"). */
-typedef struct http_refusal {
-    int status;
-    const char *reason, *code;
-    char msg[256];
-} http_refusal;
+/* A refusal by the gate (below) is an http_refusal (edge/http_request.h):
+ * status line and the JSON error's code and message ("field: reason"). */
 
 /* Called once a request's head is read, before its body (and before any
  * "100 Continue"): 0 lets it go on to the handler; otherwise `out` is filled

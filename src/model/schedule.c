@@ -106,7 +106,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
         if (!cJSON_IsString(v) || strlen(v->valuestring) > SCHED_KEY_MAX ||
             !task_key_valid(v->valuestring))
             FAIL("key: must be 1-%d characters of A-Z a-z 0-9 . _ : -", SCHED_KEY_MAX);
-        snprintf(out->key, sizeof(out->key), "%s", v->valuestring);
+        util_copy(out->key, sizeof(out->key), v->valuestring);
     } else {
         task_key_random(out->key);
         out->key_generated = 1;
@@ -147,7 +147,7 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
         }
         if (strlen(zn) >= sizeof(out->tz_name)) FAIL("tz: %.80s...: unknown time zone", zn);
         if (!(out->zone = tz_get(zn, why))) FAIL("%s", why); /* "tz: ..." */
-        snprintf(out->tz_name, sizeof(out->tz_name), "%s", zn);
+        util_copy(out->tz_name, sizeof(out->tz_name), zn);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "times")) &&
         task_json_int(v, 1, INT64_C(1) << 52, &out->times) != 0)
@@ -344,6 +344,8 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
     cJSON_AddNumberToObject(t, "execute_at", (double)at);
     /* on the claim's clock: a run behind it is due at once */
     int rc = task_input_parse_made(t, home_now_ms, out, why, sizeof(why));
+    /* trace context of its template's: a field, or a header taken as one */
+    int traced = cJSON_GetObjectItemCaseSensitive(t, "traceparent") != NULL;
     cJSON_Delete(t);
     if (rc != 0) {
         snprintf(err, errlen, "task.%s", why);
@@ -352,7 +354,7 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
     out->home_now_ms = home_now_ms;
     /* a run with no trace context of its template's starts its own: one
      * trace per run, the same however often the run is made */
-    if (!cJSON_GetObjectItemCaseSensitive(d->task, "traceparent")) {
+    if (!traced) {
         char seed[TASK_KEY_MAX + 64], tp[TRACE_PARENT_LEN + 1];
         snprintf(seed, sizeof(seed), "%s/%s/%lld", id, rkey, (long long)at);
         trace_new(seed, tp);

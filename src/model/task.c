@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/trace.h"
+#include "base/tz.h"
 #include "base/util.h"
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
@@ -121,33 +122,65 @@ int task_slice_bucket(const char *slice)
     return dot ? atoi(dot + 1) : 0;
 }
 
+/* Writes v as exactly n decimal digits at p (v < 10^n). */
+static void task_put_digits(char *p, int n, int v)
+{
+    while (n--) {
+        p[n] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
+/* Slice names are made and read for every task claimed and settled: plain
+ * arithmetic on the calendar (tz.h), not gmtime/strftime and timegm, which
+ * cost thousands of instructions each. */
 void task_slice_name(int64_t ms, int bucket, char *out)
 {
-    time_t sec = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    size_t n = strftime(out, TASK_SLICE_MAX, "%Y%m%d%H%M", &tm);
-    snprintf(out + n, TASK_SLICE_MAX - n, ".%d", bucket & 0xffff);
+    int64_t sec = ms / 1000; /* as time_t truncates; minutes and days floor */
+    int64_t minute = sec >= 0 ? sec / 60 : -((-sec + 59) / 60);
+    int64_t day = minute >= 0 ? minute / 1440 : -((-minute + 1439) / 1440);
+    int of_day = (int)(minute - day * 1440), y, mo, d;
+    tz_civil_from_days(day, &y, &mo, &d);
+    if (y < 0 || y > 9999) { /* past any time a task may name (TASK_TIME_MAX_MS) */
+        char wide[64];
+        snprintf(wide, sizeof(wide), "%04d%02d%02d%02d%02d.%d", y, mo, d, of_day / 60,
+                 of_day % 60, bucket & 0xffff);
+        memcpy(out, wide, TASK_SLICE_MAX - 1);
+        out[TASK_SLICE_MAX - 1] = '\0';
+        return;
+    }
+    task_put_digits(out, 4, y);
+    task_put_digits(out + 4, 2, mo);
+    task_put_digits(out + 6, 2, d);
+    task_put_digits(out + 8, 2, of_day / 60);
+    task_put_digits(out + 10, 2, of_day % 60);
+    out[12] = '.';
+    int b = bucket & 0xffff, n = b >= 10000 ? 5 : b >= 1000 ? 4 : b >= 100 ? 3 : b >= 10 ? 2 : 1;
+    task_put_digits(out + 13, n, b);
+    out[13 + n] = '\0';
 }
 
 int64_t task_slice_minute(const char *slice)
 {
-    struct tm tm = {0};
-    for (int i = 0; i < 12; i++)
-        if (!isdigit((unsigned char)slice[i])) return -1;
-    if (slice[12] != '.') return -1;
-    tm.tm_year = atoi((char[]){slice[0], slice[1], slice[2], slice[3], 0}) - 1900;
-    tm.tm_mon = atoi((char[]){slice[4], slice[5], 0}) - 1;
-    tm.tm_mday = atoi((char[]){slice[6], slice[7], 0});
-    tm.tm_hour = atoi((char[]){slice[8], slice[9], 0});
-    tm.tm_min = atoi((char[]){slice[10], slice[11], 0});
-    int64_t minute = (int64_t)timegm(&tm) / 60;
-    /* timegm normalizes 13th months and 99th minutes: only a name it gives
-     * back unchanged names a real minute */
-    char back[TASK_SLICE_MAX];
-    if (minute < 0) return -1;
-    task_slice_name(minute * 60000, 0, back);
-    return memcmp(back, slice, 12) == 0 ? minute : -1;
+    int v[5];
+    static const int width[5] = {4, 2, 2, 2, 2};
+    const char *p = slice;
+    for (int i = 0; i < 5; i++) {
+        v[i] = 0;
+        for (int k = 0; k < width[i]; k++, p++) {
+            if (!isdigit((unsigned char)*p)) return -1;
+            v[i] = v[i] * 10 + (*p - '0');
+        }
+    }
+    if (*p != '.') return -1;
+    int y = v[0], mo = v[1], d = v[2], h = v[3], mi = v[4];
+    /* only a name of a real minute, from 1970 on: no 13th month, 31st of
+     * April or 99th minute */
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59) return -1;
+    int64_t first = tz_days_from_civil(y, mo, 1);
+    int64_t next = mo == 12 ? tz_days_from_civil(y + 1, 1, 1) : tz_days_from_civil(y, mo + 1, 1);
+    if (d > next - first) return -1;
+    return ((first + d - 1) * 24 + h) * 60 + mi;
 }
 
 void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
@@ -828,32 +861,54 @@ static int task_rec_chars(const char *s, size_t n, size_t min, size_t max, const
     return 1;
 }
 
-char *task_rec_spec(const char *rec, size_t len, const char *id)
+int task_rec_split(const char *rec, size_t len, const char *part[TASK_REC_PARTS],
+                   size_t plen[TASK_REC_PARTS])
 {
-    const char *part[6], *end = rec + len;
-    size_t plen[6];
-    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
-    int64_t at;
-    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
-    const char *p = rec;
-    for (int i = 0; i < 6; i++) {
-        const char *nl = i < 5 ? memchr(p, '\n', (size_t)(end - p)) : end;
-        if (!nl) return NULL;
+    const char *p = rec, *end = rec + len;
+    for (int i = 0; i < TASK_REC_PARTS; i++) {
+        const char *nl = i < TASK_REC_PARTS - 1 ? memchr(p, '\n', (size_t)(end - p)) : end;
+        if (!nl) return -1;
         part[i] = p;
         plen[i] = (size_t)(nl - p);
         p = nl + 1;
     }
     /* url literal, method, timeout, queue, retry ("a,b" or ""), the rest:
      * each of the plain parts only of the characters it may hold, so that
-     * what is pasted into the spec is JSON */
+     * what is pasted into a spec is JSON */
     if (plen[0] < 2 || part[0][0] != '"' || part[0][plen[0] - 1] != '"' || plen[5] < 2 ||
         part[5][0] != '{' || part[5][plen[5] - 1] != '}' ||
         !task_rec_chars(part[1], plen[1], 0, 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") ||
         !task_rec_chars(part[2], plen[2], 1, 9, "0123456789") ||
         !task_rec_chars(part[3], plen[3], 0, TASK_QUEUE_MAX - 1,
                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ||
-        !task_rec_chars(part[4], plen[4], 0, 21, "0123456789,") ||
-        task_id_parse(id, slice, &at, key) != 0)
+        !task_rec_chars(part[4], plen[4], 0, 21, "0123456789,"))
+        return -1;
+    return 0;
+}
+
+int task_rec_retry(const char *s, size_t n, long long *attempts, long long *backoff_ms)
+{
+    char buf[24], tail;
+    *attempts = TASK_DEFAULT_ATTEMPTS;
+    *backoff_ms = TASK_DEFAULT_BACKOFF_MS;
+    if (!n) return 0;
+    if (n >= sizeof(buf)) return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\n';
+    buf[n + 1] = '\0';
+    return sscanf(buf, "%9lld,%9lld%c", attempts, backoff_ms, &tail) == 3 && tail == '\n' ? 0 : -1;
+}
+
+char *task_rec_spec(const char *rec, size_t len, const char *id)
+{
+    const char *part[TASK_REC_PARTS];
+    size_t plen[TASK_REC_PARTS];
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    long long a, bo;
+    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
+    if (task_rec_split(rec, len, part, plen) != 0 || task_id_parse(id, slice, &at, key) != 0 ||
+        task_rec_retry(part[4], plen[4], &a, &bo) != 0)
         return NULL;
     task_buf b = {0};
     char num[160];
@@ -867,12 +922,6 @@ char *task_rec_spec(const char *rec, size_t len, const char *id)
     if (plen[5] > 2) {
         task_buf_add(&b, ",", 1);
         task_buf_add(&b, part[5] + 1, plen[5] - 2);
-    }
-    long long a = TASK_DEFAULT_ATTEMPTS, bo = TASK_DEFAULT_BACKOFF_MS;
-    char tail;
-    if (plen[4] && (sscanf(part[4], "%9lld,%9lld%c", &a, &bo, &tail) != 3 || tail != '\n')) {
-        free(b.p);
-        return NULL;
     }
     int n = snprintf(num, sizeof(num),
                      ",\"execute_at\":%lld,\"retry\":{\"max_attempts\":%lld,\"backoff_ms\":%lld},"

@@ -167,6 +167,14 @@ int64_t task_slice_minute(const char *slice);
  * members in another order than the spec had), a text starting with '{'
  * (a spec stored as it is) copied, or NULL when rec is neither. */
 char *task_rec_spec(const char *rec, size_t len, const char *id);
+/* A record's six parts (pointers into rec), each of the characters it may
+ * hold: 0, or -1 when rec is not a record. */
+#define TASK_REC_PARTS 6
+int task_rec_split(const char *rec, size_t len, const char *part[TASK_REC_PARTS],
+                   size_t plen[TASK_REC_PARTS]);
+/* A record's retry part ("max_attempts,backoff_ms", or "" for the
+ * defaults): 0, or -1 when malformed. */
+int task_rec_retry(const char *s, size_t n, long long *attempts, long long *backoff_ms);
 
 /* The expires_at (ms) of a stored spec, 0 when it has none. */
 int64_t task_spec_expires_ms(const char *spec);

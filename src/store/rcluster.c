@@ -162,7 +162,7 @@ static int rc_node_add(rcluster *c, const char *host, int port)
     c->nodes = nn;
     n->c = c;
     n->idx = c->nnodes;
-    snprintf(n->host, sizeof(n->host), "%s", host);
+    util_copy(n->host, sizeof(n->host), host);
     n->port = port;
     snprintf(n->name, sizeof(n->name), "%s:%d", host, port);
     for (int l = 0; l < RC_LANES; l++) {
@@ -783,8 +783,8 @@ rcluster *rc_create(struct event_base *base, const char *seeds, const char *user
         return NULL;
     }
     c->timeout_ms = timeout_ms;
-    snprintf(c->user, sizeof(c->user), "%s", user ? user : "");
-    snprintf(c->pass, sizeof(c->pass), "%s", pass ? pass : "");
+    util_copy(c->user, sizeof(c->user), user ? user : "");
+    util_copy(c->pass, sizeof(c->pass), pass ? pass : "");
     memset(c->slots, 0xff, sizeof(c->slots));
     for (const char *p = seeds; *p;) {
         const char *e = strchr(p, ',');

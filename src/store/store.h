@@ -23,6 +23,7 @@
 
 #include "base/config.h"
 #include "model/task.h"
+#include "model/task_spec.h"
 
 struct event_base;
 typedef struct store store;
@@ -50,7 +51,7 @@ typedef struct store_lease {
     int64_t due_ms;
     int attempt;            /* the attempt this lease is for: 1, 2, ... */
     int64_t timeout_ms;
-    char *spec;             /* task JSON, malloc'd: the callback takes it */
+    task_spec *spec;        /* the task, read once (task_spec.h): the callback takes it */
 } store_lease;
 
 /* A claim's answer. With err set nothing was leased. `taken` counts every
@@ -355,6 +356,11 @@ int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen);
 
 /* Memory, never fails. */
 store *store_memory_create(struct event_base *base, const config *cfg);
+/* The memory store's clock, in ms since the epoch: every "now" it uses
+ * (due, leases, retention, expiry, store_now_ms) is read from clock(priv).
+ * NULL, the default, is the real clock; tests drive a fake one. */
+typedef int64_t store_clock_fn(void *priv);
+void store_memory_set_clock(store *s, store_clock_fn *clock, void *priv);
 
 #define STORE_SCHEMA 2
 

@@ -62,6 +62,8 @@ typedef struct mstore {
     mdefer *defer_head, **defer_tail;
     struct event *defer_ev;
     struct msch *schedules;
+    store_clock_fn *clock;      /* every "now" of this store; NULL: the real clock */
+    void *clock_priv;
 } mstore;
 
 /* A schedule: its definition and its state object (the keys of store.h);
@@ -78,10 +80,11 @@ static void ms_sch_free(msch *c);
 
 #define MS(s) container_of(s, mstore, base)
 
+/* The store's one clock: every "now" below is read here. */
 static int64_t ms_now_ms(const store *s)
 {
-    (void)s;
-    return util_realtime_ms();
+    const mstore *m = MS(s);
+    return m->clock ? m->clock(m->clock_priv) : util_realtime_ms();
 }
 
 /* ---- answers, always from the loop ------------------------------------- */
@@ -222,7 +225,7 @@ static mslice *ms_slice(mstore *m, const char *name, int create)
     if (!create) return NULL;
     mslice *s = xcalloc(1, sizeof(*s));
     s->hash = h;
-    snprintf(s->name, sizeof(s->name), "%s", name);
+    util_copy(s->name, sizeof(s->name), name);
     s->hnext = *b;
     *b = s;
     return s;
@@ -299,7 +302,7 @@ static void ms_expire(mstore *m, int64_t now)
 static void ms_final(mstore *m, mtask *t, const char *status, int64_t now)
 {
     ms_unlink(m, t);
-    snprintf(t->status, sizeof(t->status), "%s", status);
+    util_copy(t->status, sizeof(t->status), status);
     t->fin_ms = now;
     t->lease_ms = 0;
     t->fnext = NULL;
@@ -332,7 +335,7 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
 {
     mstore *m = MS(s);
     char id[TASK_ID_MAX], slice[TASK_SLICE_MAX];
-    int64_t now = util_realtime_ms();
+    int64_t now = ms_now_ms(s);
     ms_expire(m, now);
     /* the Redis store's rule for a given key, so both give the same ids */
     task_slice_name(task_home_ms(ti->execute_at_ms, ti->home_now_ms ? ti->home_now_ms : now,
@@ -348,8 +351,8 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
         return;
     }
     t = xcalloc(1, sizeof(*t));
-    snprintf(t->id, sizeof(t->id), "%s", id);
-    snprintf(t->home, sizeof(t->home), "%s", slice);
+    util_copy(t->id, sizeof(t->id), id);
+    util_copy(t->home, sizeof(t->home), slice);
     snprintf(t->status, sizeof(t->status), "scheduled");
     t->due_ms = ti->due_ms;
     t->timeout_ms = ti->timeout_ms;
@@ -365,7 +368,7 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
 static void ms_get(store *s, const char *id, store_get_fn *cb, void *priv)
 {
     mstore *m = MS(s);
-    ms_expire(m, util_realtime_ms());
+    ms_expire(m, ms_now_ms(s));
     mtask *t = ms_find(m, id);
     mdefer *r = ms_defer(m, R_GET, (void *)cb, priv);
     r->st = t ? ST_OK : ST_NOTFOUND;
@@ -378,7 +381,7 @@ static void ms_get(store *s, const char *id, store_get_fn *cb, void *priv)
 static void ms_cancel(store *s, const char *id, store_cancel_fn *cb, void *priv)
 {
     mstore *m = MS(s);
-    int64_t now = util_realtime_ms();
+    int64_t now = ms_now_ms(s);
     ms_expire(m, now);
     mtask *t = ms_find(m, id);
     mdefer *r = ms_defer(m, R_CANCEL, (void *)cb, priv);
@@ -418,7 +421,7 @@ static void ms_claim(store *s, int bucket, int64_t minute, int limit, store_clai
 {
     mstore *m = MS(s);
     char name[TASK_SLICE_MAX];
-    int64_t now = util_realtime_ms(), horizon = now + s->cfg->lookahead_ms;
+    int64_t now = ms_now_ms(s), horizon = now + s->cfg->lookahead_ms;
     mdefer *r = ms_defer(m, R_CLAIM, (void *)cb, priv);
     store_claim *res = &r->claim;
     task_slice_name(minute * 60000, bucket, name);
@@ -450,7 +453,7 @@ static void ms_claim(store *s, int bucket, int64_t minute, int limit, store_clai
         l->id = t->id;
         l->due_ms = t->due_ms;
         l->attempt = t->attempts + 1;
-        l->spec = xstrdup(t->spec);
+        l->spec = task_spec_read(t->spec, strlen(t->spec));
     }
     free(c);
     /* the slice may have gone with its last member */
@@ -462,7 +465,7 @@ static void ms_claim(store *s, int bucket, int64_t minute, int limit, store_clai
 static void ms_settle(store *s, const store_attempt *as, int n, store_settled_fn *cb, void *priv)
 {
     mstore *m = MS(s);
-    int64_t now = util_realtime_ms();
+    int64_t now = ms_now_ms(s);
     for (int i = 0; i < n; i++) {
         const store_attempt *a = &as[i];
         mtask *t = ms_find(m, a->id);
@@ -581,7 +584,7 @@ static void ms_free(store *s)
     for (mdefer *r = m->defer_head, *n; r; r = n) {
         n = r->next;
         if (r->kind == R_CLAIM) {
-            for (int i = 0; i < r->claim.n; i++) free(r->claim.leases[i].spec);
+            for (int i = 0; i < r->claim.n; i++) task_spec_free(r->claim.leases[i].spec);
             free(r->claim.leases);
         }
         ms_free_items(r);
@@ -629,7 +632,7 @@ static int ms_cursor(const char *c, mpos *p, char *id, size_t idlen)
     snprintf(p->slice, sizeof(p->slice), "%.*s", (int)(a - c), c);
     p->minute = task_slice_minute(p->slice);
     p->score = strtoll(a + 1, NULL, 10);
-    snprintf(id, idlen, "%s", b + 1);
+    util_copy(id, idlen, b + 1);
     p->id = id;
     return p->minute < 0 ? -1 : 0;
 }
@@ -637,7 +640,7 @@ static int ms_cursor(const char *c, mpos *p, char *id, size_t idlen)
 static void ms_list(store *s, const store_list_query *q, store_list_fn *cb, void *priv)
 {
     mstore *m = MS(s);
-    ms_expire(m, util_realtime_ms());
+    ms_expire(m, ms_now_ms(s));
     mpos *v = xmalloc(sizeof(*v) * (m->count ? m->count : 1)), after;
     char after_id[TASK_ID_MAX];
     int has_after = q->cursor[0] && ms_cursor(q->cursor, &after, after_id, sizeof(after_id)) == 0;
@@ -654,7 +657,7 @@ static void ms_list(store *s, const store_list_query *q, store_list_fn *cb, void
                 (q->runs && (!key[plen] || strspn(key + plen, "0123456789") != strlen(key + plen))))
                 continue;
             mpos *p = &v[n++];
-            snprintf(p->slice, sizeof(p->slice), "%s", t->slice ? t->slice->name : t->home);
+            util_copy(p->slice, sizeof(p->slice), t->slice ? t->slice->name : t->home);
             p->minute = task_slice_minute(p->slice);
             p->score = t->slice ? (running ? t->lease_ms : t->due_ms) : t->fin_ms;
             p->id = t->id;
@@ -683,7 +686,7 @@ static void ms_move(store *s, const char *id, store_move_kind kind, int64_t due_
                     store_cancel_fn *cb, void *priv)
 {
     mstore *m = MS(s);
-    int64_t now = util_realtime_ms();
+    int64_t now = ms_now_ms(s);
     ms_expire(m, now);
     mtask *t = ms_find(m, id);
     mdefer *r = ms_defer(m, R_CANCEL, (void *)cb, priv);
@@ -921,7 +924,7 @@ static void ms_sch_claim(store *s, int bucket, int64_t until, int limit, int64_t
                          store_sch_list_fn *cb, void *priv)
 {
     mstore *m = MS(s);
-    int64_t now = util_realtime_ms(), keep = schedule_keep_ms(s->cfg->slice_grace_ms);
+    int64_t now = ms_now_ms(s), keep = schedule_keep_ms(s->cfg->slice_grace_ms);
     int n;
     msch **v = ms_sch_bucket(m, bucket, &n);
     mdefer *r = ms_defer(m, R_SCHLIST, (void *)cb, priv);
@@ -969,7 +972,7 @@ static void ms_sch_advance(store *s, const char *id, const store_sch_pass *a,
     /* runs made ahead and not yet due: earlier passes' still ahead, and
      * this one's */
     cJSON *fut = cJSON_CreateArray(), *e;
-    int64_t now = util_realtime_ms();
+    int64_t now = ms_now_ms(s);
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c->st, "fut")) {
         char sl[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
         int64_t at;
@@ -1029,4 +1032,12 @@ store *store_memory_create(struct event_base *base, const config *cfg)
     m->defer_ev = event_new(base, -1, EV_READ, ms_defer_cb, m);
     log_assert(m->defer_ev);
     return &m->base;
+}
+
+void store_memory_set_clock(store *s, store_clock_fn *clock, void *priv)
+{
+    mstore *m = MS(s);
+    log_assert(s->type == &memory_type);
+    m->clock = clock;
+    m->clock_priv = priv;
 }

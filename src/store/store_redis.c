@@ -200,7 +200,7 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
         p += len + 1;
     }
     int n = util_fmt_int(c->nkeys, nkeys);
-    snprintf(c->route, sizeof(c->route), "%s", keys[0]);
+    util_copy(c->route, sizeof(c->route), keys[0]);
     c->argv[0] = "EVALSHA";
     c->argv[1] = rs->sha[sc];
     c->argv[2] = c->nkeys;
@@ -271,7 +271,7 @@ static void qcount_add(rstore *rs, const char *q, long long d)
             return;
         }
     if (c->k == QCOUNT_QUEUES) qcount_flush(rs);
-    snprintf(c->q[c->k], TASK_QUEUE_MAX, "%s", q);
+    util_copy(c->q[c->k], TASK_QUEUE_MAX, q);
     c->n[c->k++] = d;
     if (!event_pending(c->ev, EV_TIMEOUT, NULL)) {
         struct timeval tv = {0, QCOUNT_MS * 1000};
@@ -321,7 +321,7 @@ static void rs_register(rstore *rs, const char *slice, rs_then_fn *then, void *p
     char key[KEY_MAX];
     reg_ctx *c = xcalloc(1, sizeof(*c));
     c->rs = rs;
-    snprintf(c->slice, sizeof(c->slice), "%s", slice);
+    util_copy(c->slice, sizeof(c->slice), slice);
     c->then = then;
     c->priv = priv;
     rs_slices_key(rs, key);
@@ -465,7 +465,7 @@ static step *chain_step(chain *c, rs_script script, const char *slice, const int
     st->sc = script;
     st->which = which;
     st->nkeys = nkeys;
-    snprintf(st->slice, sizeof(st->slice), "%s", slice);
+    util_copy(st->slice, sizeof(st->slice), slice);
     return st;
 }
 
@@ -665,13 +665,12 @@ static void claim_answer(claim_ctx *cl)
     free(cl);
 }
 
-/* The spec of a claimed task from its record (or its schema 1 spec). A
- * record that cannot be read is handed on as it is: the callback refuses a
- * spec that is not JSON, and the task fails with that error, visibly. */
-static char *rs_spec(const redisReply *r, const char *id)
+/* A claimed task read once from its record (or its schema 1 spec)
+ * (task_spec.h). One that cannot be read is handed on marked so: its
+ * callback fails with that error, visibly. */
+static task_spec *rs_spec(const redisReply *r)
 {
-    char *spec = task_rec_spec(r->str, r->len, id);
-    return spec ? spec : xstrndup(r->str, r->len);
+    return task_spec_read(r->str, r->len);
 }
 
 static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
@@ -693,7 +692,7 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
         l->id = NULL;
     } else {
         l->attempt = (int)r->element[1]->integer;
-        l->spec = rs_spec(r->element[2], l->id);
+        l->spec = rs_spec(r->element[2]);
         if (r->element[3]->type == REDIS_REPLY_STRING && r->element[3]->len) {
             /* this fetch committed a retry: the task counts again */
             qcount_add(cl->rs, r->element[3]->str, 1);
@@ -726,7 +725,7 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
         l->id = e[0]->str;
         l->due_ms = e[1]->integer;
         l->attempt = (int)e[2]->integer;
-        l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3], l->id) : NULL;
+        l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3]) : NULL;
         pointers += !l->spec;
         idbytes += e[0]->len + 1;
     }
@@ -889,7 +888,7 @@ static void rs_watch_tags(rstore *rs)
         if (have || w->nmarkers == WATCH_MARKERS) continue;
         rs_marker *mk = &w->markers[w->nmarkers++];
         *mk = (rs_marker){0};
-        snprintf(mk->tag, sizeof(mk->tag), "%s", tag);
+        util_copy(mk->tag, sizeof(mk->tag), tag);
     }
 }
 
@@ -947,7 +946,7 @@ static void rs_marker_cb(redisReply *r, const char *err, void *priv)
                  r->type == REDIS_REPLY_NIL ? "missing" : "replaced");
         rs_data_lost(c->rs, where, what, mk->seen_ms);
     }
-    snprintf(mk->value, sizeof(mk->value), "%s", now);
+    util_copy(mk->value, sizeof(mk->value), now);
     mk->seen_ms = c->sent_ms;
 done:
     free(c);
@@ -959,7 +958,7 @@ static void rs_marker_read(rstore *rs, rs_marker *mk)
     marker_ctx *c = xcalloc(1, sizeof(*c));
     c->rs = rs;
     c->sent_ms = util_realtime_ms();
-    snprintf(c->tag, sizeof(c->tag), "%s", mk->tag);
+    util_copy(c->tag, sizeof(c->tag), mk->tag);
     rs_marker_value(c->wrote, sizeof(c->wrote));
     rs_marker_key(rs, mk->tag, key);
     const char *argv[] = {"EVAL", marker_lua, "1", key, c->wrote};
@@ -1013,7 +1012,7 @@ static void rs_watch_sum(rstore *rs)
     } else if (!first[0] && w->refusing[0]) {
         log_info("adds accepted again: no Redis master may evict keys now");
     }
-    snprintf(w->refusing, sizeof(w->refusing), "%s", first);
+    util_copy(w->refusing, sizeof(w->refusing), first);
     if (w->ratio >= WATCH_MEMORY_WARN && now - w->memory_logged_ms >= WATCH_LOG_MS) {
         log_warn("redis memory at %.0f%% of maxmemory: adds will be refused when it is full",
                  w->ratio * 100);
@@ -1093,7 +1092,7 @@ static int rs_watch_init(rstore *rs, int *fatal, char *err, size_t errlen)
             rs_evicting_msg(rc_node_name(rs->rc, i), m, msg, sizeof(msg));
             if (!cfg->allow_eviction) {
                 *fatal = 1;
-                snprintf(err, errlen, "%s", msg);
+                util_copy(err, errlen, msg);
                 return -1;
             }
             log_warn("redis.allow_eviction = true: %s", msg);
@@ -1126,7 +1125,7 @@ static int rs_watch_markers(rstore *rs, char *err, size_t errlen)
             freeReplyObject(r);
             return -1;
         }
-        snprintf(mk->value, sizeof(mk->value), "%s", r->type == REDIS_REPLY_STRING ? r->str : v);
+        util_copy(mk->value, sizeof(mk->value), r->type == REDIS_REPLY_STRING ? r->str : v);
         mk->seen_ms = util_realtime_ms();
         freeReplyObject(r);
     }
@@ -1185,7 +1184,7 @@ static int rs_refuse(rstore *rs, refuse_kind kind, void *cb, void *priv)
     if (!rs->watch || !rs->watch->refusing[0]) return 0;
     refused *r = xmalloc(sizeof(*r));
     *r = (refused){kind, cb, priv, ""};
-    snprintf(r->why, sizeof(r->why), "%s", rs->watch->refusing);
+    util_copy(r->why, sizeof(r->why), rs->watch->refusing);
     struct timeval tv = {0, 0};
     log_assert(event_base_once(rs->ev, -1, EV_TIMEOUT, rs_refused_cb, r, &tv) == 0);
     return 1;
@@ -1466,7 +1465,7 @@ static void count_names_cb(redisReply *r, const char *err, void *priv)
         c->waiting += 2;
         rc_command(rs->rc, due, count_card_cb, c, 2, zc, NULL);
         rc_command(rs->rc, del, count_del_cb, c, 2, sc, NULL);
-        snprintf(c->last, sizeof(c->last), "%s", name);
+        util_copy(c->last, sizeof(c->last), name);
     }
     count_step_done(c);
 }
@@ -1848,7 +1847,7 @@ static void rs_get(store *s, const char *id, store_get_fn *cb, void *priv)
     rstore *rs = RS(s);
     rs_keys k;
     store_op *op = rs_op_for_id(rs, id, (void *)cb, priv);
-    snprintf(op->id, sizeof(op->id), "%s", id);
+    util_copy(op->id, sizeof(op->id), id);
     rs_keys_of(rs, op->slice, KEYS_HOME, 2, &k);
     const char *args[] = {id};
     rs_eval(rs, 0, SCRIPT_GET, 2, k.p, 1, args, rs_get_cb, op);
@@ -1950,7 +1949,7 @@ static void rs_sch_call(rstore *rs, int bucket, const char *id, int list, void *
     op->cb = cb;
     op->priv = priv;
     op->list = list;
-    snprintf(op->id, sizeof(op->id), "%s", id ? id : "");
+    util_copy(op->id, sizeof(op->id), id ? id : "");
     rs_sch_keys(rs, bucket, keys);
     rs_eval(rs, 0, SCRIPT_SCHED, 3, kp, nargs, args, rs_sch_cb, op);
 }
@@ -2079,8 +2078,8 @@ static void list_slice_cb(redisReply *r, const char *err, void *priv)
     int gone = r->element[0]->integer == 1, more = r->element[1]->integer == 1;
     for (size_t i = 4; i + 1 < r->elements && c->n < c->q.limit; i += 2) {
         c->ids[c->n++] = xstrndup(r->element[i]->str, r->element[i]->len);
-        snprintf(c->id, sizeof(c->id), "%s", r->element[i]->str);
-        snprintf(c->score, sizeof(c->score), "%s", r->element[i + 1]->str);
+        util_copy(c->id, sizeof(c->id), r->element[i]->str);
+        util_copy(c->score, sizeof(c->score), r->element[i + 1]->str);
     }
     if (gone) {
         /* every record of it expired: out of the registry, once no add can
@@ -2099,8 +2098,8 @@ static void list_slice_cb(redisReply *r, const char *err, void *priv)
     }
     if (more) {
         /* the slice stopped at its scan bound: on after what it scanned */
-        snprintf(c->score, sizeof(c->score), "%s", r->element[2]->str);
-        snprintf(c->id, sizeof(c->id), "%s", r->element[3]->str);
+        util_copy(c->score, sizeof(c->score), r->element[2]->str);
+        util_copy(c->id, sizeof(c->id), r->element[3]->str);
         c->at--;
     } else {
         c->inside = 0;
@@ -2119,7 +2118,7 @@ static void list_next_slice(list_ctx *c)
     }
     const char *slice = c->chunk[c->at++];
     if (!c->inside || strcmp(slice, c->slice) != 0) {
-        snprintf(c->slice, sizeof(c->slice), "%s", slice);
+        util_copy(c->slice, sizeof(c->slice), slice);
         c->id[0] = c->score[0] = '\0';
         c->inside = 1;
     }
@@ -2145,7 +2144,7 @@ static void list_registry_cb(redisReply *r, const char *err, void *priv)
     for (size_t i = 0; i < r->elements && i < LIST_CHUNK; i++) {
         const char *name = r->element[i]->str;
         if (name && strlen(name) < TASK_SLICE_MAX)
-            snprintf(c->chunk[c->nchunk++], TASK_SLICE_MAX, "%s", name);
+            util_copy(c->chunk[c->nchunk++], TASK_SLICE_MAX, name);
     }
     c->chunk_full = r->elements == LIST_CHUNK;
     list_next_slice(c);
@@ -2166,8 +2165,8 @@ static void rs_list(store *s, const store_list_query *q, store_list_fn *cb, void
     list_ctx *c = xcalloc(1, sizeof(*c));
     c->rs = RS(s);
     c->q = *q;
-    snprintf(c->status, sizeof(c->status), "%s", q->status);
-    snprintf(c->prefix, sizeof(c->prefix), "%s", q->key_prefix);
+    util_copy(c->status, sizeof(c->status), q->status);
+    util_copy(c->prefix, sizeof(c->prefix), q->key_prefix);
     c->cb = cb;
     c->priv = priv;
     c->ids = xcalloc((size_t)q->limit + 1, sizeof(char *));
@@ -2176,7 +2175,7 @@ static void rs_list(store *s, const store_list_query *q, store_list_fn *cb, void
     if (a && b && (size_t)(a - q->cursor) < TASK_SLICE_MAX && (size_t)(b - a) < sizeof(c->score)) {
         snprintf(c->slice, sizeof(c->slice), "%.*s", (int)(a - q->cursor), q->cursor);
         snprintf(c->score, sizeof(c->score), "%.*s", (int)(b - a - 1), a + 1);
-        snprintf(c->id, sizeof(c->id), "%s", b + 1);
+        util_copy(c->id, sizeof(c->id), b + 1);
         c->inside = task_slice_minute(c->slice) >= 0;
         if (!c->inside) c->slice[0] = c->score[0] = c->id[0] = '\0';
     }
@@ -2272,7 +2271,7 @@ static void rs_move(store *s, const char *id, store_move_kind kind, int64_t due_
     c->due = due_ms < now ? now : due_ms;
     c->cb = cb;
     c->priv = priv;
-    snprintf(c->id, sizeof(c->id), "%s", id);
+    util_copy(c->id, sizeof(c->id), id);
     if (task_id_parse(id, c->home, &at, key) != 0)
         snprintf(c->home, sizeof(c->home), "000000000000.0");
     /* due in a slice the scan has not passed: the home slice when it is that

@@ -6,8 +6,11 @@
  * Invariants checked beyond the sanitizers: an error names a field
  * ("field: reason"); an accepted task's stored spec is JSON that is accepted
  * again and stored unchanged (what is stored is what was sent); its record
- * has six parts and gives the same spec back (task_rec_spec). The input is
- * also read as a record, which must never be more than it holds. */
+ * has six parts and gives the same spec back (task_rec_spec), and read once
+ * for its callback (task_spec_read) gives the URL, method and retry policy
+ * the spec holds and the body cJSON prints of its req, byte for byte. The
+ * input is also read as a record and as a stored task, which must never be
+ * more than it holds. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "model/task.h"
+#include "model/task_spec.h"
 #include "base/util.h"
 
 #define NOW_MS INT64_C(1795323600000)
@@ -58,6 +62,34 @@ static void fuzz_text(const char *s, size_t size)
     free(t);
 }
 
+/* The callback's reading of an accepted task, from its record: what the
+ * spec holds, and the body as cJSON prints req. */
+static void fuzz_spec_read(const task_input *t, const cJSON *spec)
+{
+    task_spec *ts = task_spec_read(t->rec, strlen(t->rec));
+    const cJSON *url = cJSON_GetObjectItemCaseSensitive(spec, "callback_url");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(spec, "method");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(spec, "req");
+    if (ts->bad || strcmp(ts->url, url->valuestring) != 0 ||
+        strcmp(ts->method, method->valuestring) != 0 || ts->max_attempts != t->max_attempts ||
+        ts->timeout_ms != t->timeout_ms) {
+        fprintf(stderr, "read once, another task:\n%s\n", t->rec);
+        abort();
+    }
+    size_t len;
+    int json;
+    char *body = task_spec_body(ts, &len, &json);
+    char *want = !req ? strdup("") : cJSON_IsString(req) ? strdup(req->valuestring)
+                                                         : cJSON_PrintUnformatted(req);
+    if (strcmp(body, want) != 0 || len != strlen(want) || json != (req && !cJSON_IsString(req))) {
+        fprintf(stderr, "body sent differs:\n%s\n%s\n", body, want);
+        abort();
+    }
+    free(body);
+    free(want);
+    task_spec_free(ts);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,6 +100,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = task_json_nuls(s, size, fuzz_count, &seen);
     if (n != seen) abort();
     free(task_rec_spec(s, size, "202611221000.3.1795000030000.abc"));
+    task_spec *raw = task_spec_read(s, size);
+    if (!raw->url || (raw->bad && raw->max_attempts != 1)) abort();
+    size_t blen;
+    int bjson;
+    free(task_spec_body(raw, &blen, &bjson));
+    task_spec_free(raw);
     size_t both = 0;
     if (task_json_scan(s, size, fuzz_count, fuzz_count, &both) != both || both < seen) abort();
     if (memchr(s, '\0', size)) return 0;
@@ -126,6 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "record gives another spec:\n%s\n%s\n", t.spec, back ? back : "(none)");
         abort();
     }
+    fuzz_spec_read(&t, again);
     cJSON_Delete(b);
     free(back);
     task_input_free(&t2);

@@ -3,6 +3,7 @@ import os
 import pytest
 
 from harness import SANITIZER_REPORT, Cluster, Receiver, Redis, Tickd
+from receivers import Raw, Scripted
 
 # quicker failure detection for the cluster tests
 FAST = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500", "TICKD_REDIS_TIMEOUT_MS": "1000"}
@@ -20,6 +21,29 @@ def receiver():
     rec = Receiver()
     yield rec
     rec.close()
+
+
+@pytest.fixture
+def scripted():
+    """A raw receiver answering by path (receivers.SCRIPTS)."""
+    s = Scripted()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def raw_servers():
+    """Makes raw receivers, each reading a head and running answer(conn)."""
+    made = []
+
+    def make(answer, **kw):
+        s = Raw(answer, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
 
 
 @pytest.fixture

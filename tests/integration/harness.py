@@ -4,9 +4,11 @@ HTTP receiver, each on a free loopback port, each test in its own temp dir.
 Nothing here fakes tickd's collaborators; tests observe what a user would:
 the HTTP API, the callbacks arriving, and the keys in Redis."""
 
+import email.utils
 import http.server
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -80,6 +82,14 @@ def stored_keys(redis):
             if k and k not in AT_START]
 
 
+def fnv1a(s):
+    """FNV-1a 32 of s: a key's bucket is this modulo scheduler.buckets."""
+    h = 0x811c9dc5
+    for b in s.encode():
+        h = ((h ^ b) * 0x01000193) & 0xffffffff
+    return h
+
+
 def now_ms():
     return int(time.time() * 1000)
 
@@ -136,6 +146,99 @@ class Redis:
     @property
     def addr(self):
         return f"127.0.0.1:{self.port}"
+
+
+class TcpServer:
+    """A raw TCP server on a port the kernel picks: every connection it
+    accepts is handed to handle(conn) on a thread of its own and closed when
+    handle returns (an OSError there, the peer gone, ends it quietly). For
+    peers no HTTP library would play: receivers that answer byte by byte,
+    hold, cut off or misbehave, and proxies."""
+
+    def __init__(self, handle, host="127.0.0.1", family=socket.AF_INET, backlog=256):
+        self.handle = handle
+        self.sock = socket.socket(family)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        try:
+            self.handle(c)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def read_head(c, buf=b"", limit=None, idle_s=None):
+    """Read from c until buf holds a whole request or answer head: (head,
+    the bytes after it), or (None, buf) if the peer closed first or limit
+    bytes came without one. idle_s: how long to wait for a first byte when
+    buf is empty (socket.timeout past it), as a server's keep-alive timeout."""
+    while b"\r\n\r\n" not in buf:
+        if limit is not None and len(buf) >= limit:
+            return None, buf
+        if idle_s is not None and not buf:
+            c.settimeout(idle_s)
+        d = c.recv(65536)
+        if idle_s is not None:
+            c.settimeout(None)
+        if not d:
+            return None, buf
+        buf += d
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    return head, rest
+
+
+def read_to_end(c, until_error=False):
+    """Everything c receives until the peer closes it; until_error: or until
+    a timeout or a reset ends the reading (what came by then)."""
+    data = b""
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                return data
+            data += d
+    except OSError:
+        if until_error:
+            return data
+        raise
+
+
+def read_request(c, buf=b"", idle_s=None):
+    """One request (with a Content-Length body) from c, buf holding what was
+    read past the previous one: (request line, {header: value} with lowercase
+    names, body, the bytes after it), or None if the peer closed first."""
+    head, buf = read_head(c, buf, idle_s=idle_s)
+    if head is None:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for ln in lines[1:]:
+        k, v = ln.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    size = int(headers.get("content-length", "0"))
+    while len(buf) < size:
+        d = c.recv(65536)
+        if not d:
+            return None
+        buf += d
+    return lines[0], headers, buf[:size], buf[size:]
 
 
 class Receiver:
@@ -338,6 +441,33 @@ class Tickd:
 
     def delete(self, tid):
         return self.request("DELETE", f"/v1/tasks/{tid}")
+
+    def metric(self, name):
+        """The value of an unlabelled line of /metrics, or None without one."""
+        code, text = self.request("GET", "/metrics")
+        assert code == 200, code
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        return float(m.group(1)) if m else None
+
+    def clock_offset_s(self):
+        """How far this tickd's wall clock is from ours, in whole seconds (its
+        Date header, as a faked clock gives it)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=10) as r:
+            date = email.utils.parsedate_to_datetime(r.headers["Date"]).timestamp()
+        return date - int(time.time())
+
+    def past(self, receiver, at_ms, timeout=10, key=None):
+        """Wait until this tickd has called back a task due at at_ms (made
+        here, to receiver's /marker; key, when given, picks its bucket):
+        whatever was due before it and still to fire has fired. A check that
+        nothing more happens waits for this marker, not for a time."""
+        task = {"callback_url": receiver.url("/marker"), "execute_at": at_ms}
+        if key is not None:
+            task["key"] = key
+        t = self.post(task)
+        wait_for(lambda: t["id"] in receiver.by_task(), max(0, at_ms - now_ms()) / 1000 + timeout,
+                 what=f"tickd :{self.port} past {at_ms}")
 
     def settled(self, timeout=10):
         """Wait until no task is scheduled or running (on a cluster, on every

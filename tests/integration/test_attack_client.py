@@ -1,5 +1,5 @@
 """The callback client against destinations that look like tickd's own
-trouble (issue 12, section 3), in a network namespace of its own."""
+trouble, in a network namespace of its own."""
 import json
 import os
 import subprocess

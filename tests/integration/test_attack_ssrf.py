@@ -1,5 +1,5 @@
 """The SSRF guard against a listen address written in an unusual way
-(issue 12, section 4: a callback to tickd's own API is refused)."""
+(a callback to tickd's own API is refused)."""
 import pytest
 
 

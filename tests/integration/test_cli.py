@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import subprocess
+import textwrap
 import time
 
 import pytest
@@ -74,7 +75,7 @@ def test_print_config_is_the_committed_file():
     with open(CONF, "rb") as f:
         committed = f.read()
     assert r.stdout.encode() == committed, \
-        "conf/tickd.ini is out of date: run `make conf/tickd.ini`"
+        "conf/tickd.ini is out of date: run `make config-reference`"
 
 
 def test_printed_config_loads(tmp_path):
@@ -468,32 +469,41 @@ def test_schema1_keyspace_is_read_and_upgraded(redis, receiver, tickd_factory):
 
 def test_make_runs_first_task_works_as_printed(redis, tmp_path):
     """scripts/run.sh (make run after the build) prints a receiver and a
-    task to try: both, run as printed, deliver the callback."""
+    task to try, then the same task with tickctl: each, run in a shell
+    exactly as printed, delivers its callback to that receiver."""
     port = free_port()
     env = clean_env(TICKD_REDIS_NODES=redis.addr, TICKD_SERVER_LISTEN=f"127.0.0.1:{port}")
     out, heard = tmp_path / "run.log", tmp_path / "listen.log"
     p = subprocess.Popen(["bash", "scripts/run.sh"], cwd=ROOT, env=env,
                          stdout=open(out, "wb"), stderr=subprocess.STDOUT)
-    listen = None
+    shell = None
     try:
         wait_for(lambda: answers(port), 15, what="make run's tickd")
-        lines = [ln.strip() for ln in out.read_text().splitlines()]
-        listen_cmd = next(ln for ln in lines if ln.startswith("build/tickctl listen"))
-        i = next(k for k, ln in enumerate(lines) if ln.startswith("curl "))
-        curl = lines[i].rstrip("\\") + " " + lines[i + 1]
-        # the receiver in the background, as printed
-        listen = subprocess.Popen(["bash", "-c", listen_cmd.rstrip("&").strip()], cwd=ROOT,
-                                  stdout=open(heard, "wb"), stderr=subprocess.STDOUT)
-        wait_for(lambda: answers(9000), 10, what="tickctl listen on :9000")
-        r = subprocess.run(["bash", "-c", curl], cwd=ROOT, capture_output=True, text=True,
-                           timeout=10)
-        assert '"status":"scheduled"' in r.stdout, (r.stdout, r.stderr)
-        wait_for(lambda: "--- POST /hook " in heard.read_text(), 15, what="the callback heard")
-        wait_for(lambda: heard.read_text().split("--- POST /hook ")[1].count("answered: 200"),
-                 5, what="answered")
-        assert '{"hi":1}' in heard.read_text().split("--- POST /hook ")[1]
+        text = out.read_text()
+        first = text.split("a task calling it in 2 s:\n", 1)[1].split("\nThe same with tickctl:")[0]
+        ctl = text.split("The same with tickctl:\n\n", 1)[1].split("\n\n")[0]
+        first, ctl = textwrap.dedent(first).strip(), ctl.strip()
+        assert first.startswith("build/tickctl listen --port 9000 &\ncurl "), first
+        assert ctl.startswith("TICKD_URL=") and " build/tickctl add " in ctl, ctl
+        # the receiver in the background and the curl, as printed, in one
+        # shell that then waits on its receiver
+        shell = subprocess.Popen(["bash", "-c", first + "\nwait"], cwd=ROOT, env=clean_env(),
+                                 stdout=open(heard, "wb"), stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        wait_for(lambda: '"status":"scheduled"' in heard.read_text(), 10, what="the task added")
+        calls = lambda: heard.read_text().split("--- POST /hook ")[1:]
+        wait_for(lambda: [c for c in calls() if "answered: 200" in c], 15, what="the callback heard")
+        assert '{"hi":1}' in calls()[0]
+        r = subprocess.run(["bash", "-c", ctl], cwd=ROOT, env=clean_env(), capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode == 0 and r.stdout.strip(), (r.stdout, r.stderr)
+        tid = r.stdout.split()[0]
+        wait_for(lambda: len([c for c in calls() if "answered: 200" in c]) == 2, 15,
+                 what="tickctl's callback heard")
+        assert tid in calls()[1] and '{"hi":1}' in calls()[1], calls()[1]
     finally:
-        if listen and listen.poll() is None:
-            listen.terminate()
+        if shell and shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGTERM)
+            shell.wait(10)
         p.terminate()
         p.wait(10)

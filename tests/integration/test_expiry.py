@@ -3,7 +3,6 @@ by then ends `expired`, never called (a queue paused, tickd down, retries
 past it), on the Redis store, the memory store and a cluster; an attempt begun
 is never cut short."""
 import json
-import re
 
 from harness import Receiver, now_ms, wait_for
 from conftest import replicas
@@ -15,11 +14,6 @@ def final(t, tid, timeout=20):
     wait_for(lambda: t.get(tid)[1]["status"] in ("succeeded", "failed", "expired"), timeout,
              what=f"{tid} final")
     return t.get(tid)[1]
-
-
-def metric(t, name):
-    text = t.request("GET", "/metrics")[1].decode()
-    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
 
 
 def test_bad_expiry_is_refused_naming_the_field(tickd, receiver):
@@ -73,7 +67,7 @@ def test_expires_while_its_queue_is_paused(tickd, receiver):
         tid = expire_while_paused(tickd, receiver, events)
     finally:
         events.close()
-    assert metric(tickd, "tickd_tasks_expired_total") == 1
+    assert tickd.metric("tickd_tasks_expired_total") == 1
     # never called after its expiry: not even by a retry
     code, body = tickd.request("POST", f"/v1/tasks/{tid}/retry", {})
     assert code == 409 and "expires_at" in body["error"]["message"], body

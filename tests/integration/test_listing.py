@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from conftest import replicas
-from harness import now_ms, wait_for
+from harness import TcpServer, now_ms, read_head, wait_for
 
 
 def walk(t, status, limit=500, order=None, **filters):
@@ -263,25 +263,14 @@ def test_attempt_history_keeps_the_last_attempts(tickd, receiver):
     """Each attempt's time, duration, status, error and (for a failed one) the
     first 1 KiB of the answer, made text: a raw receiver answers 500 with
     3000 bytes holding a NUL, a control byte and invalid UTF-8."""
-    import socket
-    import threading
     body = b"\x00bad\x01\xff" + "é".encode() + b"x" * 2990
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
 
-    def serve():
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            c.recv(65536)
-            c.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                      % len(body) + body)
-            c.close()
-    threading.Thread(target=serve, daemon=True).start()
-    port = srv.getsockname()[1]
+    def answer(c):
+        read_head(c)
+        c.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                  % len(body) + body)
+    srv = TcpServer(answer, backlog=16)
+    port = srv.port
     t = tickd.post({"callback_url": f"http://127.0.0.1:{port}/x",
                     "retry": {"max_attempts": 3, "backoff_ms": 100}})
     wait_for(lambda: tickd.get(t["id"])[1]["status"] == "failed", 15, what="3 attempts")

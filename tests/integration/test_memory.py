@@ -77,11 +77,10 @@ def test_id_same_as_redis_store(tickd, mem, receiver):
 
 
 def wait_clear_of_minute_end(margin_ms):
-    """Sleep into the next minute if fewer than margin_ms are left of this one
+    """Wait into the next minute if fewer than margin_ms are left of this one
     (a task's id names the minute of max(execute_at, now) when it is added)."""
-    left = 60000 - now_ms() % 60000
-    if left < margin_ms:
-        time.sleep(left / 1000 + 0.05)
+    wait_for(lambda: 60000 - now_ms() % 60000 >= margin_ms, margin_ms / 1000 + 1,
+             what=f"{margin_ms} ms clear of the minute's end")
 
 
 def test_idempotent_repost(mem, receiver):
@@ -176,8 +175,8 @@ def test_cancel_while_waiting_for_retry(mem, receiver):
     g = mem.get(r["id"])[1]
     assert g["status"] == "scheduled" and g["next_attempt_at"] > now_ms()
     assert mem.delete(r["id"])[0] == 204
-    # a window: the retry it would have made is past
-    time.sleep(max(0, g["next_attempt_at"] + 500 - now_ms()) / 1000)
+    # the retry it would have made is past
+    mem.past(receiver, g["next_attempt_at"] + 500)
     assert len(receiver.by_task()[r["id"]]) == 1
     assert status(mem, r["id"]) == "cancelled"
 
@@ -229,9 +228,7 @@ def test_sigterm_lets_a_callback_in_flight_finish(mem, receiver):
 @pytest.fixture(scope="module", autouse=True)
 def minute_pair(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("minute"))
-    left = 60000 - now_ms() % 60000
-    if left < 1500:
-        time.sleep(left / 1000 + 0.05)
+    wait_clear_of_minute_end(1500)
     r = Redis(tmp).start()
     rec = Receiver()
     stores = {"redis": Tickd(tmp, redis=r, name="t-redis").start(),
@@ -257,19 +254,15 @@ def test_repost_in_the_next_minute_is_idempotent(minute_pair):
         # the module ran long (a loaded machine, or its tests spread over
         # workers): the re-POST would come after the grace; the pair again,
         # on the next minute boundary
-        left = 60000 - now_ms() % 60000
-        if left < 1500:
-            time.sleep(left / 1000 + 0.05)
+        wait_clear_of_minute_end(1500)
         boundary = (now_ms() // 60000 + 1) * 60000
         body = dict(body, key="retry-me-2", execute_at=boundary - 1)
         first = {s: t.request("POST", "/v1/tasks", body) for s, t in stores.items()}
         assert [c for c, _ in first.values()] == [201, 201], first
         mp = dict(mp, boundary=boundary)
         receiver.calls.clear()
-    left = mp["boundary"] - now_ms()
-    if left > 0:
-        time.sleep(left / 1000)
-    wait_for(lambda: receiver.count() >= 2, 10, what="both callbacks")
+    wait_for(lambda: receiver.count() >= 2, max(0, mp["boundary"] - now_ms()) / 1000 + 10,
+             what="both callbacks")
     for t in stores.values():
         t.settled(10)
     again = {s: t.request("POST", "/v1/tasks", body) for s, t in stores.items()}

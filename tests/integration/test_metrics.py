@@ -4,6 +4,7 @@ the real binary, a real redis-server and a real receiver."""
 import json
 import re
 import shutil
+import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -188,6 +189,11 @@ def test_json_logs_access_log_and_one_warning_per_failed_task(redis, receiver, t
                       "retry": {"max_attempts": 3, "backoff_ms": 50}})
     ok = t.post({"callback_url": receiver.url()})
     t.request("GET", "/v1/tasks?status=bogus")
+    # an absolute-form target without a path is logged as the handler read it
+    with socket.create_connection(("127.0.0.1", t.port), timeout=5) as c:
+        c.sendall(b"GET http://127.0.0.1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        while c.recv(4096):
+            pass
     settled(t, 4)
     t.stop()
     lines = [json.loads(line) for line in t.logtext().splitlines() if line.strip()]
@@ -205,6 +211,8 @@ def test_json_logs_access_log_and_one_warning_per_failed_task(redis, receiver, t
     bad = [e for e in access if e["target"] == "/v1/tasks?status=bogus"]
     assert len(bad) == 1 and bad[0]["status"] == 400 and bad[0]["bytes"] > 0
     assert re.fullmatch(r"127\.0\.0\.1:\d+", bad[0]["remote"]) and bad[0]["ms"] >= 0
+    absolute = [e for e in access if e["method"] == "GET" and e["target"] in ("/", "GET")]
+    assert [e["target"] for e in absolute] == ["/"], absolute
 
 
 def test_text_log_names_the_task_and_access_log_is_off_by_default(redis, receiver,

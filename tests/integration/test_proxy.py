@@ -7,41 +7,25 @@ import threading
 
 import pytest
 
+from harness import TcpServer, read_head
 from tls_kit import PKI, TLSReceiver, finished
 
 
-class Proxy:
+class Proxy(TcpServer):
     """A forward HTTP proxy on a free port. It records the first line of
     every request it is sent ("CONNECT host:port HTTP/1.1", "POST
     http://host:port/path HTTP/1.1"), then carries the bytes both ways."""
 
     def __init__(self, refuse=False):
         self.refuse = refuse  # answer every CONNECT 403
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
         self.lines = []
         self.lock = threading.Lock()
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+        super().__init__(self.serve, backlog=64)
 
     def serve(self, c):
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = c.recv(4096)
-            if not chunk:
-                c.close()
-                return
-            head += chunk
+        head, rest = read_head(c)
+        if head is None:
+            return
         line = head.split(b"\r\n", 1)[0].decode()
         with self.lock:
             self.lines.append(line)
@@ -54,14 +38,14 @@ class Proxy:
             host, port = target.rsplit(":", 1)
             up = socket.create_connection((host, int(port)))
             c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            rest = head.split(b"\r\n\r\n", 1)[1]
         else:
             # absolute form: to the origin in origin form; the connection is
             # kept for this origin (enough for one receiver per test)
             hostport, path = target.split("://", 1)[1].split("/", 1)
             host, port = hostport.rsplit(":", 1)
             up = socket.create_connection((host, int(port)))
-            rest = f"{method} /{path} {version}\r\n".encode() + head.split(b"\r\n", 1)[1]
+            rest = (f"{method} /{path} {version}\r\n".encode() + head.partition(b"\r\n")[2] +
+                    b"\r\n\r\n" + rest)
         if rest:
             up.sendall(rest)
         threading.Thread(target=self.pipe, args=(up, c), daemon=True).start()
@@ -86,9 +70,6 @@ class Proxy:
     def seen(self):
         with self.lock:
             return list(self.lines)
-
-    def close(self):
-        self.sock.close()
 
 
 class Socks5(Proxy):

@@ -6,7 +6,7 @@ through libcurl (a URL with userinfo takes it) and one for the events."""
 import json
 
 from harness import Receiver, wait_for
-from test_callback_edge import Raw
+from receivers import Raw
 
 SECRETS = ("al1ce", "s3cretpw", "t0kenv4l", "s1gv4lue", "k3yv4l")
 

@@ -14,7 +14,7 @@ import zoneinfo
 import pytest
 
 from conftest import replicas
-from harness import now_ms, wait_for
+from harness import fnv1a, now_ms, wait_for
 from test_cron_oracle import croner  # noqa: F401  (fixture)
 from test_cron_oracle import croner_next, rule_next
 
@@ -38,6 +38,8 @@ def runs_by_schedule(receiver):
     with receiver.lock:
         calls = list(receiver.calls)
     for c in calls:
+        if c["path"] == "/marker":
+            continue  # Tickd.past's task, no run
         k, at = run_of(c)
         out[k].append((at, c["t"], c["headers"]["tickd-task-id"], c["path"]))
     return out
@@ -47,6 +49,15 @@ def create(t, body, expect=201):
     code, res = t.request("POST", "/v1/schedules", body)
     assert code == expect, (code, res)
     return res
+
+
+def runs_past(receiver, keys, at_ms, timeout):
+    """Wait until every schedule of keys has had a run due at at_ms or later
+    delivered: the runs due before it have had their time to arrive."""
+    def past():
+        runs = runs_by_schedule(receiver)
+        return all(any(r[0] >= at_ms for r in runs[k]) for k in keys)
+    wait_for(past, timeout, what=f"runs of {len(keys)} schedule(s) due at {at_ms} or later")
 
 
 @pytest.mark.parametrize("store", ["redis", "memory"])
@@ -117,7 +128,7 @@ def test_next_runs_are_croners(tickd, croner):  # noqa: F811
 def test_key_is_idempotent_and_a_change_needs_put(tickd, receiver):
     body = {"key": "same", "every_ms": 60000, "task": {"callback_url": receiver.url()}}
     a = create(tickd, body)
-    time.sleep(0.01)
+    wait_for(lambda: now_ms() > a["start_at"] - 60000, 2, what="the clock past the first POST")
     b = create(tickd, body, expect=200)  # its default start_at moved: the same
     assert b["id"] == a["id"] and b["next_runs"] == a["next_runs"]
     code, c = tickd.request("POST", "/v1/schedules", dict(body, start_at=a["start_at"] + 5))
@@ -225,7 +236,7 @@ def test_pause_resume_put_delete(tickd, receiver):
     code, s = tickd.request("POST", "/v1/schedules/sch.p/pause")
     assert code == 200 and s["state"] == "paused" and s["next_runs"] == []
     paused_at = now_ms()
-    time.sleep(3)
+    tickd.past(receiver, paused_at + 3000)
     # runs made ahead were cancelled with the pause, but for one already
     # claimed to fire (due within lookahead_ms): it is in flight
     after = [r for r in runs_by_schedule(receiver)["p"] if r[0] > paused_at + LOOKAHEAD_MS]
@@ -240,7 +251,7 @@ def test_pause_resume_put_delete(tickd, receiver):
     assert code == 200, s
     put_at = now_ms()
     wait_for(lambda: any(c["path"] == "/b" for c in receiver.calls), 10, what="a run of the PUT")
-    time.sleep(1.5)
+    tickd.past(receiver, now_ms() + 1500)
     stray = [r for r in runs_by_schedule(receiver)["p"]
              if r[0] > put_at + LOOKAHEAD_MS and r[3] == "/a"]
     assert stray == [], stray
@@ -261,7 +272,7 @@ def test_pause_resume_put_delete(tickd, receiver):
     # DELETE stops every future run
     assert tickd.request("DELETE", "/v1/schedules/sch.p")[0] == 204
     gone = now_ms()
-    time.sleep(3)
+    tickd.past(receiver, gone + 3000)
     after = [r for r in runs_by_schedule(receiver)["p"] if r[0] > gone + LOOKAHEAD_MS]
     assert after == [], after
     assert tickd.request("GET", "/v1/schedules/sch.p")[0] == 404
@@ -287,9 +298,10 @@ def test_catch_up_after_downtime(redis, tickd_factory, receiver):
     wait_for(lambda: all(len(runs_by_schedule(receiver)[m]) >= 2 for m in ("all", "latest", "none")),
              10, what="runs before the stop")
     assert t.stop() == 0
-    time.sleep(STOP_S)
+    time.sleep(STOP_S)  # the downtime itself: what the test is about
     t.start()
-    time.sleep(LATE_MS / 1000 + 3)
+    # past the restart's lateness bound: every mode has decided and runs anew
+    runs_past(receiver, ("all", "latest", "none"), now_ms() + LATE_MS + 1000, LATE_MS / 1000 + 30)
     skipped = {m: t.request("GET", f"/v1/schedules/sch.{m}")[1]["skipped_runs"]
                for m in ("all", "latest", "none")}
     for m in ("all", "latest", "none"):
@@ -348,8 +360,8 @@ def test_three_replicas_200_schedules_each_run_once(cluster, tickd_factory, rece
     keys = [f"r{i}" for i in range(200)]
     ts = every_second_on_replicas(tickd_factory, cluster, receiver, keys)
     start = now_ms() + 2000
-    time.sleep(30)
-    end = now_ms() - 2000
+    runs_past(receiver, keys, start + 28000, 90)
+    end = start + 26000
     for i, k in enumerate(keys):
         assert ts[i % 3].request("DELETE", f"/v1/schedules/sch.{k}")[0] == 204
     ts[0].settled()
@@ -367,10 +379,12 @@ def test_kill9_of_a_replica_loses_no_run(cluster, tickd_factory, receiver):
     keys = [f"k{i}" for i in range(60)]
     ts = every_second_on_replicas(tickd_factory, cluster, receiver, keys)
     start = now_ms() + 2000
-    time.sleep(5)
+    runs_past(receiver, keys, start + 3000, 30)
     ts[2].kill9()
-    time.sleep(12)
-    end = now_ms() - 2000
+    killed = now_ms()
+    # the schedules the killed replica held are taken over once its lease ends
+    runs_past(receiver, keys, killed + 12000, 60)
+    end = killed + 10000
     for i, k in enumerate(keys):
         ts[i % 2].request("DELETE", f"/v1/schedules/sch.{k}")
     ts[0].settled()
@@ -385,20 +399,14 @@ def test_sigterm_mid_schedule_hands_back(redis, tickd_factory, receiver):
     b = tickd_factory(redis).start()
     create(a, {"key": "h", "every_ms": 1000, "task": {"callback_url": receiver.url()}})
     start = now_ms() + 2000
-    time.sleep(4)
+    runs_past(receiver, ["h"], start + 2000, 20)
     a.stop(signal.SIGTERM)
-    time.sleep(5)
-    end = now_ms() - 2000
+    stopped = now_ms()
+    runs_past(receiver, ["h"], stopped + 5000, 30)
+    end = stopped + 3000
     b.request("DELETE", "/v1/schedules/sch.h")
     b.settled()
     check_runs(runs_by_schedule(receiver), ["h"], start, end)
-
-
-def fnv1a(s):
-    h = 0x811c9dc5
-    for b in s.encode():
-        h = ((h ^ b) * 0x01000193) & 0xffffffff
-    return h
 
 
 def test_a_runner_that_died_holding_a_schedule_loses_no_run(redis, tickd_factory, receiver):
@@ -413,14 +421,12 @@ def test_a_runner_that_died_holding_a_schedule_loses_no_run(redis, tickd_factory
     src = open(os.path.join(root, "lib.lua")).read() + "\n" + open(os.path.join(root, "sched.lua")).read()
     b = fnv1a("held") % 16
     keys = [f"tickd:{{sc.{b}}}:{k}" for k in ("sdef", "snext", "sall")]
-    for _ in range(50):  # not while tickd's own pass holds it (a few ms a second)
+    def claim():  # not while tickd's own pass holds it (a few ms a second)
         out = redis.cli("EVAL", src, 3, *keys, "claim", now_ms() + 600000, 10, 2000, 28000)
-        if "sch.held" in out:
-            break
-        time.sleep(0.05)
-    assert "sch.held" in out, out
-    time.sleep(9)
-    end = now_ms() - 2000
+        return "sch.held" in out
+    wait_for(claim, 5, interval=0.05, what="the schedule claimed by hand")
+    runs_past(receiver, ["held"], start + 9000, 40)
+    end = start + 7000
     t.request("DELETE", "/v1/schedules/sch.held")
     t.settled()
     runs = runs_by_schedule(receiver)

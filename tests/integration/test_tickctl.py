@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 import http.server
 import pytest
 
-from harness import ROOT, TICKD, free_port, now_ms, wait_for
+from harness import ROOT, TICKD, free_port, now_ms, read_to_end, wait_for
 
 TICKCTL = os.environ.get("TICKCTL_BIN", os.path.join(ROOT, "build", "tickctl"))
 
@@ -398,15 +398,7 @@ def raw(port, data):
             s.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-        got = b""
-        try:
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    return got
-                got += chunk
-        except OSError:
-            return got
+        return read_to_end(s, until_error=True)
 
 
 def test_listen_prints_and_verifies_signed_callbacks(redis, tickd_factory, tmp_path):

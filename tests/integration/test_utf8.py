@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from harness import wait_for
-from test_callback_edge import PATHS, Raw, url_for
+from receivers import PATHS, Raw, url_for
 
 BAD = b"A\xff\x80\x80B\xf8\x88\x80C"  # F5-FF lead no UTF-8 sequence
 

@@ -24,7 +24,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import Receiver, Redis, Tickd, percentile, rss_kib, wait_for  # noqa: E402
+from harness import (Receiver, Redis, TcpServer, Tickd, percentile, read_head,  # noqa: E402
+                     rss_kib, wait_for)
 
 SECONDS = int(os.environ.get("SOAK_SECONDS", "600"))
 RATE = float(os.environ.get("SOAK_RATE", "50"))        # normal tasks per second
@@ -302,39 +303,22 @@ def hostile_body_flood(port):
 
 # ---- hostile receivers ----------------------------------------------------
 
-class HostileReceiver:
+class HostileReceiver(TcpServer):
     """Raw-socket receiver misbehaving by path: /endless (chunked body without
     end), /stall (head, two bytes, then nothing), /lfonly (LF-only head, a
     valid answer), /garbage (not HTTP), /reset (RST after reading)."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((HOST, 0))
-        self.sock.listen(256)
-        self.port = self.sock.getsockname()[1]
-        self.sock.settimeout(0.5)
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while not stop.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+        super().__init__(self.serve, host=HOST)
 
     def serve(self, c):
         with c:
             c.settimeout(5.0)
-            got = b""
             try:
-                while b"\r\n\r\n" not in got and len(got) < 65536:
-                    b = c.recv(65536)
-                    if not b:
-                        return
-                    got += b
+                got, _ = read_head(c, limit=65536)
             except OSError:
+                return
+            if got is None:
                 return
             path = got.split(b" ", 2)[1] if got.count(b" ") >= 2 else b"/"
             kind = path.strip(b"/").split(b"/")[0].decode(errors="replace")

@@ -1,11 +1,5 @@
 /* test_config.c -- unit tests for config.c: defaults, config_set, ini files,
  * environment overrides, validation and the printed default file. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,21 +8,11 @@
 
 #include "base/config.h"
 
+#include "testutil.h"
+
 extern char **environ;
 
 /* ---- helpers ----------------------------------------------------------- */
-
-#define assert_prefix_str(s, prefix)                                           \
-    do {                                                                       \
-        if (strncmp((s), (prefix), strlen(prefix)) != 0)                       \
-            fail_msg("\"%s\" does not begin with \"%s\"", (s), (prefix));      \
-    } while (0)
-
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
 
 /* Every key, with a valid value different from its default. */
 static const struct {
@@ -860,7 +844,7 @@ static void test_validate_tokens(void **state)
             set_ok(&c, "server", keys[k], bad[i].v);
             assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
             snprintf(want, sizeof(want), "server.%s: %s", keys[k], bad[i].want);
-            assert_prefix_str(err, want);
+            assert_prefix(err, want);
         }
     }
     /* unset, the API is open; given empty (by the file, a flag or the
@@ -873,7 +857,7 @@ static void test_validate_tokens(void **state)
     assert_string_equal(c.api_token, "tok-1");
     setenv("TICKD_SERVER_API_TOKEN", "", 1);
     assert_int_equal(config_load_env(&c, err, sizeof(err)), -1);
-    assert_prefix_str(err, "environment TICKD_SERVER_API_TOKEN: api_token: empty, which would "
+    assert_prefix(err, "environment TICKD_SERVER_API_TOKEN: api_token: empty, which would "
                       "leave the API open");
     unsetenv("TICKD_SERVER_API_TOKEN");
     set_ok(&c, "server", "read_tokens", "ro-1");

@@ -5,12 +5,6 @@
  * seconds expressions and minute by minute otherwise, over random expressions
  * in UTC; TICKD_TEST_SEED=<n> replays a seed. test_cron_oracle.py compares
  * with an outside implementation in six zones. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +13,9 @@
 #include "base/cron.h"
 #include "base/tz.h"
 
-static char err[256];
+#include "testutil.h"
 
-static int64_t utc(int y, int mo, int d, int h, int mi, int s)
-{
-    return tz_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
-}
+static char err[256];
 
 static int64_t ms(int y, int mo, int d, int h, int mi, int s)
 {
@@ -36,13 +27,6 @@ static cron_expr parse(const char *s)
     cron_expr ce;
     if (cron_parse(&ce, s, strlen(s), err)) fail_msg("%s: %s", s, err);
     return ce;
-}
-
-static const tz *zone(const char *name)
-{
-    const tz *z = tz_get(name, err);
-    if (!z) fail_msg("%s", err);
-    return z;
 }
 
 static uint64_t bits(const int *v, int n)
@@ -315,13 +299,7 @@ static void test_dst(void **state)
 
 static uint64_t rng_state;
 
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return testutil_rnd(&rng_state); }
 
 /* A random field: *, N, N-M, lists, steps. */
 static void rnd_field(char *out, size_t cap, int lo, int hi)

@@ -1,16 +1,12 @@
 /* test_h1_answer.c -- unit tests for the callback answer parser: framing,
  * bounds, LF-only lines, and the same result whatever the split. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "delivery/h1_answer.h"
+
+#include "testutil.h"
 
 typedef struct result {
     int rc;           /* 1 complete, -1 malformed, 0 wants more */

@@ -1,12 +1,6 @@
 /* test_netpolicy.c -- unit tests for netpolicy.c (CIDR lists, matching with
  * IPv4-mapped IPv6, tickd's own address, literal hosts) and webhook.c
  * (secrets, signatures against the Standard Webhooks test vector). */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -16,11 +10,7 @@
 #include "delivery/netpolicy.h"
 #include "delivery/webhook.h"
 
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
+#include "testutil.h"
 
 /* addr ("1.2.3.4" or an IPv6 literal) and port as a sockaddr */
 static const struct sockaddr *sa(const char *addr, int port)

@@ -2,17 +2,13 @@
  * key slots, CLUSTER SLOTS parsing, redirect parsing. Its live behaviour
  * (connections, MOVED and ASK under resharding, failover) is exercised by
  * tests/integration/test_cluster.py on a real local cluster. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "store/rcluster.h"
+
+#include "testutil.h"
 
 /* Parse RESP text into a reply with hiredis' own reader. */
 static redisReply *resp(const char *text)

@@ -2,17 +2,13 @@
  * validation and its messages, the normalized form read back, the runs one
  * pass makes (lead, times, end_at, catch_up all / latest / none, batches),
  * and a run's task (key, id, schedule_id). Times are given, no clock. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/schedule.h"
+
+#include "testutil.h"
 
 #define NOW INT64_C(1800000000000) /* 2027-01-15T08:00:00Z */
 #define LEAD 3500
@@ -98,7 +94,7 @@ static void test_errors(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         const char *got = refuse(cases[i].json);
-        if (strncmp(got, cases[i].msg, strlen(cases[i].msg)) != 0)
+        if (!testutil_starts_with(got, cases[i].msg))
             fail_msg("%s: got \"%s\", want \"%s...\"", cases[i].json, got, cases[i].msg);
     }
 }

@@ -2,12 +2,6 @@
  * wahern/timeout tests its wheel): the store answers what each test scripts,
  * records what the scheduler asks of it, and its clock moves only when the
  * test moves it. Fired jobs go to a fake pool; the test ends their attempts. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +11,11 @@
 #include "core/scheduler.h"
 #include "base/util.h"
 
+#include "testutil.h"
+
 #define MAXL 64
+/* what every fake lease holds: three attempts a second apart, 10 s each */
+#define FAKE_SPEC "{\"callback_url\":\"http://cb.test/\",\"method\":\"POST\",\"retry\":{\"max_attempts\":3,\"backoff_ms\":1000},\"timeout_ms\":10000}"
 
 typedef struct flease {
     int bucket;
@@ -124,7 +122,7 @@ static void fk_claim(store *s, int bucket, int64_t minute, int limit, store_clai
         o->id = l->id;
         o->due_ms = l->due_ms;
         o->attempt = l->attempt;
-        o->spec = xstrdup("{}");
+        o->spec = task_spec_read(FAKE_SPEC, strlen(FAKE_SPEC));
     }
     a->claim.taken = a->claim.n;
 }
@@ -248,7 +246,7 @@ static int teardown(void **state)
     sched_stop(x->sc); /* claims left on the wheel go back; no more are made */
     for (int i = 0; i < x->f.nfired; i++)
         if (x->f.fired[i]) { /* jobs the test left in the pool */
-            x->f.fired[i]->aborted = 1;
+            x->f.fired[i]->cb.aborted = 1;
             sched_on_done(x->sc, x->f.fired[i]);
         }
     release_settles(&x->f);
@@ -296,12 +294,9 @@ static void finish(fixture *x, int i, int ok)
 {
     job *j = x->f.fired[i];
     x->f.fired[i] = NULL;
-    j->ok = ok;
-    j->status_code = ok ? 200 : 500;
-    if (!ok) snprintf(j->err, sizeof(j->err), "HTTP 500");
-    j->max_attempts = 3;
-    j->backoff_ms = 1000;
-    j->timeout_ms = 10000;
+    j->cb.ok = ok;
+    j->cb.status_code = ok ? 200 : 500;
+    if (!ok) snprintf(j->cb.err, sizeof(j->cb.err), "HTTP 500");
     sched_on_done(x->sc, j);
 }
 
@@ -327,8 +322,8 @@ static void test_catch_up_order(void **state)
     x->f.now += 25; /* past the backlog's gathering */
     sched_poll(x->sc);
     assert_int_equal(x->f.nfired, 5);
-    for (int i = 1; i < 5; i++) assert_true(x->f.fired[i - 1]->due_ms <= x->f.fired[i]->due_ms);
-    assert_non_null(strstr(x->f.fired[0]->id, "five-a"));
+    for (int i = 1; i < 5; i++) assert_true(x->f.fired[i - 1]->cb.due_ms <= x->f.fired[i]->cb.due_ms);
+    assert_non_null(strstr(x->f.fired[0]->cb.id, "five-a"));
     /* slices whose minute ended more than the grace ago are passed */
     int64_t passable = (x->f.now - x->cfg.slice_grace_ms) / 60000;
     assert_int_equal(x->f.wm[0], passable);
@@ -395,7 +390,7 @@ static void test_permanent_failure(void **state)
     pump(x, 10);
     sched_poll(x->sc);
     assert_int_equal(x->f.nfired, 1);
-    x->f.fired[0]->permanent = 1;
+    x->f.fired[0]->cb.permanent = 1;
     finish(x, 0, 0);
     pump(x, 20);
     assert_int_equal(x->f.nsettled, 1);
@@ -413,7 +408,7 @@ static void test_uncounted_failure(void **state)
     pump(x, 10);
     sched_poll(x->sc);
     assert_int_equal(x->f.nfired, 1);
-    x->f.fired[0]->uncounted = 1;
+    x->f.fired[0]->cb.uncounted = 1;
     int64_t t = x->f.now;
     finish(x, 0, 0);
     pump(x, 20);
@@ -487,7 +482,7 @@ static void test_lease_left_to_expire(void **state)
     assert_int_equal(x->f.nfired, 1);
     job *j = x->f.fired[0];
     x->f.fired[0] = NULL;
-    j->aborted = 1;
+    j->cb.aborted = 1;
     sched_on_done(x->sc, j);
     pump(x, 20);
     assert_int_equal(x->f.settle_calls, 0);
@@ -499,7 +494,7 @@ static void test_lease_left_to_expire(void **state)
     pump(x, 10);
     sched_poll(x->sc);
     assert_int_equal(x->f.nfired, 2);
-    assert_int_equal(x->f.fired[1]->attempt, 1);
+    assert_int_equal(x->f.fired[1]->cb.attempt, 1);
 }
 
 /* The claims of one kick go out together, one a bucket: together they

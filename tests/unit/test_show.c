@@ -1,14 +1,11 @@
 /* test_show.c -- tickctl's cleaner of server text (cmd/tickctl/show.c):
  * nothing a terminal would act on gets through, everything else does. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cmocka.h>
-
 #include "../../cmd/tickctl/show.c"
+
+#include "testutil.h"
 
 static void clean_is(const char *in, size_t len, int one_line, const char *want)
 {

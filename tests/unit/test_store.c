@@ -3,12 +3,6 @@
  * a free port in a temp dir (skipped, with a message, when redis-server is
  * not installed). Both must give the same answers: this is the contract the
  * scheduler and the API rely on. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <arpa/inet.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -24,6 +18,8 @@
 #include "model/schedule.h"
 #include "store/store.h"
 #include "base/util.h"
+
+#include "testutil.h"
 
 typedef struct fixture {
     struct event_base *base;
@@ -42,6 +38,7 @@ typedef struct fixture {
     int added_bucket;
     int64_t added_due;
     int64_t t0;                  /* the store's time at setup */
+    int64_t fake_now_ms;         /* the memory store's clock (the Redis store's is Redis's) */
     /* schedules: the last answer */
     char sdef[512], sstate[1024], sprev[1024];
     int nsched;
@@ -122,6 +119,11 @@ static void on_added(int bucket, int64_t due_ms, void *priv)
     f->added_due = due_ms;
 }
 
+static int64_t fake_clock(void *priv)
+{
+    return ((fixture *)priv)->fake_now_ms;
+}
+
 static int setup(void **state, int redis)
 {
     static int n;
@@ -143,6 +145,8 @@ static int setup(void **state, int redis)
         if (!f->s) fail_msg("redis store: %s", err);
     } else {
         f->s = store_memory_create(f->base, &f->cfg);
+        f->fake_now_ms = util_realtime_ms();
+        store_memory_set_clock(f->s, fake_clock, f);
     }
     f->added_bucket = -1;
     f->t0 = store_now_ms(f->s);
@@ -162,6 +166,14 @@ static int teardown(void **state)
     event_base_free(f->base);
     free(f);
     return 0;
+}
+
+/* Let ms pass on the store's clock: the memory store's fake one moves at
+ * once; Redis's is real time. */
+static void let_pass(fixture *f, int64_t ms)
+{
+    if (f->fake_now_ms) f->fake_now_ms += ms;
+    else usleep((useconds_t)ms * 1000);
 }
 
 /* Run the loop until `n` more answers came (or 5 s passed: a failure). */
@@ -223,7 +235,7 @@ static void claim_cb(const store_claim *res, void *priv)
         f->leases[i] = res->leases[i];
         snprintf(f->lease_ids[i], sizeof(f->lease_ids[i]), "%s", res->leases[i].id);
         f->leases[i].id = f->lease_ids[i];
-        free(res->leases[i].spec); /* the callback owns it */
+        task_spec_free(res->leases[i].spec); /* the callback owns it */
         f->leases[i].spec = NULL;
     }
     f->answers++;
@@ -459,7 +471,7 @@ static void test_lease_expiry(void **state)
     assert_int_equal(f->claim.n, 1);
     claim_now(f, 10);
     assert_int_equal(f->claim.n, 0); /* still leased */
-    usleep(60 * 1000);
+    let_pass(f, 60);
     claim_now(f, 10);
     assert_int_equal(f->claim.n, 1); /* its holder died: claimed again */
     assert_int_equal(f->leases[0].attempt, 1);
@@ -692,8 +704,10 @@ static void test_keyless_tasks(void **state)
     add(f, NULL, store_now_ms(f->s) - f->t0 + 150, 1000);
     snprintf(id3, sizeof(id3), "%s", f->id);
     int64_t until = store_now_ms(f->s) + 5000;
-    do claim_now(f, 10);
-    while (f->claim.n == 0 && store_now_ms(f->s) < until);
+    do {
+        claim_now(f, 10);
+        if (f->claim.n == 0) let_pass(f, 10);
+    } while (f->claim.n == 0 && store_now_ms(f->s) < until);
     assert_int_equal(f->claim.n, 1);
     assert_string_equal(f->lease_ids[0], id3);
     assert_string_equal(status_of(f, id3), "running");
@@ -821,7 +835,7 @@ static void test_schedule_claim_lease_advance(void **state)
     assert_int_equal(f->nsched, 0);
     /* the lease expires: claimed again with the same clock (kept while
      * the runs it homed can still get the same ids) */
-    usleep(1700 * 1000);
+    let_pass(f, 1700);
     store_sch_claim(f->s, 0, store_now_ms(f->s) + 1500, 10, 1600, sch_list_cb, f);
     wait_answers(f, 1);
     assert_int_equal(f->nsched, 1);
@@ -990,6 +1004,33 @@ static void test_round_trip_extremes(void **state)
     }
 }
 
+/* The memory store reads every "now" from its clock: a task's time, its
+ * lease, and the retention of a finished one all follow a fake clock that
+ * no wall clock moves. */
+static void test_memory_store_follows_its_clock(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(store_now_ms(f->s), f->fake_now_ms);
+    f->fake_now_ms += 3 * 86400000LL;
+    assert_int_equal(store_now_ms(f->s), f->fake_now_ms);
+    f->t0 = store_now_ms(f->s);
+    add(f, "c1", 0, 1000);
+    char home[TASK_SLICE_MAX];
+    task_slice_name(f->t0, 0, home); /* its id names the fake clock's minute */
+    assert_prefix(f->id, home);
+    claim_now(f, 10);
+    assert_int_equal(f->claim.n, 1);
+    char id[TASK_ID_MAX];
+    snprintf(id, sizeof(id), "%s", f->lease_ids[0]);
+    assert_int_equal(f->leases[0].due_ms, f->t0);
+    settle(f, id, OUT_OK, 1, 0);
+    assert_string_equal(status_of(f, id), "succeeded");
+    let_pass(f, f->cfg.retention_ms - 1000);
+    assert_string_equal(status_of(f, id), "succeeded");
+    let_pass(f, 2000);
+    assert_string_equal(status_of(f, id), "none"); /* past its retention */
+}
+
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup_memory, teardown), \
                 cmocka_unit_test_setup_teardown(t, setup_redis, teardown)
 
@@ -1002,6 +1043,8 @@ int main(void)
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
         BOTH(test_list_pages), BOTH(test_retry_and_run_now), BOTH(test_keyless_tasks),
         BOTH(test_round_trip_extremes),
+        cmocka_unit_test_setup_teardown(test_memory_store_follows_its_clock, setup_memory,
+                                        teardown),
     };
     if (redis_start() != 0) {
         fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");

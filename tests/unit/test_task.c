@@ -1,11 +1,6 @@
 /* test_task.c -- unit tests for task.c: slice and id naming, keys, buckets,
  * RFC 3339 parsing, retry backoff and validation of the API's task JSON. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
@@ -14,28 +9,15 @@
 #include <cjson/cJSON.h>
 
 #include "model/task.h"
+#include "model/task_spec.h"
+#include "base/util.h"
+
+#include "testutil.h"
 
 /* 2026-11-22T05:00:00Z */
 #define T0_MS INT64_C(1795323600000)
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static int starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-#define assert_prefix(s, prefix)                                               \
-    do {                                                                       \
-        if (!starts_with((s), (prefix)))                                       \
-            fail_msg("\"%s\" does not begin with \"%s\"", (s), (prefix));      \
-    } while (0)
-
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
 
 /* Parse the JSON text `json` as a task at now_ms; expect success. */
 static void parse_ok_obj(const cJSON *obj, int64_t now_ms, task_input *out)
@@ -128,6 +110,44 @@ static cJSON *base_task(void)
 }
 
 /* ---- slices ------------------------------------------------------------ */
+
+/* Slice names against libc's calendar (gmtime_r, strftime, timegm), an
+ * implementation written elsewhere: every minute of random times from 1970
+ * to 9999, and names of impossible minutes refused as timegm's round trip
+ * refuses them. */
+static void test_slice_against_libc(void **state)
+{
+    (void)state;
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t ms = (int64_t)(x % (uint64_t)TASK_TIME_MAX_MS);
+        char mine[TASK_SLICE_MAX], libc[TASK_SLICE_MAX];
+        time_t sec = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        size_t n = strftime(libc, sizeof(libc), "%Y%m%d%H%M", &tm);
+        snprintf(libc + n, sizeof(libc) - n, ".%d", (int)(x >> 50) & 0x3ff);
+        task_slice_name(ms, (int)(x >> 50) & 0x3ff, mine);
+        assert_string_equal(mine, libc);
+        assert_int_equal(task_slice_minute(mine), (int64_t)timegm(&tm) / 60);
+        /* a name with one field pushed out of range: timegm would normalize it */
+        char bad[TASK_SLICE_MAX];
+        memcpy(bad, mine, sizeof(bad));
+        int field = (int)(x >> 40) % 4;
+        const char *over[4] = {"13", "32", "24", "60"};
+        memcpy(bad + 4 + 2 * field, over[field], 2);
+        assert_int_equal(task_slice_minute(bad), -1);
+    }
+    /* days past each month's end */
+    assert_int_equal(task_slice_minute("202502290000.0"), -1);
+    assert_int_not_equal(task_slice_minute("202402290000.0"), -1);
+    assert_int_equal(task_slice_minute("190002290000.0"), -1);
+    assert_int_equal(task_slice_minute("202604310000.0"), -1);
+    assert_int_equal(task_slice_minute("202600010000.0"), -1);
+    assert_int_equal(task_slice_minute("202601000000.0"), -1);
+    assert_int_equal(task_slice_minute("196912312359.0"), -1);
+}
 
 static void test_slice_name_known(void **state)
 {
@@ -1663,6 +1683,126 @@ static void test_record_round_trip(void **state)
     }
 }
 
+/* What task_spec_read gives, against what cJSON reads from the spec: the
+ * same task from its record and from its spec, member for member; the body
+ * byte for byte what cJSON prints of req (what was sent before a task was
+ * read once). */
+static void spec_matches(const task_spec *ts, const char *spec_json)
+{
+    cJSON *o = cJSON_Parse(spec_json);
+    assert_non_null(o);
+    assert_null(ts->bad);
+    assert_string_equal(ts->url, str_field(o, "callback_url"));
+    assert_string_equal(ts->method, str_field(o, "method"));
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "queue");
+    assert_string_equal(ts->queue, cJSON_IsString(q) ? q->valuestring : "");
+    const cJSON *retry = cJSON_GetObjectItemCaseSensitive(o, "retry");
+    assert_int_equal(ts->max_attempts,
+                     (int)cJSON_GetObjectItemCaseSensitive(retry, "max_attempts")->valuedouble);
+    assert_int_equal(ts->backoff_ms,
+                     (int64_t)cJSON_GetObjectItemCaseSensitive(retry, "backoff_ms")->valuedouble);
+    assert_int_equal(ts->timeout_ms,
+                     (int64_t)cJSON_GetObjectItemCaseSensitive(o, "timeout_ms")->valuedouble);
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(o, "expires_at");
+    assert_int_equal(ts->expires_ms, ex ? (int64_t)ex->valuedouble : 0);
+    const char *spans[] = {"header", "on_failure", "traceparent", "tracestate"};
+    const task_span *got[] = {&ts->header, &ts->on_failure, &ts->traceparent, &ts->tracestate};
+    for (int k = 0; k < 4; k++) {
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(o, spans[k]);
+        if (!want) {
+            assert_int_equal(got[k]->n, 0);
+            continue;
+        }
+        cJSON *v = cJSON_ParseWithLength(got[k]->p, got[k]->n);
+        assert_true(cJSON_Compare(v, want, 1));
+        cJSON_Delete(v);
+    }
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(o, "req");
+    size_t len;
+    int json;
+    char *body = task_spec_body(ts, &len, &json);
+    char *want = !req ? xstrdup("") : cJSON_IsString(req) ? xstrdup(req->valuestring)
+                                                          : cJSON_PrintUnformatted(req);
+    assert_string_equal(body, want);
+    assert_int_equal(len, strlen(want));
+    assert_int_equal(json, req && !cJSON_IsString(req));
+    free(body);
+    free(want);
+    cJSON_Delete(o);
+}
+
+static void test_spec_read(void **state)
+{
+    (void)state;
+    static const char *inputs[] = {
+        "{\"callback_url\":\"http://cb.test/hook\"}",
+        "{\"key\":\"k.1:x-y_z\",\"callback_url\":\"https://cb.test/a?b=\\\"c\\\"&d=%0A\","
+        "\"method\":\"GET\",\"header\":{\"X-A\":\"1\",\"X-B\":\"two \\\"words\\\"?\"},"
+        "\"req\":{\"a\":[1,2.5,\"x\\ny\",{\"}\":\"]\"}],\"b\":null,\"c\":-0.0001},"
+        "\"execute_at\":1795000030000,"
+        "\"retry\":{\"max_attempts\":9,\"backoff_ms\":77},\"timeout_ms\":300000,"
+        "\"queue\":\"billing.eu\",\"on_failure\":{\"callback_url\":\"http://cb.test/dead\","
+        "\"header\":{\"X-C\":\"3\"}}}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":\"\",\"retry\":{\"max_attempts\":5},"
+        "\"queue\":\"default\",\"method\":\"DELETE\"}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":\"line\\nq\\\"\\\\ \\u00e9\\ud83d\\ude00\"}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":[true,false,null,\"{[\"],"
+        "\"method\":\"PATCH\"}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":{},\"retry\":{\"backoff_ms\":2000}}",
+    };
+    for (size_t i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
+        task_input t;
+        char slice[TASK_SLICE_MAX], id[TASK_ID_MAX];
+        parse_ok(inputs[i], T0_MS, &t);
+        if (i % 2) {
+            /* what tickd adds beside the API's fields */
+            assert_int_equal(task_input_add_member(&t, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), 0);
+            assert_int_equal(task_input_add_member(&t, "tracestate", "a=b,c=\"d\""), 0);
+            assert_int_equal(task_input_add_json(&t, "expires_at", "1795000090000", 13), 0);
+        }
+        task_slice_name(t.due_ms, 3, slice);
+        task_id_make(slice, t.execute_at_ms, t.key, id, sizeof(id));
+        task_spec *a = task_spec_read(t.rec, strlen(t.rec)), *b = task_spec_read(t.spec, strlen(t.spec));
+        spec_matches(a, t.spec);
+        spec_matches(b, t.spec);
+        /* and the JSON the event shows is the spec */
+        char *back = task_spec_json(a, id);
+        cJSON *x = cJSON_Parse(back), *y = cJSON_Parse(t.spec);
+        assert_true(cJSON_Compare(x, y, 1));
+        cJSON_Delete(x);
+        cJSON_Delete(y);
+        free(back);
+        task_spec_free(a);
+        task_spec_free(b);
+        task_input_free(&t);
+    }
+    /* a member given twice counts the first time, as cJSON reads it */
+    const char *dup = "\"http://x/\"\n\n1000\n\n\n{\"traceparent\":\"a\",\"req\":1,"
+                      "\"traceparent\":\"b\",\"req\":2}";
+    task_spec *d = task_spec_read(dup, strlen(dup));
+    char *tp = task_span_string(d->traceparent);
+    assert_string_equal(tp, "a");
+    assert_int_equal(d->req.n, 1);
+    assert_int_equal(d->req.p[0], '1');
+    free(tp);
+    task_spec_free(d);
+    /* what cannot be read is said, not guessed at; never read past its end */
+    static const char *bad[] = {
+        "", "\"u\"\n\n1\n\n\n{", "\"u\"\n\n1\n\n\n{\"req\":", "\"u\"\n\n1\n\n\n{\"req\":\"x}",
+        "\"u\"\n\n1\n\n\n{\"req\":[1,{2]}", "{", "{\"callback_url\":\"http://x/\"}",
+        "{\"callback_url\":\"http://x/\",\"method\":\"POST\"", "\"u\"\n\n1\n\n\n{\"a\" 1}",
+        "garbage",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        task_spec *ts = task_spec_read(bad[i], strlen(bad[i]));
+        assert_non_null(ts->bad);
+        assert_int_equal(ts->max_attempts, 1);
+        assert_non_null(ts->url);
+        assert_null(task_spec_json(ts, "202611221000.3.1795000030000.abc"));
+        task_spec_free(ts);
+    }
+}
+
 static void test_record_malformed(void **state)
 {
     (void)state;
@@ -1700,7 +1840,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_name_known),
+        cmocka_unit_test(test_slice_against_libc),
         cmocka_unit_test(test_record_round_trip),
+        cmocka_unit_test(test_spec_read),
         cmocka_unit_test(test_record_malformed),
         cmocka_unit_test(test_slice_minute_round_trip),
         cmocka_unit_test(test_slice_minute_malformed),

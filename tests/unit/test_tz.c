@@ -5,12 +5,6 @@
  * reach the parser's corners: v1 files, footers of every rule form, broken
  * files. test_cron_oracle.py also checks every system zone against CPython's
  * zoneinfo. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,20 +14,9 @@
 
 #include "base/tz.h"
 
+#include "testutil.h"
+
 static char err[256];
-
-/* Unix seconds of a UTC date. */
-static int64_t utc(int y, int mo, int d, int h, int mi, int s)
-{
-    return tz_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
-}
-
-static const tz *zone(const char *name)
-{
-    const tz *z = tz_get(name, err);
-    if (!z) fail_msg("%s", err);
-    return z;
-}
 
 /* ---- calendar ------------------------------------------------------------ */
 

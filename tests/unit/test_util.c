@@ -1,16 +1,12 @@
 /* test_util.c -- unit tests for the UTF-8 check (RFC 3629, with Markus
  * Kuhn's UTF-8 decoder stress test cases), the text cleaning on it, and
  * the redaction of URLs shown outside tickd. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
+
+#include "testutil.h"
 
 /* util_utf8_valid on a literal (which may hold NULs): 1, or -1 - the offset
  * of the first bad byte */
@@ -23,6 +19,24 @@ static long valid_at(const char *s, size_t n)
 }
 #define VALID(lit) valid_at((lit), sizeof(lit) - 1)
 #define BAD_AT(k) (-1 - (long)(k))
+
+/* util_copy cuts to fit, always ends the copy, and copies NULL as "". */
+static void test_copy(void **state)
+{
+    (void)state;
+    char b[6];
+    assert_int_equal(util_copy(b, sizeof(b), "abc"), 3);
+    assert_string_equal(b, "abc");
+    assert_int_equal(util_copy(b, sizeof(b), "abcdefgh"), 5);
+    assert_string_equal(b, "abcde");
+    assert_int_equal(util_copy(b, sizeof(b), ""), 0);
+    assert_string_equal(b, "");
+    assert_int_equal(util_copy(b, sizeof(b), NULL), 0);
+    assert_string_equal(b, "");
+    b[0] = 'x';
+    assert_int_equal(util_copy(b, 0, "abc"), 0);
+    assert_int_equal(b[0], 'x');
+}
 
 static void test_valid_text(void **state)
 {
@@ -195,6 +209,7 @@ static void test_url_redact(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_copy),
         cmocka_unit_test(test_valid_text),
         cmocka_unit_test(test_beyond_unicode_and_five_six_bytes),
         cmocka_unit_test(test_overlongs_and_surrogates),

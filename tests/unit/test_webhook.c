@@ -2,22 +2,12 @@
  * (webhook_verify, as tickctl listen uses it): the Standard Webhooks test
  * vector, rotation, every reason a callback is refused, and what tickd's own
  * signer makes verifying. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <string.h>
 
 #include "delivery/webhook.h"
 
-#define assert_contains(s, sub)                                                \
-    do {                                                                       \
-        if (!strstr((s), (sub)))                                               \
-            fail_msg("\"%s\" does not contain \"%s\"", (s), (sub));            \
-    } while (0)
+#include "testutil.h"
 
 /* the specification's example (standard-webhooks, libraries' tests) */
 #define SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

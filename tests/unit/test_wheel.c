@@ -3,12 +3,6 @@
  * The last test drives the wheel with over a million random operations and
  * checks every firing against a reference model that is a plain array
  * scanned linearly. TICKD_TEST_SEED=<n> replays a given seed. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +10,8 @@
 #include <time.h>
 
 #include "base/wheel.h"
+
+#include "testutil.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -48,14 +44,7 @@ static void init_ids(wheel_timer *t, size_t n, wheel_cb *cb)
 
 static uint64_t rng_state;
 
-static uint64_t rnd(void)
-{
-    /* splitmix64: tiny, good enough, and the same everywhere */
-    uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return testutil_rnd(&rng_state); }
 
 static uint64_t rnd_below(uint64_t n)
 {

@@ -1,0 +1,194 @@
+"""Where the callback client connects and what it keeps: kept connections
+reused, replaced when the host closed them and closed when unused, host
+names resolved, IPv6 and numeric IPv4 literals, a configured proxy sending
+everything through libcurl, per-host state freed once unused, and tickd's
+own failures (out of descriptors) that must not use up a task's
+attempts."""
+import http.server
+import socket
+import threading
+import time
+
+import pytest
+
+from harness import wait_for
+from receivers import PATHS, Raw, Scripted, ok_answer, url_for
+
+
+def test_kept_connections_are_reused(tickd, scripted):
+    ids = []
+    for i in range(30):
+        ids.append(tickd.post({"callback_url": scripted.url("/ok")})["id"])
+        time.sleep(0.02)
+    for tid in ids:
+        assert tickd.final(tid)["status"] == "succeeded"
+    # two workers: a connection each would do; far fewer than one per call
+    assert scripted.conns <= 4, scripted.conns
+
+
+def test_connection_closed_while_idle_is_replaced(tickd_factory, redis):
+    """The host closes kept connections 100 ms after an answer: the next call
+    finds its connection dead before any answer and goes again on a new one,
+    without an error or a second attempt."""
+    s = Scripted(close_idle_ms=100)
+    try:
+        t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1"}).start()
+        ids = []
+        for i in range(6):
+            ids.append(t.post({"callback_url": s.url("/ok"), "retry": {"max_attempts": 1}})["id"])
+            time.sleep(0.3)
+        for tid in ids:
+            g = t.final(tid)
+            assert g["status"] == "succeeded" and g["attempts"] == 1, g
+        assert s.conns >= 6
+    finally:
+        s.close()
+
+
+def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted):
+    """A kept connection unused for server.keepalive_ms is closed by tickd, so
+    a host no longer called holds no descriptor; the next call opens anew."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_WORKERS": "1",
+                                  "TICKD_SERVER_KEEPALIVE_MS": "400"}).start()
+    a = t.post({"callback_url": scripted.url("/ok")})
+    assert t.final(a["id"])["status"] == "succeeded"
+    answered = scripted.requests[0]["t"]
+    wait_for(lambda: scripted.peer_closed, timeout=5)
+    conn, when = scripted.peer_closed[0]
+    assert conn == scripted.requests[0]["conn"]
+    assert 0.3 <= when - answered < 2.5, when - answered
+    b = t.post({"callback_url": scripted.url("/ok")})
+    assert t.final(b["id"])["status"] == "succeeded"
+    assert scripted.by_task()[b["id"]][0]["conn"] != conn
+
+
+def test_host_names_resolve(tickd, scripted):
+    t = tickd.post({"callback_url": f"http://localhost:{scripted.port}/ok"})
+    assert tickd.final(t["id"])["status"] == "succeeded"
+    r = scripted.by_task()[t["id"]][0]
+    assert r["headers"]["host"] == f"localhost:{scripted.port}"
+    u = tickd.post({"callback_url": "http://no-such-host.invalid/x", "timeout_ms": 3000,
+                    "retry": {"max_attempts": 1}})
+    g = tickd.final(u["id"], timeout=20)
+    assert g["status"] == "failed" and "no-such-host.invalid" in g["last_error"], g
+
+
+def test_a_proxy_sends_callbacks_through_libcurl(tickd_factory, redis, scripted):
+    t = tickd_factory(redis, env={"http_proxy": f"http://127.0.0.1:{scripted.port}"}).start()
+    a = t.post({"callback_url": "http://127.0.0.1:9/via-proxy?x=1", "req": {"n": 1},
+                "header": {"X-A": "1"}})
+    assert t.final(a["id"])["status"] == "succeeded"
+    r = scripted.by_task()[a["id"]][0]
+    assert r["line"] == "POST http://127.0.0.1:9/via-proxy?x=1 HTTP/1.1", r
+    assert r["headers"]["x-a"] == "1" and r["body"] == b'{"n":1}'
+    assert r["headers"]["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("kind", PATHS)
+def test_ipv6_literal(tickd, raw_servers, kind):
+    srv = raw_servers(ok_answer, family=socket.AF_INET6, host="::1")
+    t = tickd.post({"callback_url": url_for(kind, "[::1]", srv.port), "retry": {"max_attempts": 1}})
+    g = tickd.final(t["id"])
+    assert g["status"] == "succeeded", g
+    host = [ln for ln in srv.heads[0].split("\r\n") if ln.lower().startswith("host:")][0]
+    assert host.split(":", 1)[1].strip() == f"[::1]:{srv.port}"
+
+
+@pytest.mark.parametrize("kind", PATHS)
+@pytest.mark.parametrize("host", ["0177.0.0.1", "127.1", "2130706433", "0x7f000001",
+                                  "0x7f.0.0.1", "127.0.1"])
+def test_numeric_ipv4_forms_reach_127_0_0_1(tickd, raw_servers, kind, host):
+    """Each form means 127.0.0.1 to libcurl (inet_aton's reading: parts in
+    decimal, octal or hex); the built-in client must read them the same way,
+    not, say, 0177.0.0.1 as 177.0.0.1."""
+    srv = raw_servers(ok_answer)
+    t = tickd.post({"callback_url": url_for(kind, host, srv.port), "timeout_ms": 3000,
+                    "retry": {"max_attempts": 1}})
+    g = tickd.final(t["id"])
+    assert g["status"] == "succeeded", (host, g)
+    assert len(srv.heads) == 1
+    # and the Host header names the address the same way on both paths
+    hosthdr = [ln for ln in srv.heads[0].split("\r\n") if ln.lower().startswith("host:")][0]
+    assert hosthdr.split(":", 1)[1].strip() == f"127.0.0.1:{srv.port}", hosthdr
+
+
+def test_host_state_freed_once_unused(redis, tickd_factory):
+    """Callbacks to many distinct hosts leave no state behind once those
+    hosts are no longer called (keepalive_ms after the last one)."""
+    srv = _AnyLoopback(("0.0.0.0", 0), _OkHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    try:
+        t = tickd_factory(redis, env={"TICKD_SERVER_KEEPALIVE_MS": "1000"}).start()
+        n = 300
+        ids = [r["id"] for r in t.batch([
+            {"callback_url": f"http://127.0.{i // 200}.{1 + i % 200}:{port}/ok",
+             "retry": {"max_attempts": 1}} for i in range(n)])]
+        wait_for(lambda: t.request("GET", "/v1/stats")[1]["hosts"] >= 50, 10,
+                 what="host state while called")
+        for tid in ids:
+            g = t.final(tid)
+            assert g["status"] == "succeeded", g
+        wait_for(lambda: t.request("GET", "/v1/stats")[1]["hosts"] == 0, 10,
+                 what="host state freed")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+class _AnyLoopback(http.server.ThreadingHTTPServer):
+    """Bound to every address: 127.0.x.y are all distinct hosts reaching it."""
+    daemon_threads = True
+    request_queue_size = 1024
+
+
+class _OkHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(n)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.mark.parametrize("kind", PATHS)
+def test_out_of_descriptors_is_not_an_attempt(redis, tickd_factory, kind):
+    """Under a descriptor limit, a burst of callbacks to a slow receiver runs
+    tickd out of descriptors: those that could not even open a socket were
+    never made, so they do not count as attempts. Every task (one attempt
+    allowed) still succeeds once descriptors come back."""
+    def slow(c):
+        time.sleep(1.0)
+        ok_answer(c)
+
+    srv = Raw(slow)
+    try:
+        t = tickd_factory(redis, nofile=96, env={"TICKD_SERVER_WORKERS": "1", "TICKD_SERVER_HOST_CONNECTIONS": "1000"}).start()
+        due = int(time.time() * 1000) + 1500
+        n = 120
+        ids = [r["id"] for r in t.batch([
+            {"callback_url": url_for(kind, "127.0.0.1", srv.port, f"/t{i}"),
+             "execute_at": due, "timeout_ms": 5000, "retry": {"max_attempts": 1}}
+            for i in range(n)])]
+        done = {}
+        def all_final():
+            for tid in ids:
+                if tid not in done:
+                    g = t.get(tid)[1]
+                    if g["status"] in ("succeeded", "failed"):
+                        done[tid] = g
+            return len(done) == n
+        wait_for(all_final, 60, interval=0.2, what=f"{n} tasks final")
+        failed = [g for g in done.values() if g["status"] != "succeeded"]
+        assert not failed, failed[:3]
+        assert len(done) == n
+        assert all(g["attempts"] == 1 for g in done.values())
+        log = t.logtext()
+        assert "without counting an attempt" in log, "the limit was never reached: test is void"
+    finally:
+        srv.close()
