@@ -4,6 +4,8 @@
  *   GET /v1/cluster            the replicas alive and the backend's nodes
  *   GET /v1/schedules:preview  a schedule's next runs, nothing stored
  * All three read only: a read-only token may call them. */
+#include "edge/api_console.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,7 @@
 #include "base/metrics.h"
 #include "base/util.h"
 #include "core/history.h"
-#include "edge/api_internal.h"
+#include "edge/api_reply.h"
 #include "model/schedule.h"
 
 /* Whether every query parameter is one of `names` (NULL-terminated); else
@@ -31,14 +33,6 @@ static int api_console_params(http_req *req, const char *const *names, const cha
         }
     }
     return 1;
-}
-
-static int api_console_get(http_req *req)
-{
-    if (strcmp(http_method(req), "GET") == 0) return 1;
-    http_add_header(req, "Allow", "GET");
-    api_error(req, 405, "method_not_allowed", "method: use GET");
-    return 0;
 }
 
 /* ---- GET /v1/history ------------------------------------------------------
@@ -202,12 +196,13 @@ static int api_history_range(http_req *req, hist_req *h)
     return 0;
 }
 
-static void api_history(api *a, http_req *req)
+void api_console_history(api *a, http_req *req, const api_params *p)
 {
     static const char *const names[] = {"window", "from", "to", NULL};
     const char *target = http_target(req);
     char w[16] = "1h", v[64];
-    if (!api_console_get(req) || !api_console_params(req, names, "window, from, to")) return;
+    (void)p;
+    if (!api_console_params(req, names, "window, from, to")) return;
     int given = api_query(target, "window", w, sizeof(w));
     int range = api_query(target, "from", v, sizeof(v)) || api_query(target, "to", v, sizeof(v));
     int day = strcmp(w, "24h") == 0;
@@ -298,10 +293,11 @@ static void api_cluster_nodes_cb(const store_node *nd, int n, void *priv)
     api_cluster_done(c);
 }
 
-static void api_cluster(api *a, http_req *req)
+void api_console_cluster(api *a, http_req *req, const api_params *p)
 {
     static const char *const names[] = {NULL};
-    if (!api_console_get(req) || !api_console_params(req, names, "none")) return;
+    (void)p;
+    if (!api_console_params(req, names, "none")) return;
     cluster_req *c = xcalloc(1, sizeof(*c));
     c->r = api_req_new(a, req);
     c->body = cJSON_CreateObject();
@@ -337,15 +333,15 @@ static cJSON *api_preview_value(const char *v)
     return cJSON_CreateString(v);
 }
 
-static void api_preview(api *a, http_req *req)
+void api_console_preview(api *a, http_req *req, const api_params *p)
 {
     static const char *const names[] = {"cron", "tz", "every_ms", "start_at", "times", "end_at",
                                         "count", NULL};
     static const char *const strings[] = {"cron", "tz"};
     const char *target = http_target(req);
     char v[512], err[400];
-    if (!api_console_get(req) ||
-        !api_console_params(req, names, "cron, tz, every_ms, start_at, times, end_at, count"))
+    (void)p;
+    if (!api_console_params(req, names, "cron, tz, every_ms, start_at, times, end_at, count"))
         return;
     int64_t count = SCHED_NEXT_RUNS;
     if (api_query(target, "count", v, sizeof(v))) {
@@ -385,13 +381,4 @@ static void api_preview(api *a, http_req *req)
     cJSON_Delete(body);
     free(at);
     schedule_def_free(&d);
-}
-
-int api_console(api *a, http_req *req, const char *path)
-{
-    if (strcmp(path, "/v1/history") == 0) api_history(a, req);
-    else if (strcmp(path, "/v1/cluster") == 0) api_cluster(a, req);
-    else if (strcmp(path, "/v1/schedules:preview") == 0) api_preview(a, req);
-    else return 0;
-    return 1;
 }

@@ -1,17 +1,20 @@
-/* api_metrics.c -- GET /metrics: the Prometheus text (metrics.h).
+/* api_metrics.c -- what tickd tells of itself: GET /metrics (the Prometheus
+ * text, metrics.h), GET /v1/stats and GET /healthz.
  *
  * The count of scheduled tasks is the store's whole keyspace, so it is not
  * taken per scrape: a scrape answers with the last count and, when that is
  * older than COUNT_TTL_MS (or twenty times what counting took, on a large
  * keyspace), starts the next one. Only the first scrape waits for a count. */
-#include "edge/api_internal.h"
+#include "edge/api_metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/tz.h"
 #include "base/util.h"
+#include "edge/api_reply.h"
 
 #define COUNT_TTL_MS 5000
 
@@ -63,8 +66,9 @@ static void metrics_counted(int64_t n, const char *err, void *priv)
     a->ncount_waiting = 0;
 }
 
-void api_metrics(api *a, http_req *req)
+void api_metrics_scrape(api *a, http_req *req, const api_params *p)
 {
+    (void)p;
     int64_t now = util_mono_ms();
     int64_t ttl = a->count_took_ms * 20 > COUNT_TTL_MS ? a->count_took_ms * 20 : COUNT_TTL_MS;
     if (!a->counting && (!a->count_ms || now - a->count_ms >= ttl)) {
@@ -79,4 +83,53 @@ void api_metrics(api *a, http_req *req)
     a->count_waiting = xrealloc(a->count_waiting,
                                 sizeof(*a->count_waiting) * (size_t)(a->ncount_waiting + 1));
     a->count_waiting[a->ncount_waiting++] = api_req_new(a, req);
+}
+
+/* ---- GET /healthz, GET /v1/stats --------------------------------------- */
+
+/* What the store found wrong with its backend, as /healthz and /v1/stats
+ * give it. Returns 0 when it keeps tickd from taking tasks. */
+static int api_alerts(const api *a, cJSON *obj)
+{
+    store_alerts al;
+    store_get_alerts(a->s, &al);
+    if (al.refusing) cJSON_AddStringToObject(obj, "refusing_adds", al.refusing);
+    if (al.evicting) cJSON_AddNumberToObject(obj, "evicting_masters", al.evicting);
+    if (al.memory_ratio > 0) cJSON_AddNumberToObject(obj, "memory_used_ratio", al.memory_ratio);
+    cJSON_AddNumberToObject(obj, "data_lost", (double)al.data_lost);
+    if (al.data_lost_last) {
+        char at[TZ_RFC3339_MAX], why[256];
+        tz_rfc3339(tz_get("UTC", why), al.data_lost_last_ms, at); /* built in */
+        cJSON_AddStringToObject(obj, "data_lost_last", al.data_lost_last);
+        cJSON_AddStringToObject(obj, "data_lost_last_at", at);
+    }
+    return al.refusing == NULL;
+}
+
+static void api_health_cb(int ok, const char *err, void *priv)
+{
+    api_req *r = priv;
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "redis", ok ? "ok" : (err ? err : "unavailable"));
+    cJSON *st = cJSON_AddObjectToObject(body, "store");
+    if (!api_alerts(r->a, st)) ok = 0;
+    api_finish(r, ok ? 200 : 503, ok ? "OK" : "Service Unavailable", body);
+    cJSON_Delete(body);
+}
+
+void api_metrics_health(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    api_req *r = api_req_new(a, req);
+    store_health(a->s, api_health_cb, r);
+}
+
+void api_metrics_stats(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    cJSON *body = cJSON_CreateObject();
+    a->stats(a->stats_priv, body);
+    api_alerts(a, cJSON_AddObjectToObject(body, "store"));
+    api_send_json(req, 200, "OK", body);
+    cJSON_Delete(body);
 }

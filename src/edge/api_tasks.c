@@ -1,23 +1,434 @@
-/* api_tasks.c -- finding tasks and running them again (doc/api.md: "Find
- * tasks", "Dead letters"):
- *   GET  /v1/tasks?status=...        a page of tasks of one status
- *   POST /v1/tasks/{id}/retry        a failed or cancelled task, again
- *   POST /v1/tasks/{id}/run          a scheduled task, now
- *   POST /v1/tasks/retry             every failed (or cancelled) task matching
+/* api_tasks.c -- the routes of tasks (doc/api.md):
+ *   POST   /v1/tasks                 schedule a task
+ *   POST   /v1/tasks/batch           up to BATCH_MAX, each with its own answer
+ *   GET    /v1/tasks/{id}            one task, as stored
+ *   DELETE /v1/tasks/{id}            cancel it
+ *   GET    /v1/tasks?status=...      a page of tasks of one status
+ *   POST   /v1/tasks/{id}/retry      a failed or cancelled task, again
+ *   POST   /v1/tasks/{id}/run        a scheduled task, now
+ *   POST   /v1/tasks/retry           every failed (or cancelled) task matching
  *                                    a filter, in bounded batches */
+#include "edge/api_tasks.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "edge/api_internal.h"
-#include "model/schedule.h"
+#include "base/metrics.h"
+#include "base/trace.h"
 #include "base/util.h"
+#include "edge/api_reply.h"
+#include "model/schedule.h"
+#include "model/task.h"
 
 #define LIST_LIMIT_MAX 1000
 #define LIST_LIMIT_DEFAULT 100
 #define RETRY_LIMIT_MAX 10000
 #define RETRY_LIMIT_DEFAULT 1000
 #define RETRY_PAGE 100
+#define BATCH_MAX 1000
+
+/* A task of POST /v1/tasks or of a batch, waiting for the store. */
+typedef struct api_item {
+    api_req *r;
+    int idx;                  /* result index */
+    task_input t;
+} api_item;
+
+/* ---- rendering --------------------------------------------------------- */
+
+/* Render a stored task for GET: the spec plus id, status, attempts and the
+ * last failure. A malloc'd JSON string, or NULL if spec or state is not JSON. */
+char *api_tasks_render(const char *id, const char *spec, const char *state)
+{
+    cJSON *o = cJSON_Parse(spec), *st = cJSON_Parse(state);
+    char *out = NULL;
+    if (!o || !st) goto done;
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(st, "s");
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "a");
+    cJSON *due = cJSON_GetObjectItemCaseSensitive(st, "due");
+    cJSON *code = cJSON_GetObjectItemCaseSensitive(st, "code");
+    cJSON *err = cJSON_GetObjectItemCaseSensitive(st, "err");
+    cJSON *fin = cJSON_GetObjectItemCaseSensitive(st, "fin");
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "status", cJSON_IsString(s) ? s->valuestring : "unknown");
+    cJSON_AddNumberToObject(o, "attempts", cJSON_IsNumber(a) ? a->valuedouble : 0);
+    if (cJSON_IsString(s) && (!strcmp(s->valuestring, "scheduled") ||
+                              !strcmp(s->valuestring, "running")) && cJSON_IsNumber(due))
+        cJSON_AddNumberToObject(o, "next_attempt_at", due->valuedouble);
+    /* held back by a queue's or destination's limit (flow.h) */
+    cJSON *w = cJSON_GetObjectItemCaseSensitive(st, "w");
+    if (cJSON_IsString(s) && !strcmp(s->valuestring, "scheduled") && cJSON_IsString(w))
+        cJSON_AddStringToObject(o, "waiting", w->valuestring);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "queue"))
+        cJSON_AddStringToObject(o, "queue", TASK_QUEUE_DEFAULT);
+    if (cJSON_IsNumber(code)) cJSON_AddNumberToObject(o, "last_status_code", code->valuedouble);
+    if (cJSON_IsString(err)) cJSON_AddStringToObject(o, "last_error", err->valuestring);
+    if (cJSON_IsNumber(fin)) cJSON_AddNumberToObject(o, "finished_at", fin->valuedouble);
+    /* the last attempts: {t, ms, c, e, b} as stored, named for users */
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "h"), *e;
+    cJSON *hist = cJSON_AddArrayToObject(o, "attempt_history");
+    cJSON_ArrayForEach(e, h) {
+        static const char *names[][2] = {{"t", "at"}, {"ms", "took_ms"}, {"c", "status_code"},
+                                          {"e", "error"}, {"b", "body"}};
+        cJSON *x = cJSON_CreateObject();
+        for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, names[i][0]);
+            if (v) cJSON_AddItemToObject(x, names[i][1], cJSON_Duplicate(v, 1));
+        }
+        cJSON_AddItemToArray(hist, x);
+    }
+    out = cJSON_PrintUnformatted(o);
+done:
+    cJSON_Delete(o);
+    cJSON_Delete(st);
+    return out;
+}
+
+/* The status word of a state JSON ("scheduled" when it has none). */
+void api_tasks_state_status(const char *state, char *out, size_t outlen)
+{
+    cJSON *st = state ? cJSON_Parse(state) : NULL;
+    cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
+    util_copy(out, outlen, cJSON_IsString(s) ? s->valuestring : "scheduled");
+    cJSON_Delete(st);
+}
+
+/* Answer r with the stored task, or with status, code and why when it does
+ * not read back (spec NULL: it was not read). */
+static void api_answer_task(api_req *r, const char *id, const char *spec, const char *state,
+                            int status, const char *code, const char *why)
+{
+    char *s = spec ? api_tasks_render(id, spec, state) : NULL;
+    cJSON *body = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    if (body) api_finish(r, 200, "OK", body);
+    else api_finish_error(r, status, code, why);
+    cJSON_Delete(body);
+}
+
+static cJSON *api_created_body(const char *id, const task_input *t, const char *state)
+{
+    cJSON *o = cJSON_CreateObject();
+    char status[32];
+    api_tasks_state_status(state, status, sizeof(status));
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "key", t->key);
+    cJSON_AddNumberToObject(o, "execute_at", (double)t->execute_at_ms);
+    cJSON_AddStringToObject(o, "status", status);
+    return o;
+}
+
+/* ---- POST /v1/tasks ---------------------------------------------------- */
+
+static void api_add_cb(store_status st, const char *id, const char *state, const char *err,
+                       void *priv)
+{
+    api_item *it = priv;
+    api_req *r = it->r;
+    if (st == ST_OK) metrics.tasks_created++;
+    if (st == ST_OK || st == ST_EXISTS) {
+        /* the same object as api_created_body, written directly: this is
+         * the hot path of ingest. Ids and keys need no JSON escaping. */
+        char status[32], body[TASK_ID_MAX + TASK_KEY_MAX + 128];
+        if (st == ST_OK) snprintf(status, sizeof(status), "scheduled");
+        else api_tasks_state_status(state, status, sizeof(status));
+        int n = snprintf(body, sizeof(body),
+                         "{\"id\":\"%s\",\"key\":\"%s\",\"execute_at\":%lld,\"status\":\"%s\"}\n",
+                         id, it->t.key, (long long)it->t.execute_at_ms, status);
+        http_reply(r->req, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK",
+                   "application/json", body, (size_t)n);
+        r->a->busy--;
+        api_req_free(r);
+    } else {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
+        if (id) snprintf(msg, sizeof(msg), "%s", err);
+        api_finish_error(r, 503, "unavailable", msg);
+    }
+    task_input_free(&it->t);
+    free(it);
+}
+
+/* The request's own trace context (W3C: one that does not parse is
+ * ignored, not refused), for each task that gives none: 1 when there is one. */
+static int api_trace_context(http_req *req, char tp[TRACE_PARENT_LEN + 1], const char **ts)
+{
+    const char *h = http_header(req, "traceparent");
+    char why[160];
+    *ts = NULL;
+    if (!h || http_header_count(req, "traceparent") != 1 ||
+        trace_parent_parse(h, tp, why, sizeof(why)) != 0)
+        return 0;
+    const char *s = http_header(req, "tracestate");
+    if (s && http_header_count(req, "tracestate") == 1 &&
+        trace_state_check(s, why, sizeof(why)) == 0)
+        *ts = s;
+    return 1;
+}
+
+static void api_trace_default(const cJSON *task, task_input *t, const char *tp, const char *ts)
+{
+    if (!tp || cJSON_GetObjectItemCaseSensitive(task, "traceparent")) return;
+    task_input_add_member(t, "traceparent", tp);
+    if (ts) task_input_add_member(t, "tracestate", ts);
+}
+
+void api_tasks_add(api *a, http_req *req, const api_params *p)
+{
+    char err[400];
+    (void)p;
+    cJSON *body = api_body(req);
+    if (!body) return;
+    api_item *it = xcalloc(1, sizeof(*it));
+    if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
+        cJSON_Delete(body);
+        free(it);
+        api_error(req, 400, "invalid_argument", "%s", err);
+        return;
+    }
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
+    api_trace_default(body, &it->t, traced ? tp : NULL, ts);
+    cJSON_Delete(body);
+    it->r = api_req_new(a, req);
+    store_add(a->s, &it->t, api_add_cb, it);
+}
+
+/* ---- POST /v1/tasks/batch ---------------------------------------------- */
+
+/* NULs and numbers not held (task_json_scan) of a batch text: a task
+ * holding one gets its error (its first one's); one outside the tasks
+ * refuses the whole batch (into whole[]). */
+typedef struct api_batch_nul {
+    int n;
+    char **why;               /* per task, malloc'd */
+    char whole[300];
+} api_batch_nul;
+
+static int api_batch_found(api_batch_nul *b, const char *path, const char *why)
+{
+    char *end;
+    long i = -1;
+    if (strncmp(path, "tasks[", 6) == 0) {
+        i = strtol(path + 6, &end, 10);
+        if (*end != ']' || end == path + 6) i = -1;
+    }
+    if (i < 0 || i >= b->n) {
+        snprintf(b->whole, sizeof(b->whole), "%s: %s", *path ? path : "body", why);
+        return 1;
+    }
+    if (!b->why[i]) {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "%s: %s", path, why);
+        b->why[i] = xstrdup(msg);
+    }
+    return 0;
+}
+
+static int api_batch_nul_cb(const char *path, void *priv)
+{
+    return api_batch_found(priv, path, "contains a NUL character (\\u0000)");
+}
+
+static int api_batch_num_cb(const char *path, void *priv)
+{
+    return api_batch_found(priv, path, TASK_NUMBER_LOST);
+}
+
+static void api_batch_done(api_req *r)
+{
+    cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "results");
+    for (int i = 0; i < r->n; i++) {
+        cJSON_AddItemToArray(arr, r->results[i]);
+        r->results[i] = NULL;
+    }
+    api_finish(r, 200, "OK", body);
+    cJSON_Delete(body);
+}
+
+static void api_batch_add_cb(store_status st, const char *id, const char *state, const char *err,
+                             void *priv)
+{
+    api_item *it = priv;
+    api_req *r = it->r;
+    if (st == ST_OK) metrics.tasks_created++;
+    if (st == ST_OK || st == ST_EXISTS) {
+        r->results[it->idx] = api_created_body(id, &it->t, state);
+    } else if (id) {
+        /* stored, but not confirmed by the replicas: err says so, and the
+         * id lets the client check on it */
+        r->results[it->idx] = api_error_body("unavailable", err);
+        cJSON_AddStringToObject(r->results[it->idx], "id", id);
+    } else {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
+        r->results[it->idx] = api_error_body("unavailable", msg);
+    }
+    task_input_free(&it->t);
+    free(it);
+    if (--r->waiting == 0) api_batch_done(r);
+}
+
+void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
+{
+    char err[400], why[300];
+    (void)p;
+    cJSON *body = api_body_parse(req);
+    if (!body) return;
+    cJSON *tasks = cJSON_GetObjectItemCaseSensitive(body, "tasks");
+    int n = cJSON_IsArray(tasks) ? cJSON_GetArraySize(tasks) : 0;
+    /* NULs first: cJSON has cut the strings that hold one, so the checks
+     * below would read names and values the client never sent */
+    size_t len;
+    const char *data = http_body(req, &len);
+    api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
+    task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
+    if (nuls.whole[0]) {
+        util_copy(why, sizeof(why), nuls.whole);
+        goto refuse;
+    }
+    if (!cJSON_IsObject(body) || !cJSON_IsArray(tasks)) {
+        snprintf(why, sizeof(why), "tasks: required, an array of tasks");
+        goto refuse;
+    }
+    for (cJSON *e = body->child; e; e = e->next)
+        if (e != tasks) {
+            /* cJSON reads the first "tasks": a second is ambiguous */
+            if (strcmp(e->string, "tasks") == 0)
+                snprintf(why, sizeof(why), "tasks: given more than once");
+            else
+                snprintf(why, sizeof(why), "%.100s: unknown field", e->string);
+            goto refuse;
+        }
+    if (n > BATCH_MAX) {
+        snprintf(why, sizeof(why), "tasks: at most %d tasks per batch, got %d", BATCH_MAX, n);
+        goto refuse;
+    }
+    api_req *r = api_req_new(a, req);
+    r->n = n;
+    r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
+    int64_t now = store_now_ms(a->s);
+    char tp[TRACE_PARENT_LEN + 1];
+    const char *ts;
+    int traced = api_trace_context(req, tp, &ts);
+    api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
+    int i = 0;
+    for (cJSON *e = tasks->child; e; e = e->next, i++) {
+        if (nuls.why[i]) {
+            r->results[i] = api_error_body("invalid_argument", nuls.why[i]);
+            continue;
+        }
+        api_item *it = xcalloc(1, sizeof(*it));
+        if (task_input_parse(e, now, &it->t, err, sizeof(err)) != 0) {
+            char msg[450];
+            snprintf(msg, sizeof(msg), "tasks[%d].%s", i, err);
+            r->results[i] = api_error_body("invalid_argument", msg);
+            free(it);
+            continue;
+        }
+        api_trace_default(e, &it->t, traced ? tp : NULL, ts);
+        it->r = r;
+        it->idx = i;
+        items[i] = it;
+        r->waiting++;
+    }
+    for (int k = 0; k < n; k++) free(nuls.why[k]);
+    free(nuls.why);
+    cJSON_Delete(body);
+    if (r->waiting == 0) {
+        free(items);
+        api_batch_done(r);
+        return;
+    }
+    /* no answer comes back before add() returns, so waiting is final here */
+    for (i = 0; i < n; i++)
+        if (items[i]) store_add(a->s, &items[i]->t, api_batch_add_cb, items[i]);
+    free(items);
+    return;
+refuse:
+    for (int k = 0; k < n; k++) free(nuls.why[k]);
+    free(nuls.why);
+    cJSON_Delete(body);
+    api_error(req, 400, "invalid_argument", "%s", why);
+}
+
+/* ---- GET / DELETE /v1/tasks/{id} --------------------------------------- */
+
+typedef struct api_idreq {
+    api_req *r;
+    char id[TASK_ID_MAX];
+} api_idreq;
+
+static void api_get_cb(store_status st, const char *spec, const char *state, const char *err,
+                       void *priv)
+{
+    api_idreq *q = priv;
+    if (st == ST_NOTFOUND) {
+        api_finish_error(q->r, 404, "not_found", "id: no such task");
+    } else if (st != ST_OK) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "redis: %s", err ? err : "unavailable");
+        api_finish_error(q->r, 503, "unavailable", msg);
+    } else {
+        api_answer_task(q->r, q->id, spec, state, 500, "internal", "stored task is not valid JSON");
+    }
+    free(q);
+}
+
+static void api_cancel_cb(store_status st, const char *detail, void *priv)
+{
+    api_idreq *q = priv;
+    char msg[300];
+    switch (st) {
+    case ST_OK:
+        metrics.cancelled++;
+        api_finish(q->r, 204, "No Content", NULL);
+        break;
+    case ST_NOTFOUND:
+        api_finish_error(q->r, 404, "not_found", "id: no such task");
+        break;
+    case ST_CONFLICT:
+        snprintf(msg, sizeof(msg), "id: the task is %s%s", detail,
+                 strcmp(detail, "running") == 0 ? " (its callback is being made)" : "");
+        api_finish_error(q->r, 409, "conflict", msg);
+        break;
+    default:
+        snprintf(msg, sizeof(msg), "redis: %s", detail ? detail : "unavailable");
+        api_finish_error(q->r, 503, "unavailable", msg);
+    }
+    free(q);
+}
+
+/* The {id} of a task's route, looked up: NULL when it cannot name a task
+ * (answered 404). */
+static api_idreq *api_idreq_new(api *a, http_req *req, const api_params *p)
+{
+    const api_param *id = &p->param[0];
+    if (id->len >= TASK_ID_MAX || id->len == 0) {
+        api_error(req, 404, "not_found", "id: no such task");
+        return NULL;
+    }
+    api_idreq *q = xcalloc(1, sizeof(*q));
+    memcpy(q->id, id->value, id->len + 1);
+    q->r = api_req_new(a, req);
+    return q;
+}
+
+void api_tasks_get(api *a, http_req *req, const api_params *p)
+{
+    api_idreq *q = api_idreq_new(a, req, p);
+    if (q) store_get(a->s, q->id, api_get_cb, q);
+}
+
+void api_tasks_cancel(api *a, http_req *req, const api_params *p)
+{
+    api_idreq *q = api_idreq_new(a, req, p);
+    if (q) store_cancel(a->s, q->id, api_cancel_cb, q);
+}
+
+/* ---- filters (a listing's query, a bulk retry's body) ------------------ */
 
 static const char *statuses[] = {"scheduled", "running", "succeeded", "failed", "cancelled",
                                  "expired"};
@@ -171,7 +582,7 @@ static void list_get_cb(store_status st, const char *spec, const char *state, co
     (void)err;
     /* a task that expired since it was listed is left out */
     if (st == ST_OK) {
-        char *s = api_render_task(it->id, spec, state);
+        char *s = api_tasks_render(it->id, spec, state);
         l->items[it->i] = s ? cJSON_Parse(s) : NULL;
         free(s);
         /* a listing shows URLs redacted; GET of one task shows them whole */
@@ -212,7 +623,7 @@ static void list_cb(const char *const *ids, int n, const char *next, const char 
     free(its);
 }
 
-void api_list_tasks(api *a, http_req *req)
+void api_tasks_list(api *a, http_req *req, const api_params *p)
 {
     const char *target = http_target(req), *q = strchr(target, '?');
     char err[300];
@@ -232,6 +643,7 @@ void api_list_tasks(api *a, http_req *req)
         api_error(req, 400, "invalid_argument", "%s", err);
         return;
     }
+    (void)p;
     list_req *l = xcalloc(1, sizeof(*l));
     l->r = api_req_new(a, req);
     store_list_query sq = api_filter_query(&f, (int)f.limit);
@@ -250,13 +662,9 @@ static void move_get_cb(store_status st, const char *spec, const char *state, co
                         void *priv)
 {
     move_req *m = priv;
-    char *s = st == ST_OK ? api_render_task(m->id, spec, state) : NULL;
-    cJSON *body = s ? cJSON_Parse(s) : NULL;
     (void)err;
-    free(s);
-    if (body) api_finish(m->r, 200, "OK", body);
-    else api_finish_error(m->r, 503, "unavailable", "the task was moved, but could not be read");
-    cJSON_Delete(body);
+    api_answer_task(m->r, m->id, st == ST_OK ? spec : NULL, state, 503, "unavailable",
+                    "the task was moved, but could not be read");
     free(m);
 }
 
@@ -290,7 +698,7 @@ static void move_cb(store_status st, const char *detail, void *priv)
     free(m);
 }
 
-void api_move_task(api *a, http_req *req, const char *id, int retry)
+static void api_move_task(api *a, http_req *req, const char *id, int retry)
 {
     char err[300];
     int64_t now = store_now_ms(a->s), at = now;
@@ -329,6 +737,24 @@ void api_move_task(api *a, http_req *req, const char *id, int retry)
     m->retry = retry;
     util_copy(m->id, sizeof(m->id), id);
     store_move(a->s, m->id, retry ? MOVE_RETRY : MOVE_RUN, at, move_cb, m);
+}
+
+/* {task}: a task's id that an action names; one too long for an id names
+ * no route (404 for the path, whatever the method). */
+int api_tasks_param(api *a, http_req *req, api_param *p)
+{
+    (void)a, (void)req;
+    return p->len < TASK_ID_MAX;
+}
+
+void api_tasks_retry(api *a, http_req *req, const api_params *p)
+{
+    api_move_task(a, req, p->param[0].value, 1);
+}
+
+void api_tasks_run(api *a, http_req *req, const api_params *p)
+{
+    api_move_task(a, req, p->param[0].value, 0);
 }
 
 /* ---- POST /v1/tasks/retry ---------------------------------------------------- */
@@ -417,11 +843,12 @@ static int api_json_get(void *src, const char *name, char *out, size_t outlen)
     return 1;
 }
 
-void api_retry_tasks(api *a, http_req *req)
+void api_tasks_retry_matching(api *a, http_req *req, const api_params *p)
 {
     static const char *fields[] = {"status", "order", "limit", "cursor", "key_prefix",
                                    "schedule_id", "from", "to"};
     char err[300];
+    (void)p;
     cJSON *body = api_body(req);
     if (!body) return;
     api_filter f;

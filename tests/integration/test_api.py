@@ -191,6 +191,169 @@ def test_api_token_with_a_tab_is_refused_at_start(redis, tickd_factory):
     assert "server.api_token" in bad.logtext()
 
 
+def test_routes_answer_405_with_their_methods_and_404_naming_what_is_missing(tickd):
+    """The route table's answers to a path under another method (405, Allow
+    from the table) and to a path it has not (404), each with its message;
+    what a path's segment cannot name is answered before the method."""
+    import http.client
+    long_id = "x" * 400
+
+    def ask(method, path):
+        conn = http.client.HTTPConnection("127.0.0.1", tickd.port, timeout=10)
+        conn.request(method, path)
+        res = conn.getresponse()
+        body = json.loads(res.read())
+        conn.close()
+        return res.status, res.getheader("Allow"), body["error"]["code"], body["error"]["message"]
+    for method, path, allow, msg in (
+            ("PATCH", "/v1/tasks", "GET, POST", "method: use POST to create a task, GET to list"),
+            ("GET", "/v1/tasks/batch", "POST", "method: use POST for a batch"),
+            ("GET", "/v1/tasks/retry", "POST", "method: use POST to retry tasks"),
+            ("POST", "/v1/tasks/abc", "GET, DELETE", "method: use GET or DELETE on a task"),
+            ("POST", "/v1/tasks/", "GET, DELETE", "method: use GET or DELETE on a task"),
+            ("GET", "/v1/tasks/abc/run", "POST", "method: use POST"),
+            ("PUT", "/v1/tasks/abc/retry", "POST", "method: use POST"),
+            ("PATCH", "/v1/schedules", "GET, POST",
+             "method: use POST to create a schedule, GET to list"),
+            ("POST", "/v1/schedules/sch.x", "GET, PUT, DELETE",
+             "method: use GET, PUT or DELETE on a schedule"),
+            ("GET", "/v1/schedules/sch.x/resume", "POST", "method: use POST"),
+            ("POST", "/v1/queues", "GET", "method: use GET"),
+            ("POST", "/v1/queues/q", "GET, PUT, DELETE", "method: use GET, PUT, DELETE"),
+            ("DELETE", "/v1/queues/q/pause", "POST", "method: use POST"),
+            ("POST", "/v1/destinations", "GET", "method: use GET"),
+            ("POST", "/v1/destinations/example.com", "GET, PUT, DELETE",
+             "method: use GET, PUT, DELETE"),
+            ("POST", "/v1/stats", "GET", "method: use GET"),
+            ("DELETE", "/healthz", "GET", "method: use GET"),
+            ("PUT", "/metrics", "GET", "method: use GET"),
+            ("POST", "/v1/openapi.json", "GET", "method: use GET")):
+        assert ask(method, path) == (405, allow, "method_not_allowed", msg), (method, path)
+    for method, path, status, code, msg in (
+            ("GET", "/v1/tasks/abc/foo", 404, "not_found",
+             "path: no such resource: /v1/tasks/abc/foo"),
+            ("GET", f"/v1/tasks/{long_id}/run", 404, "not_found",
+             f"path: no such resource: /v1/tasks/{long_id[:190]}"),
+            ("GET", f"/v1/tasks/{long_id}", 404, "not_found", "id: no such task"),
+            ("GET", "/v1/tasks/", 404, "not_found", "id: no such task"),
+            ("GET", "/v1/schedules/sch.x/foo", 404, "not_found", "path: no such resource"),
+            ("PATCH", "/v1/schedules/bad/pause", 404, "not_found", "id: no such schedule"),
+            ("GET", "/v1/schedules/", 404, "not_found", "id: no such schedule"),
+            ("PATCH", "/v1/queues/bad%20name", 400, "invalid_argument",
+             "queue: must be 1-64 characters of A-Z a-z 0-9 . _ -"),
+            ("GET", "/v1/queues/q/foo", 404, "not_found", "path: no such resource: /v1/queues/q/foo"),
+            ("GET", "/v1/destinations/a/b", 400, "invalid_argument",
+             "destination: must be host or host:port (lower case, no scheme, path or user; an "
+             "IPv6 address in brackets)"),
+            ("GET", "/v1/queuesX", 404, "not_found", "path: no such resource: /v1/queuesX"),
+            ("GET", "/healthz/", 404, "not_found", "path: no such resource: /healthz/"),
+            ("GET", "/" + "y" * 600, 404, "not_found", "path: no such resource")):
+        assert ask(method, path) == (status, None, code, msg), (method, path, ask(method, path))
+
+
+def test_read_tokens_read_everything_and_write_nothing(redis, receiver, tickd_factory):
+    """A read-only token GETs (and HEADs) every /v1/ route; any other method
+    is 403 on its head, naming the scope, and changes nothing. A token in
+    both lists is a full one."""
+    import http.client
+    import socket
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "adm-1 both-3",
+                                  "TICKD_SERVER_READ_TOKENS": "ro-1 ro-2 both-3"}).start()
+    admin, ro = {"Authorization": "Bearer adm-1"}, {"Authorization": "Bearer ro-2"}
+    task = {"callback_url": receiver.url(), "delay_ms": 600000, "key": "kept"}
+    code, created = t.request("POST", "/v1/tasks", task, headers=admin)
+    assert code == 201, created
+    tid = created["id"]
+    sched = {"key": "nightly", "every_ms": 600000, "task": {"callback_url": receiver.url()}}
+    assert t.request("POST", "/v1/schedules", sched, headers=admin)[0] == 201
+    assert t.request("PUT", "/v1/queues/mail", {"rate": 2}, headers=admin)[0] == 200
+    assert t.request("PUT", "/v1/destinations/example.com", {"max_concurrency": 3},
+                     headers=admin)[0] == 200
+
+    for path, check in (("/v1/tasks?status=scheduled", lambda b: [x["id"] for x in b["tasks"]] == [tid]),
+                        ("/v1/tasks/" + tid, lambda b: b["status"] == "scheduled"),
+                        ("/v1/schedules", lambda b: len(b["schedules"]) == 1),
+                        ("/v1/schedules/sch.nightly", lambda b: b["id"] == "sch.nightly"),
+                        ("/v1/queues", lambda b: "mail" in [q["name"] for q in b["queues"]]),
+                        ("/v1/queues/mail", lambda b: b["rate"] == 2),
+                        ("/v1/destinations", lambda b: len(b["destinations"]) == 1),
+                        ("/v1/destinations/example.com", lambda b: b["max_concurrency"] == 3),
+                        ("/v1/stats", lambda b: "store" in b)):
+        code, body = t.request("GET", path, headers=ro)
+        assert code == 200 and check(body), (path, code, body)
+        conn = http.client.HTTPConnection("127.0.0.1", t.port, timeout=10)
+        conn.request("HEAD", path, headers=ro)
+        res = conn.getresponse()
+        assert res.status == 200 and res.read() == b"", (path, res.status)
+        conn.close()
+
+    def scope_msg(method, path):
+        return (f"Authorization: a read-only token (server.read_tokens); {method} {path} "
+                "needs a token of server.api_token")
+    for method, path, body in (("POST", "/v1/tasks", task),
+                               ("POST", "/v1/tasks/batch", {"tasks": [task]}),
+                               ("POST", "/v1/tasks/retry", {}),
+                               ("DELETE", "/v1/tasks/" + tid, None),
+                               ("POST", f"/v1/tasks/{tid}/run", None),
+                               ("POST", "/v1/schedules", sched),
+                               ("PUT", "/v1/schedules/sch.nightly", sched),
+                               ("DELETE", "/v1/schedules/sch.nightly", None),
+                               ("POST", "/v1/schedules/sch.nightly/pause", None),
+                               ("PUT", "/v1/queues/mail", {"rate": 9}),
+                               ("PATCH", "/v1/queues/mail", {"rate": 9}),
+                               ("DELETE", "/v1/destinations/example.com", None),
+                               ("POST", "/v1/queues/mail/pause?x=1", None)):
+        for token in ("ro-1", "ro-2"):
+            code, res = t.request(method, path, body,
+                                  headers={"Authorization": f"Bearer {token}"})
+            assert code == 403 and res["error"]["code"] == "forbidden", (method, path, res)
+            assert res["error"]["message"] == scope_msg(method, path.split("?")[0]), res
+    # nothing changed
+    assert t.request("GET", "/v1/tasks/" + tid, headers=ro)[1]["status"] == "scheduled"
+    got = t.request("GET", "/v1/schedules/sch.nightly", headers=ro)[1]
+    assert got["every_ms"] == 600000 and got["state"] == "active", got
+    assert t.request("GET", "/v1/queues/mail", headers=ro)[1]["rate"] == 2
+    # refused on its head: no 100 Continue, the announced body never read
+    with socket.create_connection(("127.0.0.1", t.port), timeout=5) as s:
+        s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer ro-1\r\nContent-Length: 1000000\r\n"
+                  b"Expect: 100-continue\r\n\r\n")
+        head = s.recv(4096).decode()
+    assert head.startswith("HTTP/1.1 403 Forbidden") and "100 Continue" not in head, head
+    # a wrong token is still 401, a read token is no full token's prefix
+    for wrong in ("ro-", "ro-1x", "adm-"):
+        code, res = t.request("GET", "/v1/stats", headers={"Authorization": f"Bearer {wrong}"})
+        assert code == 401 and "wrong token" in res["error"]["message"], (wrong, res)
+    # a full token, and one given in both lists, does everything
+    for token in ("adm-1", "both-3"):
+        auth = {"Authorization": f"Bearer {token}"}
+        code, res = t.request("POST", "/v1/schedules/sch.nightly/pause", headers=auth)
+        assert code == 200 and res["state"] == "paused", res
+        assert t.request("POST", "/v1/schedules/sch.nightly/resume", headers=auth)[0] == 200
+        assert t.request("GET", "/v1/tasks/" + tid, headers=auth)[0] == 200
+    assert t.request("DELETE", "/v1/tasks/" + tid, headers={"Authorization": "Bearer both-3"})[0] \
+        in (200, 204)
+    assert t.request("GET", "/v1/tasks/" + tid, headers=ro)[1]["status"] == "cancelled"
+    # the open routes stay open
+    assert t.request("GET", "/healthz")[0] == 200
+    assert t.request("GET", "/v1/openapi.json")[0] == 200
+
+
+def test_read_tokens_need_an_api_token_and_are_checked_as_it(redis, tickd_factory, tmp_path):
+    for env, why in (({"TICKD_SERVER_READ_TOKENS": "ro-1"},
+                      "server.read_tokens: needs server.api_token (without it the API is open "
+                      "to everyone, writes included)"),
+                     ({"TICKD_SERVER_API_TOKEN": "adm", "TICKD_SERVER_READ_TOKENS": "ro\t1"},
+                      "server.read_tokens: token 1: only letters, digits"),
+                     ({"TICKD_SERVER_API_TOKEN": "adm", "TICKD_SERVER_READ_TOKENS": "  "},
+                      "server.read_tokens: spaces and no token"),
+                     ({"TICKD_SERVER_API_TOKEN": "adm", "TICKD_SERVER_READ_TOKENS": ""},
+                      "environment TICKD_SERVER_READ_TOKENS: read_tokens: empty")):
+        bad = tickd_factory(redis, env=env).start(wait=False)
+        assert bad.proc.wait(10) == 2, env
+        assert why in bad.logtext(), (env, bad.logtext())
+
+
 def test_pending_task_memory_in_redis(tickd, redis, receiver):
     """A task with no key of its own, due later, with a 200-byte body costs
     Redis at most 450 bytes (one :due member: src/model/task.h records); it reads,

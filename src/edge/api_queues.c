@@ -1,12 +1,20 @@
-/* api_flow.c -- /v1/queues and /v1/destinations: flow control's settings
- * and live counts (flow.h). */
+/* api_queues.c -- the routes of queues and destinations (doc/api.md "Flow
+ * control"): flow control's settings and live counts (flow.h).
+ *   GET    /v1/queues, /v1/destinations            a page in name order
+ *   GET    /v1/queues/{name}, /v1/destinations/{d} the settings and counts
+ *   PUT    ...                                     set them
+ *   DELETE ...                                     drop them
+ *   POST   /v1/queues/{name}/pause|resume */
+#include "edge/api_queues.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "edge/api_internal.h"
-#include "core/flow.h"
 #include "base/util.h"
+#include "core/flow.h"
+#include "edge/api_reply.h"
+#include "model/task.h"
 
 /* a listing's page: default and largest */
 #define FLOW_LIST_DEFAULT 100
@@ -136,7 +144,7 @@ static void api_flow_write(api *a, http_req *req, const char *key, const char *s
     store_flow_put(a->s, spelled ? spelled : key, settings, api_flow_written_cb, f);
 }
 
-static void api_flow_get(api *a, http_req *req, const char *key)
+static void api_flow_fetch(api *a, http_req *req, const char *key)
 {
     flow_req *f = xcalloc(1, sizeof(*f));
     f->r = api_req_new(a, req);
@@ -165,7 +173,7 @@ static void api_flow_list(api *a, http_req *req, int queues)
     store_flow_list(a->s, f->key[0], after, (int)limit, api_flow_list_cb, f);
 }
 
-static void api_flow_put(api *a, http_req *req, const char *key)
+static void api_flow_set(api *a, http_req *req, const char *key)
 {
     int queue = key[0] == 'q';
     cJSON *body = api_body(req);
@@ -183,70 +191,92 @@ static void api_flow_put(api *a, http_req *req, const char *key)
     free(json);
 }
 
-static void api_flow_method(http_req *req, const char *allow)
+/* The routes of /v1/queues and /v1/destinations: flow control lives in
+ * Redis alone, so the memory store answers 501 for all of them, before
+ * anything in the path or the method is looked at. */
+int api_queues_ready(api *a, http_req *req)
 {
-    http_add_header(req, "Allow", allow);
-    api_error(req, 405, "method_not_allowed", "method: use %s", allow);
+    if (store_has_flow(a->s)) return 0;
+    api_error(req, 501, "not_implemented",
+              "flow control: queues and destinations need the Redis store");
+    return -1;
 }
 
-/* /v1/queues[/{name}[/pause|/resume]] and /v1/destinations[/{host[:port]}] */
-void api_flow(api *a, http_req *req, const char *path)
+/* {queue}: a queue's name, percent-decoded; its value becomes the key
+ * "q:<name>". */
+int api_queues_param(api *a, http_req *req, api_param *p)
 {
-    const char *m = http_method(req);
-    int queues = strncmp(path, "/v1/queues", 10) == 0;
-    const char *rest = path + (queues ? 10 : 16);
-    char name[FLOW_DEST_MAX], given[FLOW_DEST_MAX], key[FLOW_KEY_MAX], seg[FLOW_DEST_MAX * 3];
-    if (!store_has_flow(a->s)) {
-        api_error(req, 501, "not_implemented",
-                  "flow control: queues and destinations need the Redis store");
-        return;
+    char name[FLOW_DEST_MAX];
+    (void)a;
+    if (api_segment(p->value, name, sizeof(name)) != 0 || strlen(name) >= TASK_QUEUE_MAX ||
+        !task_queue_valid(name)) {
+        api_error(req, 400, "invalid_argument", "queue: must be 1-%d characters of A-Z a-z 0-9 . _ -",
+                  TASK_QUEUE_MAX - 1);
+        return -1;
     }
-    if (*rest == '\0') {
-        if (strcmp(m, "GET") != 0) return api_flow_method(req, "GET");
-        api_flow_list(a, req, queues);
-        return;
-    }
-    if (*rest != '/') {
-        api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
-        return;
-    }
-    rest++;
-    const char *action = queues ? strchr(rest, '/') : NULL;
-    size_t seglen = action ? (size_t)(action - rest) : strlen(rest);
-    if (seglen >= sizeof(seg)) seglen = sizeof(seg) - 1;
-    memcpy(seg, rest, seglen);
-    seg[seglen] = '\0';
-    if (queues) {
-        if (api_segment(seg, name, sizeof(name)) != 0 || strlen(name) >= TASK_QUEUE_MAX ||
-            !task_queue_valid(name)) {
-            api_error(req, 400, "invalid_argument", "queue: must be 1-%d characters of A-Z a-z 0-9 . _ -",
-                      TASK_QUEUE_MAX - 1);
-            return;
-        }
-    } else if (api_segment(seg, given, sizeof(given)) != 0 || flow_dest_canon(given, name) != 0) {
+    snprintf(p->value, sizeof(p->value), "q:%s", name);
+    return 1;
+}
+
+/* {destination}: the rest of the path, percent-decoded, a destination in
+ * its one form (flow_dest_canon); its value becomes the key "d:<name>". A
+ * '/' in it is a malformed destination, not another route. */
+int api_queues_destination_param(api *a, http_req *req, api_param *p)
+{
+    char given[FLOW_DEST_MAX], name[FLOW_DEST_MAX];
+    (void)a;
+    if (api_segment(p->value, given, sizeof(given)) != 0 || flow_dest_canon(given, name) != 0) {
         api_error(req, 400, "invalid_argument",
                   "destination: must be host or host:port (lower case, no scheme, path or "
                   "user; an IPv6 address in brackets)");
-        return;
+        return -1;
     }
-    snprintf(key, sizeof(key), "%c:%s", queues ? 'q' : 'd', name);
-    if (action) {
-        int pause = strcmp(action, "/pause") == 0;
-        if (!pause && strcmp(action, "/resume") != 0) {
-            api_error(req, 404, "not_found", "path: no such resource: %.200s", path);
-            return;
-        }
-        if (strcmp(m, "POST") != 0) return api_flow_method(req, "POST");
-        api_flow_write(a, req, key, pause ? "+paused" : "-paused", 200, NULL);
-        return;
-    }
-    if (strcmp(m, "GET") == 0) api_flow_get(a, req, key);
-    else if (strcmp(m, "PUT") == 0) api_flow_put(a, req, key);
-    else if (strcmp(m, "DELETE") == 0) {
-        char spelled[FLOW_KEY_MAX];
-        int other = !queues && strcmp(given, name) != 0;
+    snprintf(p->value, sizeof(p->value), "d:%s", name);
+    return 1;
+}
+
+void api_queues_list(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    api_flow_list(a, req, 1);
+}
+
+void api_queues_list_destinations(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    api_flow_list(a, req, 0);
+}
+
+void api_queues_get(api *a, http_req *req, const api_params *p)
+{
+    api_flow_fetch(a, req, p->param[0].value);
+}
+
+void api_queues_put(api *a, http_req *req, const api_params *p)
+{
+    api_flow_set(a, req, p->param[0].value);
+}
+
+void api_queues_delete(api *a, http_req *req, const api_params *p)
+{
+    const char *key = p->param[0].value;
+    char seg[API_PATH_MAX], given[FLOW_DEST_MAX], spelled[FLOW_KEY_MAX];
+    /* a destination as the path spelled it, when that is not its one form */
+    int other = 0;
+    if (key[0] == 'd') {
+        snprintf(seg, sizeof(seg), "%.*s", (int)p->param[0].len, p->param[0].at);
+        other = api_segment(seg, given, sizeof(given)) == 0 && strcmp(given, key + 2) != 0;
         if (other) snprintf(spelled, sizeof(spelled), "d:%s", given);
-        api_flow_write(a, req, key, NULL, 204, other ? spelled : NULL);
     }
-    else api_flow_method(req, "GET, PUT, DELETE");
+    api_flow_write(a, req, key, NULL, 204, other ? spelled : NULL);
+}
+
+void api_queues_pause(api *a, http_req *req, const api_params *p)
+{
+    api_flow_write(a, req, p->param[0].value, "+paused", 200, NULL);
+}
+
+void api_queues_resume(api *a, http_req *req, const api_params *p)
+{
+    api_flow_write(a, req, p->param[0].value, "-paused", 200, NULL);
 }
