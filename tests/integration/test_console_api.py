@@ -292,3 +292,18 @@ def test_memory_store(tickd_factory, receiver):
     view = cluster_view(t)
     assert view["store"] == "memory" and view["nodes"] == []
     assert [r["listen"] for r in view["replicas"]] == [addr(t)]
+
+
+def test_a_read_only_token_reads_the_console(redis, tickd_factory):
+    """The console's three routes are reads: a token of server.read_tokens
+    may use them; without a token they are 401 as every /v1/ route."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "adm-1",
+                                  "TICKD_SERVER_READ_TOKENS": "ro-1"}).start()
+    ro = {"Authorization": "Bearer ro-1"}
+    for path in ("/v1/history?window=24h", "/v1/cluster",
+                 "/v1/schedules:preview?every_ms=60000&count=2"):
+        code, body = t.request("GET", path, headers=ro)
+        assert code == 200, (path, body)
+        assert t.request("GET", path)[0] == 401
+    code, body = t.request("GET", "/v1/cluster", headers=ro)
+    assert [r["listen"] for r in body["replicas"]] == [addr(t)], body
