@@ -90,10 +90,11 @@ build/tickctl: $(CTL_OBJS)
 build/tickd-san: build/san/main.o $(SOBJS)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
+# $^ would also hold what the .d files name (a test that includes a .c)
 build/unit/%: tests/unit/%.c $(OBJS) | build/unit
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS) -lcmocka
 build/unit-san/%: tests/unit/%.c $(SOBJS) | build/unit-san
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS) -lcmocka
 
 build/fuzz/obj/%.o: src/%.c
 	@mkdir -p $(@D)
