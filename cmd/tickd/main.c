@@ -146,6 +146,8 @@ static void tickd_stats(void *priv, cJSON *obj)
     sched_stats(t->sc, obj);
     if (t->run) runner_stats(t->run, obj);
     if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
+    cJSON_AddNumberToObject(obj, "retention_ms", (double)t->cfg.retention_ms);
+    cJSON_AddNumberToObject(obj, "failed_retention_ms", (double)t->cfg.failed_retention_ms);
 }
 
 static void tickd_gauges(void *priv, metrics_now *now)

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "edge/openapi.h"
+#include "edge/ui.h"
 #include "model/schedule.h"
 #include "base/trace.h"
 #include "base/tz.h"
@@ -46,6 +47,7 @@ void api_req_free(api_req *r)
 
 void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
+    ui_mask_for_browser(req, body);
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
     /* every answer is UTF-8 (RFC 8259): text from outside is checked or
@@ -1118,6 +1120,7 @@ static void api_route(http_req *req, void *arg)
     }
     memcpy(path, uri, n);
     path[n] = '\0';
+    if (ui_route(req, path)) return;
     if (!a->s) {
         api_route_waiting(a, req, path);
         return;
@@ -1219,6 +1222,10 @@ static void api_route(http_req *req, void *arg)
             return;
         }
         api_metrics(a, req);
+        return;
+    }
+    if (strcmp(path, "/v1/whoami") == 0) {
+        ui_whoami(req, a->ntokens ? "admin" : "open");
         return;
     }
     if (strcmp(path, "/v1/stats") == 0) {
