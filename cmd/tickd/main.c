@@ -249,15 +249,21 @@ static void tickd_reload(evutil_socket_t sig, short what, void *arg)
         log_error("SIGHUP: configuration not reloaded, nothing changed: server.api_token is no "
                   "longer set (restart tickd to open the API)");
     } else {
-        int ntok = api_set_tokens(t->a, c->api_token);
+        int nread, ntok = api_set_tokens(t->a, c->api_token, c->read_tokens, &nread);
+        char reads[64] = "";
+        if (nread)
+            snprintf(reads, sizeof(reads), " and %d read-only token%s", nread,
+                     nread == 1 ? "" : "s");
         log_level = log_level_parse(c->log_level);
         http_server_set_access_log(api_http(t->a), (int)c->access_log);
         memcpy(t->cfg.api_token, c->api_token, sizeof(c->api_token));
+        memcpy(t->cfg.read_tokens, c->read_tokens, sizeof(c->read_tokens));
         memcpy(t->cfg.log_level, c->log_level, sizeof(c->log_level));
         t->cfg.access_log = c->access_log;
         config_diff(&t->cfg, c, rest, sizeof(rest));
-        log_write(LOG_INFO, __FILE__, __LINE__, "SIGHUP: configuration reloaded: %d API token%s, "
-                  "log_level %s, access_log %s%s%s", ntok, ntok == 1 ? "" : "s", c->log_level,
+        log_write(LOG_INFO, __FILE__, __LINE__, "SIGHUP: configuration reloaded: %d API token%s%s, "
+                  "log_level %s, access_log %s%s%s", ntok, ntok == 1 ? "" : "s", reads,
+                  c->log_level,
                   c->access_log ? "on" : "off", *rest ? "; changed, taking effect at the next "
                   "start: " : "", rest);
     }
@@ -562,7 +568,7 @@ int main(int argc, char **argv)
      * /healthz says why), so a start in the middle of an incident comes up
      * by itself once Redis does. */
     if (!(t.a = api_create(t.base, t.cfg.listen, t.cfg.max_body, t.cfg.idle_timeout_ms,
-                           t.cfg.api_token, NULL, tickd_stats, &t, err, sizeof(err)))) {
+                           t.cfg.api_token, t.cfg.read_tokens, NULL, tickd_stats, &t, err, sizeof(err)))) {
         log_error("%s", err);
         goto done;
     }

@@ -34,6 +34,8 @@ static const config_key keys[] = {
      "host:port the HTTP API listens on (port 0 picks a free port, logged at start)"},
     {"server", "api_token", CT_STR, "", 1, 0, F(api_token),
      "when set, every /v1/ request needs the header Authorization: Bearer <token> (401 otherwise), token being one of these space-separated tokens (rotation: add the new one, move the clients, remove the old one); /healthz and /metrics stay open; unset, the API is open, and an empty value is refused (keep them out of files: TICKD_SERVER_API_TOKEN)"},
+    {"server", "read_tokens", CT_STR, "", 1, 0, F(read_tokens),
+     "space-separated tokens that may only read: GET (and HEAD) on every /v1/ route, 403 for any other method; needs server.api_token (a token in both is a full one); an empty value is refused (TICKD_SERVER_READ_TOKENS)"},
     {"server", "max_body", CT_INT, "1048576", 1024, 64LL << 20, F(max_body),
      "largest request body accepted, in bytes; larger gets 413"},
     {"server", "idle_timeout_ms", CT_INT, "60000", 100, 3600000, F(idle_timeout_ms),
@@ -247,12 +249,16 @@ static int config_apply(void *base, const config_key *k, const char *value, int 
             snprintf(err, errlen, "%s: longer than %zu bytes", k->name, k->size - 1);
             return -1;
         }
-        /* api_token: an empty value given (an empty line of the file a
-         * variable was filled from, TICKD_SERVER_API_TOKEN= left blank) is
-         * a token lost on the way, not a wish for an open API */
+        /* api_token, read_tokens: an empty value given (an empty line of
+         * the file a variable was filled from, TICKD_SERVER_API_TOKEN= left
+         * blank) is a token lost on the way, not a wish for an open API */
         if (given && strlen(value) < (size_t)k->min) {
-            snprintf(err, errlen, "%s: empty, which would leave the API open (leave the key "
-                     "out to run without a token)", k->name);
+            if (strcmp(k->name, "api_token") == 0)
+                snprintf(err, errlen, "%s: empty, which would leave the API open (leave the "
+                         "key out to run without a token)", k->name);
+            else
+                snprintf(err, errlen, "%s: empty, a token lost on the way (leave the key out "
+                         "to give none)", k->name);
             return -1;
         }
         if (strcmp(k->name, "store") == 0 && strcmp(value, "redis") != 0 &&
@@ -591,6 +597,36 @@ static int config_validate_callback(const config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* A list of tokens (server.api_token, server.read_tokens): each token as a
+ * header carries it (RFC 6750 token68), no control byte that a header would
+ * lose or a copy-paste would add; tokens are separated by spaces, and a
+ * value of spaces alone would look like a token while being none. */
+static int config_check_tokens(const char *key, const char *v, const char *hint, char *err,
+                               size_t errlen)
+{
+    const char *t = v;
+    int ntok = 0;
+    while (*t) {
+        size_t sp = strspn(t, " ");
+        t += sp;
+        if (!*t) break;
+        size_t tl = strcspn(t, " "), tok = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                "abcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+        if (tok == 0 || tok > tl || strspn(t + tok, "=") != tl - tok) {
+            snprintf(err, errlen, "%s: token %d: only letters, digits and -._~+/ (then any "
+                     "'='), tokens separated by spaces, no tabs or line ends", key, ntok + 1);
+            return -1;
+        }
+        ntok++;
+        t += tl;
+    }
+    if (v[0] && ntok == 0) {
+        snprintf(err, errlen, "%s: spaces and no token (%s)", key, hint);
+        return -1;
+    }
+    return 0;
+}
+
 int config_validate(const config *c, char *err, size_t errlen)
 {
     /* ticks come every tick_ms +-25 %: the lookahead covers the longest gap */
@@ -610,29 +646,16 @@ int config_validate(const config *c, char *err, size_t errlen)
         snprintf(err, errlen, "redis.nodes: empty");
         return -1;
     }
-    /* each token as a header carries it (RFC 6750 token68): no control
-     * byte that a header would lose or a copy-paste would add; tokens are
-     * separated by spaces, and a value of spaces alone would leave the API
-     * open while it looks guarded */
-    const char *t = c->api_token;
-    int ntok = 0;
-    while (*t) {
-        size_t sp = strspn(t, " ");
-        t += sp;
-        if (!*t) break;
-        size_t tl = strcspn(t, " "), tok = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                "abcdefghijklmnopqrstuvwxyz0123456789-._~+/");
-        if (tok == 0 || tok > tl || strspn(t + tok, "=") != tl - tok) {
-            snprintf(err, errlen, "server.api_token: token %d: only letters, digits and -._~+/ "
-                     "(then any '='), tokens separated by spaces, no tabs or line ends", ntok + 1);
-            return -1;
-        }
-        ntok++;
-        t += tl;
-    }
-    if (c->api_token[0] && ntok == 0) {
-        snprintf(err, errlen, "server.api_token: spaces and no token (leave it empty for an "
-                 "open API)");
+    if (config_check_tokens("server.api_token", c->api_token, "leave it empty for an open API",
+                            err, errlen) != 0 ||
+        config_check_tokens("server.read_tokens", c->read_tokens, "leave it out to give none",
+                            err, errlen) != 0)
+        return -1;
+    /* read-only tokens on an API with no full token would guard nothing:
+     * everyone could still write */
+    if (c->read_tokens[0] && !c->api_token[0]) {
+        snprintf(err, errlen, "server.read_tokens: needs server.api_token (without it the API "
+                 "is open to everyone, writes included)");
         return -1;
     }
     if (c->username[0] && !c->password[0]) {

@@ -31,6 +31,7 @@ typedef struct config {
     /* [server] */
     char listen[256];          /* host:port of the HTTP API */
     char api_token[1024];      /* space-separated tokens; "" = the API is open */
+    char read_tokens[1024];    /* space-separated tokens that may only read (GET, HEAD) */
     int64_t max_body;          /* bytes */
     int64_t idle_timeout_ms;
     int64_t header_timeout_ms; /* a request head must be read within this */

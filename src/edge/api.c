@@ -1056,29 +1056,34 @@ static void api_route_waiting(api *a, http_req *req, const char *path)
 
 /* ---- routing ----------------------------------------------------------- */
 
-/* Whether the request carries one of the API tokens. Every token is
- * compared, each over its whole length, whatever the bytes: the time taken
- * tells neither a token's bytes nor which token matched. */
+/* What the request's token may do: nothing (no or a wrong token), read, or
+ * everything. Every token is compared, each over its whole length, whatever
+ * the bytes: the time taken tells neither a token's bytes nor which token
+ * matched. */
+enum { API_SCOPE_NONE, API_SCOPE_READ, API_SCOPE_ADMIN };
+
 static int api_authorized(const api *a, http_req *req)
 {
     const char *h = http_header(req, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return API_SCOPE_NONE;
     for (h += 7; *h == ' '; h++) {}
     size_t m = strlen(h);
-    unsigned char ok = 0;
+    unsigned char admin = 0, read = 0;
     for (int t = 0; t < a->ntokens; t++) {
         const char *tok = a->tokens[t];
         size_t n = strlen(tok);
         unsigned char diff = n != m;
         for (size_t i = 0; i < n; i++) diff |= (unsigned char)(tok[i] ^ (i < m ? h[i] : 0));
-        ok |= (unsigned char)(diff == 0);
+        unsigned char hit = (unsigned char)(diff == 0);
+        admin |= (unsigned char)(hit & (t < a->nadmin));
+        read |= hit;
     }
-    return ok;
+    return admin ? API_SCOPE_ADMIN : read ? API_SCOPE_READ : API_SCOPE_NONE;
 }
 
 /* The HTTP server's gate, with an API token set: a /v1/ request without it,
- * or a body sent anywhere else, is refused on its head, before the body is
- * read. */
+ * one of a read-only token that would write, or a body sent anywhere else,
+ * is refused on its head, before the body is read. */
 static int api_gate(http_req *req, void *arg, http_refusal *out)
 {
     const api *a = arg;
@@ -1097,7 +1102,18 @@ static int api_gate(http_req *req, void *arg, http_refusal *out)
         snprintf(out->msg, sizeof(out->msg), "Authorization: given more than once");
         return 1;
     }
-    if (api_authorized(a, req)) return 0;
+    int scope = api_authorized(a, req);
+    /* HEAD comes as GET: a read-only token reads, and does nothing else */
+    if (scope == API_SCOPE_READ && strcmp(http_method(req), "GET") != 0) {
+        const char *target = http_target(req);
+        *out = (http_refusal){403, "Forbidden", "forbidden", ""};
+        snprintf(out->msg, sizeof(out->msg), "Authorization: a read-only token "
+                 "(server.read_tokens); %.16s %.*s needs a token of server.api_token",
+                 http_method(req), (int)(strcspn(target, "?") < 120 ? strcspn(target, "?") : 120),
+                 target);
+        return 1;
+    }
+    if (scope != API_SCOPE_NONE) return 0;
     int given = http_header(req, "Authorization") != NULL;
     http_add_header(req, "WWW-Authenticate", given ? "Bearer error=\"invalid_token\"" : "Bearer");
     *out = (http_refusal){401, "Unauthorized", "unauthorized", ""};
@@ -1249,27 +1265,41 @@ static void api_free_tokens(api *a)
     for (int t = 0; t < a->ntokens; t++) free(a->tokens[t]);
     free(a->tokens);
     a->tokens = NULL;
-    a->ntokens = 0;
+    a->ntokens = a->nadmin = 0;
 }
 
-int api_set_tokens(api *a, const char *token)
+/* Add the space-separated tokens of list (as config_validate checked them),
+ * but those already there: a token in both lists stays a full one. */
+static void api_add_tokens(api *a, const char *list)
 {
-    api_free_tokens(a);
-    /* space-separated, as config_validate checked them */
-    for (const char *t = token ? token : ""; *(t += strspn(t, " "));) {
-        size_t n = strcspn(t, " ");
-        a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
-        a->tokens[a->ntokens++] = xstrndup(t, n);
+    for (const char *t = list ? list : ""; *(t += strspn(t, " "));) {
+        size_t n = strcspn(t, " "), have = 0;
+        for (int i = 0; i < a->ntokens && !have; i++)
+            have = strlen(a->tokens[i]) == n && memcmp(a->tokens[i], t, n) == 0;
+        if (!have) {
+            a->tokens = xrealloc(a->tokens, (size_t)(a->ntokens + 1) * sizeof(*a->tokens));
+            a->tokens[a->ntokens++] = xstrndup(t, n);
+        }
         t += n;
     }
+}
+
+int api_set_tokens(api *a, const char *token, const char *read_tokens, int *nread)
+{
+    api_free_tokens(a);
+    api_add_tokens(a, token);
+    a->nadmin = a->ntokens;
+    /* read-only tokens without a full one would guard nothing
+     * (config_validate refuses it; the API stays open rather than half shut) */
+    if (a->nadmin) api_add_tokens(a, read_tokens);
+    if (nread) *nread = a->ntokens - a->nadmin;
     http_server_set_gate(a->http, a->ntokens ? api_gate : NULL);
-    return a->ntokens;
+    return a->nadmin;
 }
 
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
-                int64_t idle_timeout_ms, const char *token, store *s, api_stats_fn *stats,
-                void *stats_priv, char *err,
-                size_t errlen)
+                int64_t idle_timeout_ms, const char *token, const char *read_tokens, store *s,
+                api_stats_fn *stats, void *stats_priv, char *err, size_t errlen)
 {
     api *a = xcalloc(1, sizeof(*a));
     a->s = s;
@@ -1281,7 +1311,7 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
         free(a);
         return NULL;
     }
-    api_set_tokens(a, token);
+    api_set_tokens(a, token, read_tokens, NULL);
     return a;
 }
 

@@ -21,14 +21,17 @@ typedef void api_stats_fn(void *priv, cJSON *obj);
 /* Listen on host:port ("127.0.0.1:0" picks a free port). With a non-empty
  * `token` (one or more tokens separated by spaces), every /v1/ request must
  * carry "Authorization: Bearer <one of them>" (401 otherwise); /healthz stays
- * open. Returns NULL + err. */
+ * open. A token of `read_tokens` (the same syntax; only with `token`) may
+ * only read: GET and HEAD, 403 otherwise. Returns NULL + err. */
 api *api_create(struct event_base *base, const char *listen, int64_t max_body,
-                int64_t idle_timeout_ms, const char *token, store *s, api_stats_fn *stats,
-                void *stats_priv, char *err, size_t errlen);
+                int64_t idle_timeout_ms, const char *token, const char *read_tokens, store *s,
+                api_stats_fn *stats, void *stats_priv, char *err, size_t errlen);
 
-/* Replace the accepted tokens (as api_create's `token`; "" opens the API),
- * from the next request's head on. Returns how many there are now. */
-int api_set_tokens(api *a, const char *token);
+/* Replace the accepted tokens (as api_create's `token` and `read_tokens`;
+ * "" and "" open the API), from the next request's head on. Returns how many
+ * full tokens there are now, and in *nread (if not NULL) how many read-only
+ * ones (a token in both lists is a full one). */
+int api_set_tokens(api *a, const char *token, const char *read_tokens, int *nread);
 
 /* Told the bucket of each schedule created, replaced or resumed (the runner
  * makes its first runs at once rather than at its next tick). */

@@ -18,6 +18,7 @@ struct api {
     int busy;
     char **tokens;            /* the accepted tokens; none: the API is open */
     int ntokens;
+    int nadmin;               /* tokens[0..nadmin) may do everything, the rest only read */
     api_schedule_fn *on_schedule;
     void *on_schedule_priv;
     api_gauges_fn *gauges;

@@ -191,6 +191,109 @@ def test_api_token_with_a_tab_is_refused_at_start(redis, tickd_factory):
     assert "server.api_token" in bad.logtext()
 
 
+def test_read_tokens_read_everything_and_write_nothing(redis, receiver, tickd_factory):
+    """A read-only token GETs (and HEADs) every /v1/ route; any other method
+    is 403 on its head, naming the scope, and changes nothing. A token in
+    both lists is a full one."""
+    import http.client
+    import socket
+    t = tickd_factory(redis, env={"TICKD_SERVER_API_TOKEN": "adm-1 both-3",
+                                  "TICKD_SERVER_READ_TOKENS": "ro-1 ro-2 both-3"}).start()
+    admin, ro = {"Authorization": "Bearer adm-1"}, {"Authorization": "Bearer ro-2"}
+    task = {"callback_url": receiver.url(), "delay_ms": 600000, "key": "kept"}
+    code, created = t.request("POST", "/v1/tasks", task, headers=admin)
+    assert code == 201, created
+    tid = created["id"]
+    sched = {"key": "nightly", "every_ms": 600000, "task": {"callback_url": receiver.url()}}
+    assert t.request("POST", "/v1/schedules", sched, headers=admin)[0] == 201
+    assert t.request("PUT", "/v1/queues/mail", {"rate": 2}, headers=admin)[0] == 200
+    assert t.request("PUT", "/v1/destinations/example.com", {"max_concurrency": 3},
+                     headers=admin)[0] == 200
+
+    for path, check in (("/v1/tasks?status=scheduled", lambda b: [x["id"] for x in b["tasks"]] == [tid]),
+                        ("/v1/tasks/" + tid, lambda b: b["status"] == "scheduled"),
+                        ("/v1/schedules", lambda b: len(b["schedules"]) == 1),
+                        ("/v1/schedules/sch.nightly", lambda b: b["id"] == "sch.nightly"),
+                        ("/v1/queues", lambda b: "mail" in [q["name"] for q in b["queues"]]),
+                        ("/v1/queues/mail", lambda b: b["rate"] == 2),
+                        ("/v1/destinations", lambda b: len(b["destinations"]) == 1),
+                        ("/v1/destinations/example.com", lambda b: b["max_concurrency"] == 3),
+                        ("/v1/stats", lambda b: "store" in b)):
+        code, body = t.request("GET", path, headers=ro)
+        assert code == 200 and check(body), (path, code, body)
+        conn = http.client.HTTPConnection("127.0.0.1", t.port, timeout=10)
+        conn.request("HEAD", path, headers=ro)
+        res = conn.getresponse()
+        assert res.status == 200 and res.read() == b"", (path, res.status)
+        conn.close()
+
+    def scope_msg(method, path):
+        return (f"Authorization: a read-only token (server.read_tokens); {method} {path} "
+                "needs a token of server.api_token")
+    for method, path, body in (("POST", "/v1/tasks", task),
+                               ("POST", "/v1/tasks/batch", {"tasks": [task]}),
+                               ("POST", "/v1/tasks/retry", {}),
+                               ("DELETE", "/v1/tasks/" + tid, None),
+                               ("POST", f"/v1/tasks/{tid}/run", None),
+                               ("POST", "/v1/schedules", sched),
+                               ("PUT", "/v1/schedules/sch.nightly", sched),
+                               ("DELETE", "/v1/schedules/sch.nightly", None),
+                               ("POST", "/v1/schedules/sch.nightly/pause", None),
+                               ("PUT", "/v1/queues/mail", {"rate": 9}),
+                               ("PATCH", "/v1/queues/mail", {"rate": 9}),
+                               ("DELETE", "/v1/destinations/example.com", None),
+                               ("POST", "/v1/queues/mail/pause?x=1", None)):
+        for token in ("ro-1", "ro-2"):
+            code, res = t.request(method, path, body,
+                                  headers={"Authorization": f"Bearer {token}"})
+            assert code == 403 and res["error"]["code"] == "forbidden", (method, path, res)
+            assert res["error"]["message"] == scope_msg(method, path.split("?")[0]), res
+    # nothing changed
+    assert t.request("GET", "/v1/tasks/" + tid, headers=ro)[1]["status"] == "scheduled"
+    got = t.request("GET", "/v1/schedules/sch.nightly", headers=ro)[1]
+    assert got["every_ms"] == 600000 and got["state"] == "active", got
+    assert t.request("GET", "/v1/queues/mail", headers=ro)[1]["rate"] == 2
+    # refused on its head: no 100 Continue, the announced body never read
+    with socket.create_connection(("127.0.0.1", t.port), timeout=5) as s:
+        s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer ro-1\r\nContent-Length: 1000000\r\n"
+                  b"Expect: 100-continue\r\n\r\n")
+        head = s.recv(4096).decode()
+    assert head.startswith("HTTP/1.1 403 Forbidden") and "100 Continue" not in head, head
+    # a wrong token is still 401, a read token is no full token's prefix
+    for wrong in ("ro-", "ro-1x", "adm-"):
+        code, res = t.request("GET", "/v1/stats", headers={"Authorization": f"Bearer {wrong}"})
+        assert code == 401 and "wrong token" in res["error"]["message"], (wrong, res)
+    # a full token, and one given in both lists, does everything
+    for token in ("adm-1", "both-3"):
+        auth = {"Authorization": f"Bearer {token}"}
+        code, res = t.request("POST", "/v1/schedules/sch.nightly/pause", headers=auth)
+        assert code == 200 and res["state"] == "paused", res
+        assert t.request("POST", "/v1/schedules/sch.nightly/resume", headers=auth)[0] == 200
+        assert t.request("GET", "/v1/tasks/" + tid, headers=auth)[0] == 200
+    assert t.request("DELETE", "/v1/tasks/" + tid, headers={"Authorization": "Bearer both-3"})[0] \
+        in (200, 204)
+    assert t.request("GET", "/v1/tasks/" + tid, headers=ro)[1]["status"] == "cancelled"
+    # the open routes stay open
+    assert t.request("GET", "/healthz")[0] == 200
+    assert t.request("GET", "/v1/openapi.json")[0] == 200
+
+
+def test_read_tokens_need_an_api_token_and_are_checked_as_it(redis, tickd_factory, tmp_path):
+    for env, why in (({"TICKD_SERVER_READ_TOKENS": "ro-1"},
+                      "server.read_tokens: needs server.api_token (without it the API is open "
+                      "to everyone, writes included)"),
+                     ({"TICKD_SERVER_API_TOKEN": "adm", "TICKD_SERVER_READ_TOKENS": "ro\t1"},
+                      "server.read_tokens: token 1: only letters, digits"),
+                     ({"TICKD_SERVER_API_TOKEN": "adm", "TICKD_SERVER_READ_TOKENS": "  "},
+                      "server.read_tokens: spaces and no token"),
+                     ({"TICKD_SERVER_API_TOKEN": "adm", "TICKD_SERVER_READ_TOKENS": ""},
+                      "environment TICKD_SERVER_READ_TOKENS: read_tokens: empty")):
+        bad = tickd_factory(redis, env=env).start(wait=False)
+        assert bad.proc.wait(10) == 2, env
+        assert why in bad.logtext(), (env, bad.logtext())
+
+
 def test_pending_task_memory_in_redis(tickd, redis, receiver):
     """A task with no key of its own, due later, with a 200-byte body costs
     Redis at most 450 bytes (one :due member: src/model/task.h records); it reads,

@@ -65,6 +65,40 @@ def test_hup_reloads_the_api_tokens_and_the_log_level(redis, tickd_factory, tmp_
     assert t.proc.poll() is None
 
 
+def test_hup_adds_and_removes_read_tokens(redis, tickd_factory, tmp_path):
+    conf = tmp_path / "tickd.ini"
+    conf.write_text("[server]\napi_token = adm-1\n")
+    t = tickd_factory(redis, args=["-c", str(conf)]).start()
+
+    def codes(token):
+        """(GET, POST) with token: what it may do."""
+        auth = {"Authorization": f"Bearer {token}"}
+        return (t.request("GET", "/v1/stats", headers=auth)[0],
+                t.request("POST", "/v1/tasks/retry", {"status": "failed"},
+                          headers=auth)[0])
+    assert codes("ro-1") == (401, 401)
+    conf.write_text("[server]\napi_token = adm-1\nread_tokens = ro-1 ro-2\n")
+    t.proc.send_signal(signal.SIGHUP)
+    at = logged(t, "SIGHUP: configuration reloaded: 1 API token and 2 read-only tokens, "
+                   "log_level info, access_log off\n")
+    assert codes("ro-1") == codes("ro-2") == (200, 403)
+    assert codes("adm-1") == (200, 200)
+    # read tokens left without the full one: refused, nothing changed
+    conf.write_text("[server]\nread_tokens = ro-1\n")
+    t.proc.send_signal(signal.SIGHUP)
+    at = logged(t, "SIGHUP: configuration not reloaded, nothing changed: server.read_tokens: "
+                   "needs server.api_token", at)
+    assert codes("ro-1") == (200, 403) and codes("adm-1") == (200, 200)
+    # a read token removed is refused from the next request on; one moved
+    # to api_token is a full token
+    conf.write_text("[server]\napi_token = adm-1 ro-2\nread_tokens = ro-2\n")
+    t.proc.send_signal(signal.SIGHUP)
+    at = logged(t, "SIGHUP: configuration reloaded: 2 API tokens, log_level info", at)
+    assert codes("ro-1") == (401, 401)
+    assert codes("ro-2") == (200, 200)
+    assert t.proc.poll() is None
+
+
 def test_signals_while_waiting_for_the_store(tmp_path, tickd_factory):
     """Started with Redis down, tickd waits for it: the three signals keep it
     waiting (the status says so), and SIGTERM still ends it cleanly."""

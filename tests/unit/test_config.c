@@ -831,29 +831,37 @@ static void test_validate_tokens(void **state)
 {
     (void)state;
     config c;
-    char err[256];
+    char err[256], want[128];
+    /* read_tokens is checked as api_token is (with an api_token beside it) */
+    const char *keys[] = {"api_token", "read_tokens"};
     const char *good[] = {"tok-9f2c", "a b", "tokA  tokB   tokC", " lead", "trail ",
                           "abc== d_e.f~g+h/", "x="};
-    for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
-        config_defaults(&c);
-        set_ok(&c, "server", "api_token", good[i]);
-        if (config_validate(&c, err, sizeof(err)) != 0) fail_msg("\"%s\": %s", good[i], err);
-    }
     const struct { const char *v, *want; } bad[] = {
-        {"tok\tx", "server.api_token: token 1: "},
-        {"a b\nc", "server.api_token: token 2: "},
-        {"a b c,d", "server.api_token: token 3: "},
-        {"a =b", "server.api_token: token 2: "},
-        {"a=b", "server.api_token: token 1: "},
-        {"ok \xc3\xa9", "server.api_token: token 2: "},
-        {" ", "server.api_token: spaces and no token"},
-        {"    ", "server.api_token: spaces and no token"},
+        {"tok\tx", "token 1: "},
+        {"a b\nc", "token 2: "},
+        {"a b c,d", "token 3: "},
+        {"a =b", "token 2: "},
+        {"a=b", "token 1: "},
+        {"ok \xc3\xa9", "token 2: "},
+        {" ", "spaces and no token"},
+        {"    ", "spaces and no token"},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
-        config_defaults(&c);
-        set_ok(&c, "server", "api_token", bad[i].v);
-        assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
-        assert_prefix_str(err, bad[i].want);
+    for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++) {
+        for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+            config_defaults(&c);
+            set_ok(&c, "server", "api_token", "adm");
+            set_ok(&c, "server", keys[k], good[i]);
+            if (config_validate(&c, err, sizeof(err)) != 0)
+                fail_msg("%s \"%s\": %s", keys[k], good[i], err);
+        }
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+            config_defaults(&c);
+            set_ok(&c, "server", "api_token", "adm");
+            set_ok(&c, "server", keys[k], bad[i].v);
+            assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+            snprintf(want, sizeof(want), "server.%s: %s", keys[k], bad[i].want);
+            assert_prefix_str(err, want);
+        }
     }
     /* unset, the API is open; given empty (by the file, a flag or the
      * environment), it is refused and the config left as it was */
@@ -868,6 +876,17 @@ static void test_validate_tokens(void **state)
     assert_prefix_str(err, "environment TICKD_SERVER_API_TOKEN: api_token: empty, which would "
                       "leave the API open");
     unsetenv("TICKD_SERVER_API_TOKEN");
+    set_ok(&c, "server", "read_tokens", "ro-1");
+    assert_int_equal(config_set(&c, "server", "read_tokens", "", err, sizeof(err)), -1);
+    assert_string_equal(err, "read_tokens: empty, a token lost on the way (leave the key out "
+                        "to give none)");
+    assert_string_equal(c.read_tokens, "ro-1");
+    /* read-only tokens with no full token would leave writes open */
+    config_defaults(&c);
+    set_ok(&c, "server", "read_tokens", "ro-1");
+    assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
+    assert_string_equal(err, "server.read_tokens: needs server.api_token (without it the API "
+                        "is open to everyone, writes included)");
 }
 
 /* ---- config_diff -------------------------------------------------------- */
