@@ -1241,7 +1241,8 @@ static void api_route(http_req *req, void *arg)
         return;
     }
     if (strcmp(path, "/v1/whoami") == 0) {
-        ui_whoami(req, a->ntokens ? "admin" : "open");
+        int scope = a->ntokens ? api_authorized(a, req) : API_SCOPE_ADMIN;
+        ui_whoami(req, !a->ntokens ? "open" : scope == API_SCOPE_ADMIN ? "admin" : "read");
         return;
     }
     if (strcmp(path, "/v1/stats") == 0) {

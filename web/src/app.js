@@ -92,4 +92,6 @@ function App() {
     </main>`;
 }
 
-render(html`<${App} />`, document.getElementById("app"));
+const root = document.getElementById("app");
+root.textContent = "";
+render(html`<${App} />`, root);

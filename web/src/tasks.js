@@ -140,7 +140,7 @@ export function TaskDetail({ id, admin }) {
       <thead><tr><th scope="col">#</th><th scope="col">at</th><th scope="col">took</th><th scope="col">status</th><th scope="col">error</th><th scope="col">answer body</th></tr></thead>
       <tbody>${attempts.map((a, i) => html`<tr>
         <td class="n">${i + 1}</td><td class="nowrap">${localTime(a.at)}</td><td class="n">${duration(a.took_ms)}</td>
-        <td class="n">${a.status_code || "—"}</td><td class="small">${a.error || ""}</td><td><pre class="answer">${a.body || ""}</pre></td></tr>`)}</tbody></table>`
+        <td class="n">${a.status_code || "—"}</td><td class="small">${a.error || ""}</td><td>${a.body ? html`<pre class="answer">${a.body}</pre>` : "—"}</td></tr>`)}</tbody></table>`
       : html`<p class="muted">No attempt yet.</p>`}
     ${task.on_failure && html`<h2>On failure</h2><p class="mono">${task.on_failure.method || "POST"} ${task.on_failure.callback_url}</p><${Headers} header=${task.on_failure.header} />`}`;
 }
