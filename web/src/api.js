@@ -74,4 +74,5 @@ export function parseMetrics(text) {
   return out;
 }
 
-export const enc = encodeURIComponent;
+// ids and names in a path: tickd takes ":" as is (keys may hold it), not as %3A
+export const enc = (s) => encodeURIComponent(s).replace(/%3A/gi, ":");

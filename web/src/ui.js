@@ -28,8 +28,8 @@ export function Link({ href, children, ...rest }) {
   return html`<a href=${href} onClick=${click} ...${rest}>${children}</a>`;
 }
 
-export const taskHref = (id) => "/ui/tasks/" + encodeURIComponent(id);
-export const scheduleHref = (id) => "/ui/schedules/" + encodeURIComponent(id);
+export const taskHref = (id) => "/ui/tasks/" + encodeURIComponent(id).replace(/%3A/gi, ":");
+export const scheduleHref = (id) => "/ui/schedules/" + encodeURIComponent(id).replace(/%3A/gi, ":");
 
 // Runs load() now, then every periodMs (0: once) while mounted; deps restart it.
 export function useLoad(load, deps, periodMs = 0) {
