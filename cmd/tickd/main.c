@@ -29,7 +29,9 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "delivery/netpolicy.h"
+#include "core/history.h"
 #include "core/onfail.h"
+#include "core/replica.h"
 #include "core/schedule_runner.h"
 #include "core/scheduler.h"
 #include "base/sdnotify.h"
@@ -96,6 +98,8 @@ typedef struct tickd {
     int rc;                     /* the exit status */
     int64_t stop_started_ms, grace_ends_ms;
     int64_t start_ms;           /* wall clock */
+    history *hist;              /* the console's history of outcomes */
+    replica *rep;               /* this replica's entry in the registry */
 } tickd;
 
 static void tickd_done(job *j, void *priv)
@@ -146,8 +150,16 @@ static void tickd_stats(void *priv, cJSON *obj)
     sched_stats(t->sc, obj);
     if (t->run) runner_stats(t->run, obj);
     if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
+    history_stats(t->hist, obj);
     cJSON_AddNumberToObject(obj, "retention_ms", (double)t->cfg.retention_ms);
     cJSON_AddNumberToObject(obj, "failed_retention_ms", (double)t->cfg.failed_retention_ms);
+}
+
+static void tickd_replica_gauges(void *priv, int64_t *inflight, int64_t *held)
+{
+    tickd *t = priv;
+    *inflight = sched_calling(t->sc);
+    *held = sched_held(t->sc);
 }
 
 static void tickd_gauges(void *priv, metrics_now *now)
@@ -183,6 +195,12 @@ static void tickd_stop_poll(evutil_socket_t fd, short what, void *arg)
         t->d = NULL;
     }
     int idle = !t->d && api_busy(t->a) == 0 && sched_idle(t->sc) && runner_idle(t->run);
+    if (idle) {
+        /* every outcome counted: the last counts written, the entry removed */
+        history_stop(t->hist);
+        replica_leave(t->rep);
+        idle = history_idle(t->hist) && replica_idle(t->rep);
+    }
     /* store calls that cannot complete are not waited for forever */
     if (idle || now >= t->grace_ends_ms + 10000) {
         if (!idle) log_warn("exiting with store calls unanswered");
@@ -425,9 +443,13 @@ static int tickd_run(tickd *t, char *err, size_t errlen)
     api_set_store(t->a, t->st);
     sched_start(t->sc);
     runner_start(t->run);
-    char host[256];
+    char host[256], addr[300];
     snprintf(host, sizeof(host), "%.*s", (int)(strrchr(t->cfg.listen, ':') - t->cfg.listen),
              t->cfg.listen);
+    snprintf(addr, sizeof(addr), "%s:%d", host, api_port(t->a));
+    t->hist = history_create(t->base, t->st);
+    t->rep = replica_create(t->base, t->st, addr, TICKD_VERSION, t->start_ms,
+                            tickd_replica_gauges, t);
     log_info("tickd %s listening on http://%s:%d (%d dispatch worker%s, store %s)",
              TICKD_VERSION, host, api_port(t->a), t->workers, t->workers == 1 ? "" : "s",
              t->cfg.store);
@@ -617,6 +639,8 @@ done:
      * exit) fail as the store closes, into the scheduler and the API
      * (requests answered 503) */
     if (t.st) store_close(t.st);
+    history_free(t.hist); /* after the close answered their writes */
+    replica_free(t.rep);
     sched_free(t.sc);
     runner_free(t.run);
     store_free(t.st);

@@ -9,6 +9,7 @@
 #include "core/flow.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "core/history.h"
 #include "base/util.h"
 #include "base/wheel.h"
 
@@ -355,6 +356,7 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
     j->ended_failed = o == OUT_FAIL || o == OUT_EXPIRE;
+    history_outcome(o, j);
     sc->settle[sc->nsettle++] = (store_attempt){
         .id = j->id, .src = j->src, .outcome = o, .attempt = j->attempt,
         .status_code = j->status_code, .err = j->err, .due_ms = due_ms,
@@ -383,10 +385,10 @@ static void sched_count(const job *j)
                       : j->status_code ? MO_HTTP_ERROR
                       : j->timed_out ? MO_TIMEOUT : MO_CONNECT_ERROR;
     metrics.attempts[o]++;
+    int64_t from = j->due_ms;
     if (j->sent_at_ms > 0) {
         /* a limit's delay is its own: tickd's lateness runs from when the
          * limit let the callback go */
-        int64_t from = j->due_ms;
         if (j->flow == FLOW_LET_GO) {
             int64_t waited = j->flow_from_ms ? j->flow_from_ms : j->due_ms;
             if (j->flow_at_ms > waited)
@@ -397,6 +399,7 @@ static void sched_count(const job *j)
         metrics_observe(&metrics.lateness, (double)(j->sent_at_ms - from) / 1000.0);
         metrics_observe(&metrics.duration, (double)j->took_ms / 1000.0);
     }
+    history_attempt(j->ok, j->sent_at_ms > 0 ? j->sent_at_ms - from : -1);
 }
 
 /* An attempt finished: record it. A failed attempt is logged at debug

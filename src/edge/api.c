@@ -1194,6 +1194,7 @@ static void api_route(http_req *req, void *arg)
         api_task_by_id(a, req, path + 10);
         return;
     }
+    if (api_console(a, req, path)) return;
     if (strcmp(path, "/v1/schedules") == 0) {
         if (strcmp(m, "POST") == 0) api_put_schedule(a, req, NULL);
         else if (strcmp(m, "GET") == 0) api_list_schedules(a, req);

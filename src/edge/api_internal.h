@@ -74,6 +74,10 @@ int api_page_query(http_req *req, int64_t max, int64_t *limit, char *cursor, siz
 /* api_flow.c: /v1/queues..., /v1/destinations... */
 void api_flow(api *a, http_req *req, const char *path);
 
+/* api_console.c: /v1/history, /v1/cluster, /v1/schedules:preview; 1 when
+ * path is one of them (answered) */
+int api_console(api *a, http_req *req, const char *path);
+
 /* api_tasks.c */
 void api_list_tasks(api *a, http_req *req);
 void api_move_task(api *a, http_req *req, const char *id, int retry);

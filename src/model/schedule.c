@@ -91,9 +91,10 @@ static void schedule_def_json(schedule_def *d)
 }
 
 /* Shared by parse (from the API, `stored` 0) and load (`stored` 1: start_at
- * is always there, the template was checked when stored). */
-static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, schedule_def *out,
-                             char *err, size_t errlen)
+ * is always there, the template was checked when stored); `when`: the times
+ * alone, no key nor task (a preview). */
+static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, int when,
+                             schedule_def *out, char *err, size_t errlen)
 {
     static const char *fields[] = {"key", "task", "every_ms", "start_at", "cron", "tz",
                                    "times", "end_at", "catch_up"};
@@ -166,11 +167,11 @@ static int schedule_def_read(const cJSON *obj, int64_t now_ms, int stored, sched
         if (i == 3) FAIL("catch_up: must be one of latest, all, none");
         out->catch_up = (sched_catch)i;
     }
-    v = cJSON_GetObjectItemCaseSensitive(obj, "task");
-    if (!v) FAIL("task: required, the task template");
-    if (!stored && sched_check_template(v, out->key, now_ms, err, errlen) != 0) goto fail;
-    if (!cJSON_IsObject(v)) FAIL("task: must be a JSON object");
-    out->task = cJSON_Duplicate(v, 1);
+    v = when ? NULL : cJSON_GetObjectItemCaseSensitive(obj, "task");
+    if (!when && !v) FAIL("task: required, the task template");
+    if (v && !stored && sched_check_template(v, out->key, now_ms, err, errlen) != 0) goto fail;
+    if (v && !cJSON_IsObject(v)) FAIL("task: must be a JSON object");
+    out->task = v ? cJSON_Duplicate(v, 1) : NULL;
     if (!stored && schedule_first(out, now_ms) < 0)
         FAIL("%s: the schedule would never run", out->every_ms ? "end_at" : "cron");
     schedule_def_json(out);
@@ -184,7 +185,13 @@ fail:
 int schedule_def_parse(const cJSON *obj, int64_t now_ms, schedule_def *out, char *err,
                        size_t errlen)
 {
-    return schedule_def_read(obj, now_ms, 0, out, err, errlen);
+    return schedule_def_read(obj, now_ms, 0, 0, out, err, errlen);
+}
+
+int schedule_when_parse(const cJSON *obj, int64_t now_ms, schedule_def *out, char *err,
+                        size_t errlen)
+{
+    return schedule_def_read(obj, now_ms, 0, 1, out, err, errlen);
 }
 
 int schedule_def_load(const char *json, schedule_def *out, char *err, size_t errlen)
@@ -195,7 +202,7 @@ int schedule_def_load(const char *json, schedule_def *out, char *err, size_t err
         snprintf(err, errlen, "schedule: stored definition is not JSON");
         return -1;
     }
-    int rc = schedule_def_read(o, 0, 1, out, err, errlen);
+    int rc = schedule_def_read(o, 0, 1, 0, out, err, errlen);
     cJSON_Delete(o);
     return rc;
 }

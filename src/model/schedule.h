@@ -52,6 +52,11 @@ typedef struct schedule_def {
  * with "field: reason" in err and nothing allocated. */
 int schedule_def_parse(const cJSON *obj, int64_t now_ms, schedule_def *out, char *err,
                        size_t errlen);
+/* The same for the times alone (every_ms, start_at, cron, tz, times,
+ * end_at, catch_up; no key nor task): what a preview of the runs takes, with
+ * the same errors. 0, or -1 + err. */
+int schedule_when_parse(const cJSON *obj, int64_t now_ms, schedule_def *out, char *err,
+                        size_t errlen);
 /* Read back a normalized definition (as stored). 0 or -1 + err. */
 int schedule_def_load(const char *json, schedule_def *out, char *err, size_t errlen);
 void schedule_def_free(schedule_def *d);

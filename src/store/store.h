@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
+#include "base/metrics.h"
 #include "model/task.h"
 
 struct event_base;
@@ -253,6 +254,60 @@ typedef struct store_flow_snap {
 typedef void store_flow_snap_fn(const store_flow_info *items, int n, const store_flow_snap *m,
                                 const char *err, void *priv);
 
+/* ---- the console: history, replicas, nodes ----
+ * History: what the schedulers of all replicas counted, per UTC minute,
+ * summed by the store (each replica adds its own counts). The lateness
+ * buckets are metrics.c's (METRICS_BUCKETS bounds, then +Inf). Failures per
+ * queue are bounded: per minute, cluster-wide, at most STORE_HIST_QUEUES
+ * queues are counted apart and the rest under STORE_HIST_OTHER (a name no
+ * queue can have: task_queue_valid refuses '~'). */
+#define STORE_HIST_BUCKETS (METRICS_BUCKETS + 1)
+#define STORE_HIST_QUEUES 32
+#define STORE_HIST_OTHER "~other"
+typedef struct store_hist_queue {
+    char name[TASK_QUEUE_MAX];
+    int64_t failed;             /* tasks of the queue that ended failed */
+} store_hist_queue;
+typedef struct store_hist {
+    int64_t minute;             /* UTC minute: ms / 60000 */
+    int64_t succeeded;          /* tasks whose callback succeeded */
+    int64_t attempts_failed;    /* attempts that failed, retried or not */
+    int64_t retried;            /* failed attempts scheduled again */
+    int64_t failed;             /* tasks that ended failed */
+    int64_t expired;            /* tasks that ended expired */
+    int64_t lateness[STORE_HIST_BUCKETS]; /* attempts per lateness bucket */
+    int nqueues;
+    store_hist_queue *queues;   /* failed per queue, nqueues of them */
+} store_hist;
+/* A write's end: err NULL when done. */
+typedef void store_done_fn(const char *err, void *priv);
+/* The minutes asked for that hold counts, oldest first (m and its queues
+ * live until the callback returns), or err. */
+typedef void store_hist_fn(const store_hist *m, int n, const char *err, void *priv);
+
+/* A replica's report of itself (replica.h); seen_ms: when it was written. */
+typedef struct store_replica {
+    const char *id, *listen, *version;
+    int64_t started_at_ms, seen_ms;
+    int64_t inflight, held;
+} store_replica;
+/* The replicas whose last report has not outlived its ttl, by id. */
+typedef void store_replicas_fn(const store_replica *r, int n, const char *err, void *priv);
+
+/* A backend node as it answered now (INFO). */
+typedef struct store_node {
+    const char *addr;
+    const char *role;           /* master | replica */
+    const char *primary;        /* a replica: its master's address; else NULL */
+    int reachable;              /* a replica: online as its master sees it */
+    const char *err;            /* not reachable: why */
+    const char *version;        /* redis_version; NULL: not known */
+    int64_t used_memory, maxmemory; /* bytes; maxmemory 0: no limit; -1: not known */
+    const char *policy;         /* maxmemory_policy; NULL: not known */
+    const char *refusing;       /* why writes to it are refused now; NULL: they are not */
+} store_node;
+typedef void store_nodes_fn(const store_node *nodes, int n, void *priv);
+
 typedef struct store_type {
     const char *name;
     void (*add)(store *s, const task_input *t, store_add_fn *cb, void *priv);
@@ -332,6 +387,20 @@ typedef struct store_type {
     /* end every call in flight (their callbacks run, failed); free after */
     void (*close)(store *s);
     void (*free)(store *s);
+    /* the console (store.h's history, replicas, nodes) */
+    /* add one replica's counts of a minute to it (kept keep_ms) */
+    void (*hist_add)(store *s, const store_hist *m, int64_t keep_ms, store_done_fn *cb,
+                     void *priv);
+    /* the minutes [from, to), at most STORE_HIST_RANGE_MAX */
+    void (*hist_read)(store *s, int64_t from_minute, int64_t to_minute, store_hist_fn *cb,
+                      void *priv);
+    /* write r (seen now), alive for ttl_ms; drop reports past theirs */
+    void (*replica_put)(store *s, const store_replica *r, int64_t ttl_ms, store_done_fn *cb,
+                        void *priv);
+    void (*replica_del)(store *s, const char *id, store_done_fn *cb, void *priv);
+    void (*replicas)(store *s, store_replicas_fn *cb, void *priv);
+    /* NULL in a store without a backend */
+    void (*nodes)(store *s, store_nodes_fn *cb, void *priv);
 } store_type;
 
 struct store {
@@ -496,6 +565,37 @@ static inline void store_listen(store *s, store_added_fn *fn, void *priv)
 {
     s->added = fn;
     s->added_priv = priv;
+}
+
+/* ---- the console ---- */
+#define STORE_HIST_RANGE_MAX (7 * 1440)
+static inline void store_hist_add(store *s, const store_hist *m, int64_t keep_ms,
+                                  store_done_fn *cb, void *priv)
+{
+    s->type->hist_add(s, m, keep_ms, cb, priv);
+}
+static inline void store_hist_read(store *s, int64_t from_minute, int64_t to_minute,
+                                   store_hist_fn *cb, void *priv)
+{
+    s->type->hist_read(s, from_minute, to_minute, cb, priv);
+}
+static inline void store_replica_put(store *s, const store_replica *r, int64_t ttl_ms,
+                                     store_done_fn *cb, void *priv)
+{
+    s->type->replica_put(s, r, ttl_ms, cb, priv);
+}
+static inline void store_replica_del(store *s, const char *id, store_done_fn *cb, void *priv)
+{
+    s->type->replica_del(s, id, cb, priv);
+}
+static inline void store_replicas(store *s, store_replicas_fn *cb, void *priv)
+{
+    s->type->replicas(s, cb, priv);
+}
+static inline int store_has_nodes(const store *s) { return s->type->nodes != NULL; }
+static inline void store_nodes(store *s, store_nodes_fn *cb, void *priv)
+{
+    s->type->nodes(s, cb, priv);
 }
 
 #endif

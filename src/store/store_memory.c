@@ -62,6 +62,7 @@ typedef struct mstore {
     mdefer *defer_head, **defer_tail;
     struct event *defer_ev;
     struct msch *schedules;
+    struct mconsole *console;   /* history and replicas (the end of this file) */
 } mstore;
 
 /* A schedule: its definition and its state object (the keys of store.h);
@@ -75,6 +76,7 @@ typedef struct msch {
 } msch;
 
 static void ms_sch_free(msch *c);
+static void ms_console_free(mstore *m);
 
 #define MS(s) container_of(s, mstore, base)
 
@@ -593,6 +595,7 @@ static void ms_free(store *s)
         n = c->next;
         ms_sch_free(c);
     }
+    ms_console_free(m);
     free(m->tab);
     free(m->wm);
     event_free(m->defer_ev);
@@ -988,6 +991,15 @@ static void ms_sch_advance(store *s, const char *id, const store_sch_pass *a,
     free(prev);
 }
 
+static void ms_hist_add(store *s, const store_hist *h, int64_t keep_ms, store_done_fn *cb,
+                        void *priv);
+static void ms_hist_read(store *s, int64_t from_minute, int64_t to_minute, store_hist_fn *cb,
+                         void *priv);
+static void ms_replica_put(store *s, const store_replica *r, int64_t ttl_ms, store_done_fn *cb,
+                           void *priv);
+static void ms_replica_del(store *s, const char *id, store_done_fn *cb, void *priv);
+static void ms_replicas(store *s, store_replicas_fn *cb, void *priv);
+
 static const store_type memory_type = {
     .name = "memory",
     .add = ms_add,
@@ -1013,6 +1025,11 @@ static const store_type memory_type = {
     .stats = ms_stats,
     .close = ms_close,
     .free = ms_free,
+    .hist_add = ms_hist_add,
+    .hist_read = ms_hist_read,
+    .replica_put = ms_replica_put,
+    .replica_del = ms_replica_del,
+    .replicas = ms_replicas,
 };
 
 store *store_memory_create(struct event_base *base, const config *cfg)
@@ -1029,4 +1046,208 @@ store *store_memory_create(struct event_base *base, const config *cfg)
     m->defer_ev = event_new(base, -1, EV_READ, ms_defer_cb, m);
     log_assert(m->defer_ev);
     return &m->base;
+}
+
+/* ---- the console: history and replicas (store.h) -------------------------
+ * Minutes in an array by minute, replicas in a list; every answer from the
+ * loop, as the rest of this store's. */
+
+typedef struct mreplica {
+    char id[128], listen[128], version[64];
+    int64_t started_at_ms, seen_ms, until_ms, inflight, held;
+} mreplica;
+
+typedef struct mconsole {
+    store_hist *mins;           /* by minute, each with its own queues array */
+    int nmins;
+    mreplica *reps;
+    int nreps;
+} mconsole;
+
+static mconsole *ms_console(mstore *m)
+{
+    if (!m->console) m->console = xcalloc(1, sizeof(*m->console));
+    return m->console;
+}
+
+static void ms_console_free(mstore *m)
+{
+    mconsole *c = m->console;
+    if (!c) return;
+    for (int i = 0; i < c->nmins; i++) free(c->mins[i].queues);
+    free(c->mins);
+    free(c->reps);
+    free(c);
+}
+
+/* An answer waiting for the loop: a done (err), the minutes or the replicas,
+ * copied. */
+typedef struct mconsole_answer {
+    void *cb, *priv;
+    int kind;                   /* 0 done, 1 minutes, 2 replicas */
+    store_hist *mins;
+    store_replica *reps;
+    mreplica *copy;             /* the strings reps point to */
+    int n;
+} mconsole_answer;
+
+static void ms_console_cb(evutil_socket_t fd, short what, void *arg)
+{
+    mconsole_answer *a = arg;
+    (void)fd, (void)what;
+    if (a->kind == 0) ((store_done_fn *)a->cb)(NULL, a->priv);
+    else if (a->kind == 1) ((store_hist_fn *)a->cb)(a->mins, a->n, NULL, a->priv);
+    else ((store_replicas_fn *)a->cb)(a->reps, a->n, NULL, a->priv);
+    for (int i = 0; a->mins && i < a->n; i++) free(a->mins[i].queues);
+    free(a->mins);
+    free(a->reps);
+    free(a->copy);
+    free(a);
+}
+
+static void ms_console_answer(mstore *m, mconsole_answer *a)
+{
+    struct timeval tv = {0, 0};
+    log_assert(event_base_once(m->ev, -1, EV_TIMEOUT, ms_console_cb, a, &tv) == 0);
+}
+
+static void ms_done_later(mstore *m, store_done_fn *cb, void *priv)
+{
+    mconsole_answer *a = xcalloc(1, sizeof(*a));
+    *a = (mconsole_answer){.cb = (void *)cb, .priv = priv};
+    ms_console_answer(m, a);
+}
+
+/* Add n failures of queue q to h, the bound kept as the Redis store keeps
+ * it: a queue new to the minute past STORE_HIST_QUEUES counts as the rest. */
+static void ms_hist_queue(store_hist *h, const char *q, int64_t n)
+{
+    int i = 0;
+    while (i < h->nqueues && strcmp(h->queues[i].name, q) != 0) i++;
+    if (i == h->nqueues && h->nqueues >= STORE_HIST_QUEUES) {
+        q = STORE_HIST_OTHER;
+        for (i = 0; i < h->nqueues && strcmp(h->queues[i].name, q) != 0; i++) {}
+    }
+    if (i == h->nqueues) {
+        h->queues = xrealloc(h->queues, sizeof(*h->queues) * (size_t)(h->nqueues + 1));
+        h->queues[i] = (store_hist_queue){.failed = 0};
+        snprintf(h->queues[i].name, sizeof(h->queues[i].name), "%s", q);
+        h->nqueues++;
+    }
+    h->queues[i].failed += n;
+}
+
+static void ms_hist_add(store *s, const store_hist *h, int64_t keep_ms, store_done_fn *cb,
+                        void *priv)
+{
+    mstore *m = MS(s);
+    mconsole *c = ms_console(m);
+    /* minutes past keep_ms go, as the Redis store's keys expire */
+    int64_t oldest = (ms_now_ms(s) - keep_ms) / 60000;
+    int drop = 0;
+    while (drop < c->nmins && c->mins[drop].minute < oldest) free(c->mins[drop++].queues);
+    memmove(c->mins, c->mins + drop, sizeof(*c->mins) * (size_t)(c->nmins - drop));
+    c->nmins -= drop;
+    int i = 0;
+    while (i < c->nmins && c->mins[i].minute < h->minute) i++;
+    if (i == c->nmins || c->mins[i].minute != h->minute) {
+        c->mins = xrealloc(c->mins, sizeof(*c->mins) * (size_t)(c->nmins + 1));
+        memmove(c->mins + i + 1, c->mins + i, sizeof(*c->mins) * (size_t)(c->nmins - i));
+        c->mins[i] = (store_hist){.minute = h->minute};
+        c->nmins++;
+    }
+    store_hist *t = &c->mins[i];
+    t->succeeded += h->succeeded;
+    t->attempts_failed += h->attempts_failed;
+    t->retried += h->retried;
+    t->failed += h->failed;
+    t->expired += h->expired;
+    for (int b = 0; b < STORE_HIST_BUCKETS; b++) t->lateness[b] += h->lateness[b];
+    for (int q = 0; q < h->nqueues; q++) ms_hist_queue(t, h->queues[q].name, h->queues[q].failed);
+    ms_done_later(m, cb, priv);
+}
+
+static void ms_hist_read(store *s, int64_t from_minute, int64_t to_minute, store_hist_fn *cb,
+                         void *priv)
+{
+    mstore *m = MS(s);
+    mconsole *c = ms_console(m);
+    mconsole_answer *a = xcalloc(1, sizeof(*a));
+    *a = (mconsole_answer){.cb = (void *)cb, .priv = priv, .kind = 1};
+    if (to_minute - from_minute > STORE_HIST_RANGE_MAX) to_minute = from_minute + STORE_HIST_RANGE_MAX;
+    for (int i = 0; i < c->nmins; i++) {
+        const store_hist *h = &c->mins[i];
+        if (h->minute < from_minute || h->minute >= to_minute) continue;
+        a->mins = xrealloc(a->mins, sizeof(*a->mins) * (size_t)(a->n + 1));
+        store_hist *o = &a->mins[a->n++];
+        *o = *h;
+        o->queues = xmalloc(sizeof(*o->queues) * (size_t)(h->nqueues + 1));
+        memcpy(o->queues, h->queues, sizeof(*o->queues) * (size_t)h->nqueues);
+    }
+    ms_console_answer(m, a);
+}
+
+/* Reports past their time go. */
+static void ms_replicas_prune(mconsole *c, int64_t now)
+{
+    int k = 0;
+    for (int i = 0; i < c->nreps; i++)
+        if (c->reps[i].until_ms > now) c->reps[k++] = c->reps[i];
+    c->nreps = k;
+}
+
+static void ms_replica_put(store *s, const store_replica *r, int64_t ttl_ms, store_done_fn *cb,
+                           void *priv)
+{
+    mstore *m = MS(s);
+    mconsole *c = ms_console(m);
+    int64_t now = ms_now_ms(s);
+    ms_replicas_prune(c, now);
+    int i = 0;
+    while (i < c->nreps && strcmp(c->reps[i].id, r->id) != 0) i++;
+    if (i == c->nreps) {
+        c->reps = xrealloc(c->reps, sizeof(*c->reps) * (size_t)(c->nreps + 1));
+        c->nreps++;
+    }
+    mreplica *t = &c->reps[i];
+    *t = (mreplica){.started_at_ms = r->started_at_ms, .seen_ms = now, .until_ms = now + ttl_ms,
+                    .inflight = r->inflight, .held = r->held};
+    snprintf(t->id, sizeof(t->id), "%s", r->id);
+    snprintf(t->listen, sizeof(t->listen), "%s", r->listen);
+    snprintf(t->version, sizeof(t->version), "%s", r->version);
+    ms_done_later(m, cb, priv);
+}
+
+static void ms_replica_del(store *s, const char *id, store_done_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    mconsole *c = ms_console(m);
+    for (int i = 0; i < c->nreps; i++)
+        if (strcmp(c->reps[i].id, id) == 0) c->reps[i].until_ms = 0;
+    ms_replicas_prune(c, ms_now_ms(s));
+    ms_done_later(m, cb, priv);
+}
+
+static int ms_replica_cmp(const void *a, const void *b)
+{
+    return strcmp(((const mreplica *)a)->id, ((const mreplica *)b)->id);
+}
+
+static void ms_replicas(store *s, store_replicas_fn *cb, void *priv)
+{
+    mstore *m = MS(s);
+    mconsole *c = ms_console(m);
+    ms_replicas_prune(c, ms_now_ms(s));
+    qsort(c->reps, (size_t)c->nreps, sizeof(*c->reps), ms_replica_cmp);
+    mconsole_answer *a = xcalloc(1, sizeof(*a));
+    *a = (mconsole_answer){.cb = (void *)cb, .priv = priv, .kind = 2, .n = c->nreps};
+    a->reps = xcalloc((size_t)(c->nreps + 1), sizeof(*a->reps));
+    a->copy = xcalloc((size_t)(c->nreps + 1), sizeof(*a->copy));
+    memcpy(a->copy, c->reps, sizeof(*c->reps) * (size_t)c->nreps);
+    for (int i = 0; i < c->nreps; i++) {
+        const mreplica *t = &a->copy[i];
+        a->reps[i] = (store_replica){t->id, t->listen, t->version, t->started_at_ms,
+                                     t->seen_ms, t->inflight, t->held};
+    }
+    ms_console_answer(m, a);
 }

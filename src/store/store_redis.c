@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -2766,6 +2767,16 @@ static void rs_free(store *s)
     free(rs);
 }
 
+static void rs_hist_add(store *s, const store_hist *h, int64_t keep_ms, store_done_fn *cb,
+                        void *priv);
+static void rs_hist_read(store *s, int64_t from_minute, int64_t to_minute, store_hist_fn *cb,
+                         void *priv);
+static void rs_replica_put(store *s, const store_replica *r, int64_t ttl_ms, store_done_fn *cb,
+                           void *priv);
+static void rs_replica_del(store *s, const char *id, store_done_fn *cb, void *priv);
+static void rs_replicas(store *s, store_replicas_fn *cb, void *priv);
+static void rs_nodes(store *s, store_nodes_fn *cb, void *priv);
+
 static const store_type redis_type = {
     .name = "redis",
     .add = rs_add,
@@ -2800,6 +2811,12 @@ static const store_type redis_type = {
     .stats = rs_stats,
     .close = rs_close,
     .free = rs_free,
+    .hist_add = rs_hist_add,
+    .hist_read = rs_hist_read,
+    .replica_put = rs_replica_put,
+    .replica_del = rs_replica_del,
+    .replicas = rs_replicas,
+    .nodes = rs_nodes,
 };
 
 int store_redis_probe(const config *cfg, int *fatal, char *err, size_t errlen)
@@ -2845,4 +2862,487 @@ store *store_redis_create(struct event_base *base, const config *cfg, const char
     }
     rs_watch_start(rs);
     return &rs->base;
+}
+
+/* ---- the console: history, replicas, nodes (store.h) ----------------------
+ *
+ * History. One HASH per UTC minute, P:{hist.YYYYMMDDHH}:MM, its fields the
+ * minute's counts summed over the replicas: ok, af (attempts failed), rt
+ * (retried), fl (failed), ex (expired), l0..l14 (lateness buckets), q:<queue>
+ * (failed), nq (queues seen). The hash tag is the hour: a minute's writes go
+ * to one node, the 60 minutes of an hour too, so an hour is read in one call
+ * and a day in 25, while the hours spread over the masters. Each replica adds
+ * its counts with one call (history.c: every 2 s); the key expires keep_ms
+ * after its last write. Not in the scripts of lua/ (loaded at start): these
+ * are short, sent with EVAL and cached by Redis as such.
+ *
+ * Replicas. P:{console}:replicas, a ZSET of replica ids scored by the time
+ * their report ends (ms), and P:{console}:replica, a HASH id -> the report
+ * (JSON): one call reads the live ones, with no SCAN; each write drops the
+ * reports whose time ended, and both keys go when the last report's does. */
+
+static const char hist_add_lua[] =
+    "local k, cap = KEYS[1], tonumber(ARGV[2]) "
+    "for i = 3, #ARGV, 2 do "
+    "  local f = ARGV[i] "
+    "  if string.sub(f, 1, 2) == 'q:' and redis.call('HEXISTS', k, f) == 0 and "
+    "     redis.call('HINCRBY', k, 'nq', 1) > cap then f = 'q:" STORE_HIST_OTHER "' end "
+    "  redis.call('HINCRBY', k, f, ARGV[i + 1]) "
+    "end "
+    "redis.call('PEXPIRE', k, ARGV[1]) return 1";
+static const char hist_read_lua[] =
+    "local out = {} for i = 1, #KEYS do out[i] = redis.call('HGETALL', KEYS[i]) end return out";
+static const char replica_put_lua[] =
+    "local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[3]) "
+    "for _, id in ipairs(dead) do redis.call('HDEL', KEYS[2], id) end "
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3]) "
+    "redis.call('ZADD', KEYS[1], ARGV[3] + ARGV[4], ARGV[1]) "
+    "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) "
+    "local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] "
+    "redis.call('PEXPIREAT', KEYS[1], last) redis.call('PEXPIREAT', KEYS[2], last) "
+    "return #dead";
+static const char replica_del_lua[] =
+    "redis.call('ZREM', KEYS[1], ARGV[1]) return redis.call('HDEL', KEYS[2], ARGV[1])";
+static const char replicas_lua[] =
+    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf') "
+    "if #ids == 0 then return {} end "
+    "return {ids, redis.call('HMGET', KEYS[2], unpack(ids))}";
+
+#define HIST_FIELDS 5
+static const char *const hist_fields[HIST_FIELDS] = {"ok", "af", "rt", "fl", "ex"};
+
+static int64_t *rs_hist_field(store_hist *h, int i)
+{
+    int64_t *f[HIST_FIELDS] = {&h->succeeded, &h->attempts_failed, &h->retried, &h->failed,
+                               &h->expired};
+    return f[i];
+}
+
+/* The minute's key; its hour (minute / 60) is its hash tag. */
+static void rs_hist_key(const rstore *rs, int64_t minute, char *out)
+{
+    time_t t = (time_t)(minute * 60);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    snprintf(out, KEY_MAX, "%s:{hist.%04d%02d%02d%02d}:%02d", rs->prefix, tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min);
+}
+
+typedef struct done_ctx {
+    store_done_fn *cb;
+    void *priv;
+} done_ctx;
+
+static void rs_done_cb(redisReply *r, const char *err, void *priv)
+{
+    done_ctx *c = priv;
+    c->cb(!r || r->type == REDIS_REPLY_ERROR ? rs_err(r, err) : NULL, c->priv);
+    free(c);
+}
+
+/* EVAL of script on keys[0..nkeys) and args, answered by cb(err). */
+static void rs_console_eval(rstore *rs, const char *script, int nkeys, const char **keys,
+                            int nargs, const char **args, const size_t *arglens, rc_reply_fn *cb,
+                            void *priv)
+{
+    int argc = 3 + nkeys + nargs;
+    const char **argv = xmalloc(sizeof(*argv) * (size_t)argc);
+    size_t *lens = xmalloc(sizeof(*lens) * (size_t)argc);
+    char nk[16];
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    argv[0] = "EVAL", argv[1] = script, argv[2] = nk;
+    for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
+    for (int i = 0; i < nkeys; i++) argv[3 + i] = keys[i], lens[3 + i] = strlen(keys[i]);
+    for (int i = 0; i < nargs; i++)
+        argv[3 + nkeys + i] = args[i],
+        lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
+    rc_command(rs->rc, keys[0], cb, priv, argc, argv, lens);
+    free(argv);
+    free(lens);
+}
+
+static void rs_hist_add(store *s, const store_hist *h, int64_t keep_ms, store_done_fn *cb,
+                        void *priv)
+{
+    rstore *rs = RS(s);
+    char key[KEY_MAX];
+    const char *keys[1] = {key};
+    int cap = 2 + 2 * (HIST_FIELDS + STORE_HIST_BUCKETS + h->nqueues), n = 2;
+    char (*num)[24] = xmalloc(sizeof(*num) * (size_t)cap);
+    char (*name)[TASK_QUEUE_MAX + 8] = xmalloc(sizeof(*name) * (size_t)(h->nqueues + 1));
+    const char **args = xmalloc(sizeof(*args) * (size_t)cap);
+    store_hist c = *h;
+    rs_hist_key(rs, h->minute, key);
+    snprintf(num[0], sizeof(num[0]), "%lld", (long long)keep_ms);
+    snprintf(num[1], sizeof(num[1]), "%d", STORE_HIST_QUEUES);
+    args[0] = num[0], args[1] = num[1];
+    /* only what is not zero: a quiet minute costs a few fields */
+    for (int i = 0; i < HIST_FIELDS + STORE_HIST_BUCKETS + h->nqueues; i++) {
+        int64_t v = i < HIST_FIELDS ? *rs_hist_field(&c, i)
+                  : i < HIST_FIELDS + STORE_HIST_BUCKETS ? h->lateness[i - HIST_FIELDS]
+                                                         : h->queues[i - HIST_FIELDS - STORE_HIST_BUCKETS].failed;
+        if (!v) continue;
+        if (i < HIST_FIELDS) {
+            args[n] = hist_fields[i];
+        } else if (i < HIST_FIELDS + STORE_HIST_BUCKETS) {
+            snprintf(num[n], sizeof(num[n]), "l%d", i - HIST_FIELDS);
+            args[n] = num[n];
+        } else {
+            int q = i - HIST_FIELDS - STORE_HIST_BUCKETS;
+            snprintf(name[q], sizeof(name[q]), "q:%s", h->queues[q].name);
+            args[n] = name[q];
+        }
+        snprintf(num[n + 1], sizeof(num[n + 1]), "%lld", (long long)v);
+        args[n + 1] = num[n + 1];
+        n += 2;
+    }
+    done_ctx *d = xmalloc(sizeof(*d));
+    *d = (done_ctx){cb, priv};
+    rs_console_eval(rs, hist_add_lua, 1, keys, n, args, NULL, rs_done_cb, d);
+    free(args);
+    free(name);
+    free(num);
+}
+
+typedef struct hist_read_ctx {
+    store_hist_fn *cb;
+    void *priv;
+    int64_t from;
+    int n, pending;
+    store_hist *mins;           /* one per minute of the range */
+    char err[256];
+} hist_read_ctx;
+
+/* One minute's HGETALL into h. */
+static void rs_hist_parse(const redisReply *r, store_hist *h)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY) return;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *f = r->element[i], *v = r->element[i + 1];
+        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+        int64_t n = strtoll(v->str, NULL, 10);
+        int k = 0;
+        while (k < HIST_FIELDS && strcmp(f->str, hist_fields[k]) != 0) k++;
+        if (k < HIST_FIELDS) {
+            *rs_hist_field(h, k) = n;
+        } else if (f->str[0] == 'l') {
+            int b = atoi(f->str + 1);
+            if (b >= 0 && b < STORE_HIST_BUCKETS) h->lateness[b] = n;
+        } else if (strncmp(f->str, "q:", 2) == 0 && f->len - 2 < TASK_QUEUE_MAX) {
+            h->queues = xrealloc(h->queues, sizeof(*h->queues) * (size_t)(h->nqueues + 1));
+            store_hist_queue *q = &h->queues[h->nqueues++];
+            snprintf(q->name, sizeof(q->name), "%s", f->str + 2);
+            q->failed = n;
+        }
+    }
+}
+
+typedef struct hist_hour_ctx {
+    hist_read_ctx *c;
+    int64_t first;              /* the first minute asked of this hour */
+} hist_hour_ctx;
+
+static void rs_hist_read_cb(redisReply *r, const char *err, void *priv)
+{
+    hist_hour_ctx *hc = priv;
+    hist_read_ctx *c = hc->c;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (!c->err[0]) snprintf(c->err, sizeof(c->err), "%s", rs_err(r, err));
+    } else {
+        for (size_t i = 0; i < r->elements; i++) {
+            int64_t m = hc->first + (int64_t)i;
+            if (m - c->from < c->n) rs_hist_parse(r->element[i], &c->mins[m - c->from]);
+        }
+    }
+    free(hc);
+    if (--c->pending) return;
+    /* the minutes with counts, in order */
+    int k = 0;
+    for (int i = 0; i < c->n; i++) {
+        store_hist *h = &c->mins[i];
+        int any = h->nqueues > 0;
+        for (int f = 0; f < HIST_FIELDS && !any; f++) any = *rs_hist_field(h, f) != 0;
+        for (int b = 0; b < STORE_HIST_BUCKETS && !any; b++) any = h->lateness[b] != 0;
+        if (any) c->mins[k++] = *h;
+    }
+    if (c->err[0]) c->cb(NULL, 0, c->err, c->priv);
+    else c->cb(c->mins, k, NULL, c->priv);
+    for (int i = 0; i < k; i++) free(c->mins[i].queues);
+    free(c->mins);
+    free(c);
+}
+
+static void rs_hist_none_cb(evutil_socket_t fd, short what, void *arg)
+{
+    hist_read_ctx *c = arg;
+    (void)fd, (void)what;
+    c->cb(c->mins, 0, NULL, c->priv);
+    free(c->mins);
+    free(c);
+}
+
+static void rs_hist_read(store *s, int64_t from_minute, int64_t to_minute, store_hist_fn *cb,
+                         void *priv)
+{
+    rstore *rs = RS(s);
+    if (to_minute - from_minute > STORE_HIST_RANGE_MAX) to_minute = from_minute + STORE_HIST_RANGE_MAX;
+    if (to_minute < from_minute) to_minute = from_minute;
+    hist_read_ctx *c = xcalloc(1, sizeof(*c));
+    *c = (hist_read_ctx){.cb = cb, .priv = priv, .from = from_minute,
+                         .n = (int)(to_minute - from_minute)};
+    c->mins = xcalloc((size_t)c->n + 1, sizeof(*c->mins));
+    for (int i = 0; i < c->n; i++) c->mins[i].minute = from_minute + i;
+    /* one call per hour */
+    char(*keys)[KEY_MAX] = xmalloc(sizeof(*keys) * 60);
+    const char *kp[60];
+    int calls = (int)((to_minute + 59) / 60 - from_minute / 60);
+    c->pending = calls > 0 ? calls : 1;
+    for (int64_t m = from_minute; m < to_minute;) {
+        int64_t end = (m / 60 + 1) * 60;
+        if (end > to_minute) end = to_minute;
+        int nk = (int)(end - m);
+        for (int i = 0; i < nk; i++) rs_hist_key(rs, m + i, keys[i]), kp[i] = keys[i];
+        hist_hour_ctx *hc = xmalloc(sizeof(*hc));
+        *hc = (hist_hour_ctx){c, m};
+        rs_console_eval(rs, hist_read_lua, nk, kp, 0, NULL, NULL, rs_hist_read_cb, hc);
+        m = end;
+    }
+    free(keys);
+    if (to_minute == from_minute) {
+        /* nothing to ask: answered from the loop all the same */
+        struct timeval tv = {0, 0};
+        log_assert(event_base_once(rs->ev, -1, EV_TIMEOUT, rs_hist_none_cb, c, &tv) == 0);
+    }
+}
+
+static void rs_console_keys(const rstore *rs, char out[2][KEY_MAX])
+{
+    snprintf(out[0], KEY_MAX, "%s:{console}:replicas", rs->prefix);
+    snprintf(out[1], KEY_MAX, "%s:{console}:replica", rs->prefix);
+}
+
+static void rs_replica_put(store *s, const store_replica *r, int64_t ttl_ms, store_done_fn *cb,
+                           void *priv)
+{
+    rstore *rs = RS(s);
+    char k[2][KEY_MAX], now[24], ttl[24];
+    const char *keys[2] = {k[0], k[1]};
+    int64_t t = rs_now_ms(s);
+    rs_console_keys(rs, k);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "listen", r->listen);
+    cJSON_AddStringToObject(o, "version", r->version);
+    cJSON_AddNumberToObject(o, "started_at", (double)r->started_at_ms);
+    cJSON_AddNumberToObject(o, "seen", (double)t);
+    cJSON_AddNumberToObject(o, "inflight", (double)r->inflight);
+    cJSON_AddNumberToObject(o, "held", (double)r->held);
+    char *rec = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    snprintf(now, sizeof(now), "%lld", (long long)t);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+    const char *args[4] = {r->id, rec, now, ttl};
+    done_ctx *d = xmalloc(sizeof(*d));
+    *d = (done_ctx){cb, priv};
+    rs_console_eval(rs, replica_put_lua, 2, keys, 4, args, NULL, rs_done_cb, d);
+    free(rec);
+}
+
+static void rs_replica_del(store *s, const char *id, store_done_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char k[2][KEY_MAX];
+    const char *keys[2] = {k[0], k[1]}, *args[1] = {id};
+    rs_console_keys(rs, k);
+    done_ctx *d = xmalloc(sizeof(*d));
+    *d = (done_ctx){cb, priv};
+    rs_console_eval(rs, replica_del_lua, 2, keys, 1, args, NULL, rs_done_cb, d);
+}
+
+typedef struct replicas_ctx {
+    store_replicas_fn *cb;
+    void *priv;
+} replicas_ctx;
+
+static int64_t rs_json_int(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+}
+
+static const char *rs_json_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void rs_replicas_cb(redisReply *r, const char *err, void *priv)
+{
+    replicas_ctx *c = priv;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        c->cb(NULL, 0, rs_err(r, err), c->priv);
+        free(c);
+        return;
+    }
+    const redisReply *ids = r->elements == 2 ? r->element[0] : NULL;
+    const redisReply *recs = r->elements == 2 ? r->element[1] : NULL;
+    size_t n = ids && recs && ids->type == REDIS_REPLY_ARRAY && recs->type == REDIS_REPLY_ARRAY &&
+                       ids->elements == recs->elements ? ids->elements : 0;
+    store_replica *out = xcalloc(n + 1, sizeof(*out));
+    cJSON **objs = xcalloc(n + 1, sizeof(*objs));
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids->element[i]->type != REDIS_REPLY_STRING ||
+            recs->element[i]->type != REDIS_REPLY_STRING)
+            continue; /* its report dropped between the two reads: gone */
+        cJSON *o = objs[k] = cJSON_Parse(recs->element[i]->str);
+        out[k++] = (store_replica){ids->element[i]->str, rs_json_str(o, "listen"),
+                                   rs_json_str(o, "version"), rs_json_int(o, "started_at"),
+                                   rs_json_int(o, "seen"), rs_json_int(o, "inflight"),
+                                   rs_json_int(o, "held")};
+    }
+    c->cb(out, k, NULL, c->priv);
+    for (int i = 0; i < k; i++) cJSON_Delete(objs[i]);
+    free(objs);
+    free(out);
+    free(c);
+}
+
+static void rs_replicas(store *s, store_replicas_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    char k[2][KEY_MAX], now[24];
+    const char *keys[2] = {k[0], k[1]}, *args[1] = {now};
+    rs_console_keys(rs, k);
+    snprintf(now, sizeof(now), "%lld", (long long)rs_now_ms(s));
+    replicas_ctx *c = xmalloc(sizeof(*c));
+    *c = (replicas_ctx){cb, priv};
+    rs_console_eval(rs, replicas_lua, 2, keys, 1, args, NULL, rs_replicas_cb, c);
+}
+
+/* Nodes: INFO of every node known (the masters, on a cluster), and the
+ * replicas each master names in its INFO replication. */
+#define NODE_REPLICAS_MAX 8
+
+typedef struct node_info {
+    char addr[KEY_MAX], err[200], version[32], policy[32], refusing[480], role[16];
+    int reachable;
+    int64_t used, max;
+    int nrep;
+    char rep[NODE_REPLICAS_MAX][KEY_MAX];
+    int rep_online[NODE_REPLICAS_MAX];
+} node_info;
+
+typedef struct nodes_ctx {
+    rstore *rs;
+    store_nodes_fn *cb;
+    void *priv;
+    int n, pending;
+    node_info *info;
+} nodes_ctx;
+
+typedef struct node_ctx {
+    nodes_ctx *c;
+    int i;
+} node_ctx;
+
+static void rs_info_field(const char *info, const char *name, char *out, size_t outlen)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\n%s:", name);
+    const char *p = strstr(info, pat);
+    out[0] = '\0';
+    if (p) snprintf(out, outlen, "%.*s", (int)strcspn(p + strlen(pat), "\r\n"), p + strlen(pat));
+}
+
+static void rs_nodes_answer(nodes_ctx *c)
+{
+    int total = 0;
+    for (int i = 0; i < c->n; i++) total += 1 + c->info[i].nrep;
+    store_node *out = xcalloc((size_t)total + 1, sizeof(*out));
+    int k = 0;
+    for (int i = 0; i < c->n; i++) {
+        node_info *ni = &c->info[i];
+        out[k++] = (store_node){
+            .addr = ni->addr, .role = ni->role[0] ? ni->role : "master",
+            .reachable = ni->reachable, .err = ni->reachable ? NULL : ni->err,
+            .version = ni->version[0] ? ni->version : NULL,
+            .used_memory = ni->reachable ? ni->used : -1,
+            .maxmemory = ni->reachable ? ni->max : -1,
+            .policy = ni->policy[0] ? ni->policy : NULL,
+            .refusing = ni->refusing[0] ? ni->refusing : NULL};
+        for (int r = 0; r < ni->nrep; r++)
+            out[k++] = (store_node){.addr = ni->rep[r], .role = "replica", .primary = ni->addr,
+                                    .reachable = ni->rep_online[r],
+                                    .err = ni->rep_online[r] ? NULL : "not online as its master sees it",
+                                    .used_memory = -1, .maxmemory = -1};
+    }
+    c->cb(out, k, c->priv);
+    free(out);
+    free(c->info);
+    free(c);
+}
+
+static void rs_node_info_cb(redisReply *r, const char *err, void *priv)
+{
+    node_ctx *nc = priv;
+    nodes_ctx *c = nc->c;
+    node_info *ni = &c->info[nc->i];
+    free(nc);
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        snprintf(ni->err, sizeof(ni->err), "%s", rs_err(r, err));
+    } else {
+        rs_node_mem m;
+        char v[64];
+        ni->reachable = 1;
+        rs_node_mem_parse(r->str, &m);
+        rs_info_field(r->str, "used_memory", v, sizeof(v));
+        ni->used = strtoll(v, NULL, 10);
+        ni->max = m.maxmemory;
+        snprintf(ni->policy, sizeof(ni->policy), "%s", m.policy);
+        rs_info_field(r->str, "redis_version", ni->version, sizeof(ni->version));
+        rs_info_field(r->str, "role", v, sizeof(v));
+        snprintf(ni->role, sizeof(ni->role), "%s", strcmp(v, "slave") == 0 ? "replica" : "master");
+        if (m.evicting && !c->rs->base.cfg->allow_eviction)
+            rs_evicting_msg(ni->addr, &m, ni->refusing, sizeof(ni->refusing));
+        else if (ni->max > 0 && ni->used >= ni->max)
+            snprintf(ni->refusing, sizeof(ni->refusing),
+                     "redis %s: used_memory %lld at maxmemory %lld: writes answer OOM", ni->addr,
+                     (long long)ni->used, (long long)ni->max);
+        /* slave0:ip=127.0.0.1,port=7004,state=online,offset=...,lag=0 */
+        for (int s = 0; s < NODE_REPLICAS_MAX; s++) {
+            char name[16], line[256], ip[64] = "", state[32] = "";
+            int port = 0;
+            snprintf(name, sizeof(name), "slave%d", s);
+            rs_info_field(r->str, name, line, sizeof(line));
+            if (!line[0]) break;
+            const char *p;
+            if ((p = strstr(line, "ip="))) snprintf(ip, sizeof(ip), "%.*s", (int)strcspn(p + 3, ","), p + 3);
+            if ((p = strstr(line, "port="))) port = atoi(p + 5);
+            if ((p = strstr(line, "state="))) snprintf(state, sizeof(state), "%.*s", (int)strcspn(p + 6, ","), p + 6);
+            snprintf(ni->rep[ni->nrep], sizeof(ni->rep[0]), "%s:%d", ip, port);
+            ni->rep_online[ni->nrep++] = strcmp(state, "online") == 0;
+        }
+    }
+    if (--c->pending == 0) rs_nodes_answer(c);
+}
+
+static void rs_nodes(store *s, store_nodes_fn *cb, void *priv)
+{
+    rstore *rs = RS(s);
+    nodes_ctx *c = xcalloc(1, sizeof(*c));
+    int n = rc_node_count(rs->rc);
+    *c = (nodes_ctx){.rs = rs, .cb = cb, .priv = priv, .n = n};
+    c->info = xcalloc((size_t)n + 1, sizeof(*c->info));
+    const char *argv[] = {"INFO"};
+    /* no answer runs before this returns: the count holds one share of its
+     * own until every node was asked */
+    c->pending = 1;
+    for (int i = 0; i < n; i++) {
+        snprintf(c->info[i].addr, sizeof(c->info[i].addr), "%s", rc_node_name(rs->rc, i));
+        node_ctx *nc = xmalloc(sizeof(*nc));
+        *nc = (node_ctx){c, i};
+        c->pending++;
+        rc_node_command(rs->rc, i, rs_node_info_cb, nc, 1, argv, NULL);
+    }
+    if (--c->pending == 0) rs_nodes_answer(c);
 }

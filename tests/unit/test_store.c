@@ -990,6 +990,196 @@ static void test_round_trip_extremes(void **state)
     }
 }
 
+
+/* ---- the console: history and replicas ---------------------------------- */
+
+typedef struct console_answers {
+    fixture *f;
+    char err[256];
+    int n;
+    store_hist mins[8];
+    store_hist_queue queues[8][STORE_HIST_QUEUES + 2];
+    char rep_ids[4][64], rep_listen[4][64];
+    store_replica reps[4];
+} console_answers;
+
+static void done_cb(const char *err, void *priv)
+{
+    console_answers *c = priv;
+    assert_null(err);
+    c->f->answers++;
+}
+
+static void hist_cb(const store_hist *m, int n, const char *err, void *priv)
+{
+    console_answers *c = priv;
+    assert_null(err);
+    assert_true(n <= 8);
+    c->n = n;
+    for (int i = 0; i < n; i++) {
+        c->mins[i] = m[i];
+        assert_true(m[i].nqueues <= STORE_HIST_QUEUES + 1);
+        memcpy(c->queues[i], m[i].queues, sizeof(*m[i].queues) * (size_t)m[i].nqueues);
+        c->mins[i].queues = c->queues[i];
+    }
+    c->f->answers++;
+}
+
+static int64_t queue_failed(const store_hist *h, const char *q)
+{
+    for (int i = 0; i < h->nqueues; i++)
+        if (strcmp(h->queues[i].name, q) == 0) return h->queues[i].failed;
+    return -1;
+}
+
+/* Two replicas' counts of one minute are summed; minutes outside the range
+ * and minutes never written are not answered; queues past the bound are
+ * counted as the rest. */
+static void test_history_sum(void **state)
+{
+    fixture *f = *state;
+    console_answers *c = xcalloc(1, sizeof(*c));
+    c->f = f;
+    int64_t m0 = store_now_ms(f->s) / 60000 - 3;
+    store_hist_queue qa[2] = {{"mail", 2}, {"sms", 1}}, qb[1] = {{"mail", 5}};
+    store_hist a = {.minute = m0, .succeeded = 10, .attempts_failed = 4, .retried = 1,
+                    .failed = 3, .expired = 1, .nqueues = 2, .queues = qa};
+    store_hist b = {.minute = m0, .succeeded = 7, .attempts_failed = 5, .failed = 5,
+                    .nqueues = 1, .queues = qb};
+    a.lateness[0] = 8, a.lateness[STORE_HIST_BUCKETS - 1] = 1;
+    b.lateness[0] = 2, b.lateness[3] = 5;
+    store_hist later = {.minute = m0 + 2, .succeeded = 1};
+    int before = f->answers;
+    store_hist_add(f->s, &a, 3600000, done_cb, c);
+    store_hist_add(f->s, &b, 3600000, done_cb, c);
+    store_hist_add(f->s, &later, 3600000, done_cb, c);
+    assert_int_equal(f->answers, before); /* never answered inside the call */
+    wait_answers(f, 3);
+
+    store_hist_read(f->s, m0 - 1, m0 + 3, hist_cb, c);
+    wait_answers(f, 1);
+    assert_int_equal(c->n, 2);
+    const store_hist *h = &c->mins[0];
+    assert_int_equal(h->minute, m0);
+    assert_int_equal(h->succeeded, 17);
+    assert_int_equal(h->attempts_failed, 9);
+    assert_int_equal(h->retried, 1);
+    assert_int_equal(h->failed, 8);
+    assert_int_equal(h->expired, 1);
+    assert_int_equal(h->lateness[0], 10);
+    assert_int_equal(h->lateness[3], 5);
+    assert_int_equal(h->lateness[STORE_HIST_BUCKETS - 1], 1);
+    assert_int_equal(h->nqueues, 2);
+    assert_int_equal(queue_failed(h, "mail"), 7);
+    assert_int_equal(queue_failed(h, "sms"), 1);
+    assert_int_equal(c->mins[1].minute, m0 + 2);
+    assert_int_equal(c->mins[1].succeeded, 1);
+
+    /* a range that ends before the later minute leaves it out */
+    store_hist_read(f->s, m0 + 1, m0 + 2, hist_cb, c);
+    wait_answers(f, 1);
+    assert_int_equal(c->n, 0);
+
+    /* a range across an hour's end (two calls on Redis) */
+    int64_t h0 = (m0 / 60) * 60 - 61; /* the last minute of an hour, before m0's hour */
+    store_hist x = {.minute = h0, .retried = 2}, y = {.minute = h0 + 1, .retried = 3};
+    store_hist_add(f->s, &x, 86400000, done_cb, c);
+    store_hist_add(f->s, &y, 86400000, done_cb, c);
+    wait_answers(f, 2);
+    store_hist_read(f->s, h0, h0 + 2, hist_cb, c);
+    wait_answers(f, 1);
+    assert_int_equal(c->n, 2);
+    assert_int_equal(c->mins[0].minute, h0);
+    assert_int_equal(c->mins[0].retried, 2);
+    assert_int_equal(c->mins[1].retried, 3);
+
+    /* the bound: STORE_HIST_QUEUES queues apart per minute, whoever wrote
+     * them, the rest together */
+    store_hist_queue many[STORE_HIST_QUEUES + 3];
+    for (int i = 0; i < STORE_HIST_QUEUES + 3; i++) {
+        snprintf(many[i].name, sizeof(many[i].name), "q%d", i);
+        many[i].failed = 1;
+    }
+    store_hist first = {.minute = m0 + 1, .nqueues = STORE_HIST_QUEUES, .queues = many};
+    store_hist rest = {.minute = m0 + 1, .nqueues = 4, .queues = many + STORE_HIST_QUEUES - 1};
+    store_hist_add(f->s, &first, 3600000, done_cb, c);
+    store_hist_add(f->s, &rest, 3600000, done_cb, c);
+    wait_answers(f, 2);
+    store_hist_read(f->s, m0 + 1, m0 + 2, hist_cb, c);
+    wait_answers(f, 1);
+    assert_int_equal(c->n, 1);
+    assert_int_equal(c->mins[0].nqueues, STORE_HIST_QUEUES + 1);
+    assert_int_equal(queue_failed(&c->mins[0], "q0"), 1);
+    assert_int_equal(queue_failed(&c->mins[0], "q31"), 2);
+    assert_int_equal(queue_failed(&c->mins[0], STORE_HIST_OTHER), 3);
+    free(c);
+}
+
+static void replicas_cb(const store_replica *r, int n, const char *err, void *priv)
+{
+    console_answers *c = priv;
+    assert_null(err);
+    assert_true(n <= 4);
+    c->n = n;
+    for (int i = 0; i < n; i++) {
+        c->reps[i] = r[i];
+        snprintf(c->rep_ids[i], sizeof(c->rep_ids[i]), "%s", r[i].id);
+        snprintf(c->rep_listen[i], sizeof(c->rep_listen[i]), "%s", r[i].listen);
+        c->reps[i].id = c->rep_ids[i];
+        c->reps[i].listen = c->rep_listen[i];
+        c->reps[i].version = NULL;
+    }
+    c->f->answers++;
+}
+
+static int replica_index(const console_answers *c, const char *id)
+{
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->reps[i].id, id) == 0) return i;
+    return -1;
+}
+
+/* Reports are read back until their ttl ends or their replica leaves. */
+static void test_replicas(void **state)
+{
+    fixture *f = *state;
+    console_answers *c = xcalloc(1, sizeof(*c));
+    c->f = f;
+    store_replica a = {"host-a:1", "127.0.0.1:8080", "1.0.0", f->t0 - 5000, 0, 3, 7};
+    store_replica b = {"host-b:2", "127.0.0.1:8081", "1.0.0", f->t0, 0, 0, 0};
+    store_replica_put(f->s, &a, 60000, done_cb, c);
+    store_replica_put(f->s, &b, 150, done_cb, c);
+    wait_answers(f, 2);
+    store_replicas(f->s, replicas_cb, c);
+    wait_answers(f, 1);
+    assert_int_equal(c->n, 2);
+    int i = replica_index(c, "host-a:1");
+    assert_true(i >= 0);
+    assert_string_equal(c->reps[i].listen, "127.0.0.1:8080");
+    assert_int_equal(c->reps[i].started_at_ms, f->t0 - 5000);
+    assert_int_equal(c->reps[i].inflight, 3);
+    assert_int_equal(c->reps[i].held, 7);
+    assert_true(c->reps[i].seen_ms >= f->t0);
+
+    /* b's ttl ends: it is gone, a stays */
+    int64_t end = util_mono_ms() + 3000;
+    do {
+        usleep(20000);
+        store_replicas(f->s, replicas_cb, c);
+        wait_answers(f, 1);
+    } while (c->n == 2 && util_mono_ms() < end);
+    assert_int_equal(c->n, 1);
+    assert_true(replica_index(c, "host-a:1") == 0);
+
+    /* a leaves */
+    store_replica_del(f->s, "host-a:1", done_cb, c);
+    wait_answers(f, 1);
+    store_replicas(f->s, replicas_cb, c);
+    wait_answers(f, 1);
+    assert_int_equal(c->n, 0);
+    free(c);
+}
+
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup_memory, teardown), \
                 cmocka_unit_test_setup_teardown(t, setup_redis, teardown)
 
@@ -1001,7 +1191,7 @@ int main(void)
         BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
         BOTH(test_list_pages), BOTH(test_retry_and_run_now), BOTH(test_keyless_tasks),
-        BOTH(test_round_trip_extremes),
+        BOTH(test_round_trip_extremes), BOTH(test_history_sum), BOTH(test_replicas),
     };
     if (redis_start() != 0) {
         fprintf(stderr, "test_store: no redis-server: the Redis store's runs are skipped\n");
