@@ -163,8 +163,8 @@ const scenarios = {
   async schedule({ page }) {
     await page.goto(`${base}/ui/schedules/new`);
     await login(page, arg.token);
-    await page.getByLabel("key").fill(arg.key);
-    await page.getByLabel("cron").fill(arg.cron);
+    await page.getByLabel("key", { exact: true }).fill(arg.key);
+    await page.getByLabel("cron expression").fill(arg.cron);
     await page.getByLabel("time zone").fill(arg.tz);
     await page.getByLabel("callback URL").fill(arg.url);
     const table = page.getByRole("table", { name: "Previewed runs" });

@@ -114,15 +114,15 @@ function History({ window: w }) {
     if (h.error && h.error.status === 404) return html`<p class="muted">History is not available from this tickd (GET /v1/history).</p>`;
     return html`<${Loading} state=${h} />`;
   }
-  const pts = h.data.points || h.data.series || [];
-  const step = (h.data.step_ms || 60000) / 1000;
-  const x = pts.map((p) => (p.t ?? p.at) / 1000);
+  const pts = h.data.points;
+  const step = h.data.step_ms / 1000;
+  const x = pts.map((p) => p.t / 1000);
   const col = (k, div = 1) => pts.map((p) => (p[k] === null || p[k] === undefined ? null : p[k] / div));
-  const perQueue = h.data.failed_by_queue || h.data.failed_per_queue || null;
+  const perQueue = h.data.failed_by_queue;
   return html`
     <div class="charts">
       <${Chart} title=${"Callbacks per second, last " + w} unit="/s" x=${x}
-        series=${[["succeeded", col("succeeded", step), "#2e7d32"], ["failed", col("failed", step), "#c62828"], ["retried", col("retried", step), "#ef6c00"]]} />
+        series=${[["succeeded", col("succeeded", step), "#2e7d32"], ["failed", col("failed", step), "#c62828"], ["retried", col("retried", step), "#ef6c00"], ["expired", col("expired", step), "#6d4c41"]]} />
       <${Chart} title=${"Lateness, last " + w} unit="ms" x=${x}
         series=${[["p50", col("lateness_p50_ms"), "#1565c0"], ["p99", col("lateness_p99_ms"), "#6a1b9a"]]} />
     </div>
@@ -130,13 +130,10 @@ function History({ window: w }) {
 }
 
 function FailedPerQueue({ data, window: w }) {
-  const rows = Array.isArray(data)
-    ? data.map((r) => [r.queue ?? r.name, r.failed ?? (r.points || []).reduce((a, p) => a + (p.failed || 0), 0)])
-    : Object.entries(data).map(([q, v]) => [q, Array.isArray(v) ? v.reduce((a, p) => a + (typeof p === "number" ? p : p.failed || 0), 0) : v]);
-  if (!rows.length) return null;
+  if (!data.length) return html`<p class="muted small">No task failed in the last ${w}.</p>`;
   return html`<table class="small"><caption>Failed per queue, last ${w}</caption>
     <thead><tr><th scope="col">queue</th><th scope="col">failed</th></tr></thead>
-    <tbody>${rows.map(([q, n]) => html`<tr><td>${q}</td><td class="n">${num(n)}</td></tr>`)}</tbody></table>`;
+    <tbody>${data.map((r) => html`<tr><td>${r.queue}</td><td class="n">${num(r.failed)}</td></tr>`)}</tbody></table>`;
 }
 
 export function Overview() {

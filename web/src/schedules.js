@@ -125,7 +125,7 @@ export function ScheduleNew({ admin }) {
         <label><input type="radio" name="kind" value="cron" checked=${v.kind === "cron"} onChange=${set("kind")} /> cron</label>
         <label><input type="radio" name="kind" value="every" checked=${v.kind === "every"} onChange=${set("kind")} /> interval</label>
         ${v.kind === "cron" ? html`
-          <label>cron <input name="cron" class="mono" value=${v.cron} onInput=${set("cron")} required /></label>
+          <label>cron expression <input name="cron" class="mono" value=${v.cron} onInput=${set("cron")} required /></label>
           <label>time zone <input name="tz" value=${v.tz} onInput=${set("tz")} /></label>`
         : html`<label>every (ms) <input name="every_ms" type="number" min="1000" value=${v.every_ms} onInput=${set("every_ms")} required /></label>`}
         <label>runs in all <input name="times" type="number" min="1" value=${v.times} onInput=${set("times")} placeholder="for ever" /></label>
