@@ -95,7 +95,7 @@ function Chart({ title, x, series, unit }) {
     const el = ref.current;
     const opts = {
       width: Math.max(300, el.clientWidth || 600), height: 180,
-      series: [{}, ...series.map(([label, , stroke]) => ({ label, stroke, width: 1.5, value: (u, v) => (v === null ? "—" : v.toFixed(2) + " " + unit) }))],
+      series: [{}, ...series.map(([label, , stroke]) => ({ label, stroke, width: 1.5, spanGaps: false, points: { show: true, size: 3 }, value: (u, v) => (v === null ? "—" : v.toFixed(2) + " " + unit) }))],
       axes: [{}, { label: unit, size: 60 }],
       legend: { live: false },
     };
@@ -108,25 +108,22 @@ function Chart({ title, x, series, unit }) {
   return html`<figure class="chart"><figcaption>${title}</figcaption><div ref=${ref} role="img" aria-label=${title}></div></figure>`;
 }
 
-function History({ window: w }) {
-  const h = useLoad(() => get("/v1/history?window=" + w), [w], w === "1h" ? 10000 : 60000);
-  if (!h.data) {
-    if (h.error && h.error.status === 404) return html`<p class="muted">History is not available from this tickd (GET /v1/history).</p>`;
-    return html`<${Loading} state=${h} />`;
-  }
+function History({ window: w, h }) {
+  if (!h.data) return html`<${Loading} state=${h} />`;
   const pts = h.data.points;
   const step = h.data.step_ms / 1000;
   const x = pts.map((p) => p.t / 1000);
   const col = (k, div = 1) => pts.map((p) => (p[k] === null || p[k] === undefined ? null : p[k] / div));
   const perQueue = h.data.failed_by_queue;
-  return html`
+  return html`<div>
     <div class="charts">
       <${Chart} title=${"Callbacks per second, last " + w} unit="/s" x=${x}
         series=${[["succeeded", col("succeeded", step), "#2e7d32"], ["failed", col("failed", step), "#c62828"], ["retried", col("retried", step), "#ef6c00"], ["expired", col("expired", step), "#6d4c41"]]} />
       <${Chart} title=${"Lateness, last " + w} unit="ms" x=${x}
         series=${[["p50", col("lateness_p50_ms"), "#1565c0"], ["p99", col("lateness_p99_ms"), "#6a1b9a"]]} />
     </div>
-    ${perQueue && html`<${FailedPerQueue} data=${perQueue} window=${w} />`}`;
+    <${FailedPerQueue} data=${perQueue} window=${w} />
+  </div>`;
 }
 
 function FailedPerQueue({ data, window: w }) {
@@ -139,8 +136,14 @@ function FailedPerQueue({ data, window: w }) {
 export function Overview() {
   const { live, error } = useLive();
   const queues = useLoad(() => get("/v1/queues?limit=200"), [], 2000);
+  const hour = useLoad(() => get("/v1/history?window=1h"), [], 2000);
+  const day = useLoad(() => get("/v1/history?window=24h"), [], 60000);
   const items = (queues.data && queues.data.queues) || [];
-  const failedHour = items.reduce((a, q) => a + (q.failed_last_hour || 0), 0);
+  // failures of the last hour: all replicas, from the history (a queue's own
+  // failed_last_hour is kept only for queues with settings)
+  const byQueue = {};
+  for (const r of (hour.data && hour.data.failed_by_queue) || []) byQueue[r.queue] = r.failed;
+  const failedHour = hour.data ? hour.data.total.failed : null;
   return html`
     <h1>Overview</h1>
     <${ErrorBox} error=${error} />
@@ -155,7 +158,7 @@ export function Overview() {
         <${Tile} id="scheduled" label="tasks scheduled" value=${live ? num(live.scheduled) : "—"} />
         <${Tile} id="waiting" label="waiting (held by a limit)" value=${live ? num(live.waiting) : "—"} />
         <${Tile} id="in_flight" label="in flight" value=${live ? num(live.inFlight) : "—"} />
-        <${Tile} id="failed_hour" label="failed in the last hour" value=${queues.data ? num(failedHour) : "—"} />
+        <${Tile} id="failed_hour" label="failed in the last hour" value=${num(failedHour)} />
       </div>
     </section>
     <section aria-labelledby="q-h">
@@ -166,8 +169,8 @@ export function Overview() {
         <tbody>${items.map((q) => html`<tr>
           <td><${Link} href=${"/ui/queues#" + encodeURIComponent(q.name)}>${q.name}</${Link}></td>
           <td class="n">${num(q.scheduled)}</td><td class="n">${num(q.waiting)}</td><td class="n">${num(q.in_flight)}</td>
-          <td class="n">${num(q.failed_last_hour)}</td><td>${q.paused ? "paused" : "running"}</td></tr>`)}</tbody></table>`}
+          <td class="n">${num(Math.max(q.failed_last_hour || 0, byQueue[q.name] || 0))}</td><td>${q.paused ? "paused" : "running"}</td></tr>`)}</tbody></table>`}
     </section>
-    <section aria-labelledby="h1-h"><h2 id="h1-h">Last hour (cluster)</h2><${History} window="1h" /></section>
-    <section aria-labelledby="h24-h"><h2 id="h24-h">Last 24 hours (cluster)</h2><${History} window="24h" /></section>`;
+    <section aria-labelledby="h1-h"><h2 id="h1-h">Last hour (cluster)</h2><${History} window="1h" h=${hour} /></section>
+    <section aria-labelledby="h24-h"><h2 id="h24-h">Last 24 hours (cluster)</h2><${History} window="24h" h=${day} /></section>`;
 }

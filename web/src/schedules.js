@@ -20,13 +20,13 @@ export function ScheduleList({ search, admin }) {
   return html`<h1>Schedules</h1>
     ${admin && html`<p><${Link} href="/ui/schedules/new" class="button">New schedule</${Link}></p>`}
     <${Loading} state=${list} />
-    ${list.data && (items.length ? html`<table>
+    <div class="results">${list.data && (items.length ? html`<table>
       <thead><tr><th scope="col">schedule</th><th scope="col">rule</th><th scope="col">state</th><th scope="col">next run</th><th scope="col">runs</th><th scope="col">skipped</th></tr></thead>
       <tbody>${items.map((s) => html`<tr>
         <td><${Link} href=${scheduleHref(s.id)}>${s.id}</${Link}><div class="muted small mono">${s.task && s.task.callback_url}</div></td>
         <td class="mono small">${rule(s)}</td><td><${StatusBadge} status=${s.state} /></td>
         <td class="small">${s.next_runs && s.next_runs[0] ? html`${s.next_runs[0].time}<br /><span class="muted">${localTime(s.next_runs[0].at)}</span>` : "—"}</td>
-        <td class="n">${num(s.runs)}</td><td class="n">${num(s.skipped_runs)}</td></tr>`)}</tbody></table>` : html`<p class="muted">No schedule.</p>`)}
+        <td class="n">${num(s.runs)}</td><td class="n">${num(s.skipped_runs)}</td></tr>`)}</tbody></table>` : html`<p class="muted">No schedule.</p>`)}</div>
     ${list.data && list.data.next_cursor && html`<nav class="pager" aria-label="Pages"><${Link} href=${"/ui/schedules?cursor=" + enc(list.data.next_cursor)}>Next page</${Link}></nav>`}`;
 }
 
@@ -132,7 +132,7 @@ export function ScheduleNew({ admin }) {
       </fieldset>
       <fieldset><legend>task</legend>
         <label>callback URL <input name="callback_url" type="url" value=${v.callback_url} onInput=${set("callback_url")} required /></label>
-        <label>method <select name="method" value=${v.method} onChange=${set("method")}>${["POST", "GET", "PUT", "PATCH", "DELETE"].map((m) => html`<option>${m}</option>`)}</select></label>
+        <label>method <select name="method" value=${v.method} onChange=${set("method")}>${["POST", "GET", "PUT", "PATCH", "DELETE"].map((m) => html`<option value=${m} selected=${v.method === m}>${m}</option>`)}</select></label>
         <label>queue <input name="queue" value=${v.queue} onInput=${set("queue")} placeholder="default" /></label>
         <label>body (JSON or text) <textarea name="body" rows="4" value=${v.body} onInput=${set("body")}></textarea></label>
       </fieldset>

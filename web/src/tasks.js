@@ -26,16 +26,16 @@ function Filters({ f, base, statuses, extra }) {
   };
   return html`<form class="filters" onSubmit=${submit} aria-label="Filters">
     <label>status <select name="status" value=${v.status || statuses[0]} onChange=${set("status")}>
-      ${statuses.map((s) => html`<option value=${s}>${s}</option>`)}</select></label>
+      ${statuses.map((s) => html`<option value=${s} selected=${(v.status || statuses[0]) === s}>${s}</option>`)}</select></label>
     ${extra !== false && html`<label>queue <input name="queue" value=${v.queue || ""} onInput=${set("queue")} size="10" /></label>`}
     <label>key prefix <input name="key_prefix" value=${v.key_prefix || ""} onInput=${set("key_prefix")} size="14" /></label>
     <label>schedule id <input name="schedule_id" value=${v.schedule_id || ""} onInput=${set("schedule_id")} size="14" /></label>
     <label>due from <input type="datetime-local" name="from" value=${msToInput(v.from)} onInput=${(e) => setV({ ...v, from: inputToMs(e.target.value) })} /></label>
     <label>due before <input type="datetime-local" name="to" value=${msToInput(v.to)} onInput=${(e) => setV({ ...v, to: inputToMs(e.target.value) })} /></label>
     <label>order <select name="order" value=${v.order || "oldest"} onChange=${set("order")}>
-      <option value="oldest">oldest</option><option value="newest">newest</option></select></label>
+      <option value="oldest" selected=${v.order !== "newest"}>oldest</option><option value="newest" selected=${v.order === "newest"}>newest</option></select></label>
     <label>per page <select name="limit" value=${v.limit || "100"} onChange=${set("limit")}>
-      ${["20", "100", "500", "1000"].map((n) => html`<option value=${n}>${n}</option>`)}</select></label>
+      ${["20", "100", "500", "1000"].map((n) => html`<option value=${n} selected=${(v.limit || "100") === n}>${n}</option>`)}</select></label>
     <button type="submit">Apply</button>
   </form>`;
 }
@@ -83,7 +83,7 @@ export function TaskList({ search }) {
     <${Filters} f=${f} base="/ui/tasks" statuses=${STATUSES} />
     ${f.queue && html`<p class="muted small">queue is applied to each page the API returns.</p>`}
     <${Loading} state=${list} />
-    ${list.data && html`<${TaskTable} items=${items} /><${Pager} base="/ui/tasks" f=${f} next=${list.data.next_cursor} />`}`;
+    <div class="results">${list.data && html`<div><${TaskTable} items=${items} /><${Pager} base="/ui/tasks" f=${f} next=${list.data.next_cursor} /></div>`}</div>`;
 }
 
 function Body({ value }) {
@@ -181,7 +181,7 @@ export function DeadLetters({ search, admin }) {
     <${Filters} f=${f} base="/ui/dead-letters" statuses=${["failed", "cancelled"]} extra=${false} />
     ${admin && html`<div class="actions"><${RetryAll} f=${f} /></div>`}
     <${Loading} state=${list} />
-    ${list.data && html`<${TaskTable} items=${list.data.tasks || []} actions=${admin && ((t) => html`<${Action} label="Retry"
+    <div class="results">${list.data && html`<div><${TaskTable} items=${list.data.tasks || []} actions=${admin && ((t) => html`<${Action} label="Retry"
         question=${"Retry task " + t.id + " now?"} run=${() => post("/v1/tasks/" + enc(t.id) + "/retry")} done=${() => (list.reload(), "retried")} />`)} />
-      <${Pager} base="/ui/dead-letters" f=${f} next=${list.data.next_cursor} />`}`;
+      <${Pager} base="/ui/dead-letters" f=${f} next=${list.data.next_cursor} /></div>`}</div>`;
 }
