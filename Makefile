@@ -282,14 +282,17 @@ uninstall:
 # built (no variables or jobs of this make reach it; all CPUs are used).
 DEB_TOOLS   = debhelper dpkg-dev fakeroot lintian
 DEB_SOURCES = Makefile README.md $(SRCS) $(wildcard src/README.md src/*/*.h cmd/*/* lua/*.lua conf/* doc/* debian/* debian/source/*) \
-              scripts/openapi_c.py
+              scripts/openapi_c.py scripts/ui_c.py web/package.json web/package-lock.json $(WEB_SRCS)
 .PHONY: deb deb-deps
 deb: build/deb/stamp
 deb-deps:
 	@scripts/deps.sh $(DEB_TOOLS)
-build/deb/stamp: $(DEB_SOURCES) | deb-deps
+# The console's libraries go in as npm ci installed them here (web/node_modules,
+# pinned by the lock, copied with their times so that the package build runs
+# no npm and fetches nothing).
+build/deb/stamp: $(DEB_SOURCES) $(WEB_DEPS) | deb-deps
 	rm -rf build/deb && mkdir -p build/deb/tickd
-	cp -a Makefile README.md src cmd lua conf doc scripts debian build/deb/tickd/
+	cp -a Makefile README.md src cmd lua conf doc scripts debian web build/deb/tickd/
 	cd build/deb/tickd && unset MAKEFLAGS MFLAGS MAKELEVEL && \
 	  DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
 	  dpkg-buildpackage -us -uc -b >../build.log 2>&1 || { tail -40 ../build.log; exit 1; }

@@ -233,3 +233,35 @@ def test_hostile_task_fields_show_as_text(console):
         assert h.pwned == []
     finally:
         h.close()
+
+
+def test_tickctl_ui_prints_and_opens_only_at_a_terminal(tmp_path):
+    """tickctl ui prints the console's URL; xdg-open runs only when stdout is
+    a terminal of a graphical session (a stand-in records what it was given)."""
+    import pty  # noqa: PLC0415 (only this test needs a terminal)
+    opened = tmp_path / "opened"
+    fake = tmp_path / "xdg-open"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {opened}\n')
+    fake.chmod(0o755)
+    tickctl = os.path.join(ROOT, "build", "tickctl")
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", DISPLAY=":0",
+               TICKD_URL="http://127.0.0.1:8088/")
+    p = subprocess.run([tickctl, "ui"], env=env, capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0 and p.stdout == "http://127.0.0.1:8088/ui/\n"
+    assert not opened.exists()  # stdout is a pipe: a script, not a person
+    main, sub = pty.openpty()
+    p = subprocess.run([tickctl, "--url", "http://127.0.0.1:8089", "ui"], env=env, stdout=sub,
+                       stderr=subprocess.PIPE, timeout=10)
+    os.close(sub)
+    assert p.returncode == 0
+    assert os.read(main, 200).decode().strip() == "http://127.0.0.1:8089/ui/"
+    os.close(main)
+    assert opened.read_text().strip() == "http://127.0.0.1:8089/ui/"
+    opened.unlink()
+    main, sub = pty.openpty()
+    env.pop("DISPLAY")
+    env.pop("WAYLAND_DISPLAY", None)
+    subprocess.run([tickctl, "ui"], env=env, stdout=sub, timeout=10, check=True)
+    os.close(sub)
+    os.close(main)
+    assert not opened.exists()  # no graphical session
