@@ -6,7 +6,6 @@ API and the receivers. Screenshots are kept in build/console-shots/."""
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import threading
 import urllib.request
@@ -21,10 +20,6 @@ ADMIN = "console-admin-token-0123456789"
 READER = "console-read-token-0123456789"
 TOKENS = {"TICKD_SERVER_API_TOKEN": ADMIN, "TICKD_SERVER_READ_TOKENS": READER}
 AUTH = {"Authorization": "Bearer " + ADMIN}
-
-pytestmark = pytest.mark.skipif(not shutil.which("chromium") and not os.environ.get("CHROMIUM"),
-                                reason="chromium is installed by make deps (scripts/deps.sh)")
-
 
 def drive(scenario, tickd, **arg):
     arg.setdefault("token", ADMIN)

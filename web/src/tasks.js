@@ -176,8 +176,7 @@ export function DeadLetters({ search, admin }) {
   const stats = useLoad(() => get("/v1/stats"), []);
   const keep = stats.data && stats.data.failed_retention_ms;
   return html`<h1>Dead letters</h1>
-    <p>Tasks that failed for good (or were cancelled). They are kept for
-      <strong data-retention=${keep || ""}>${keep ? duration(keep) : "—"}</strong> (<code>scheduler.failed_retention_ms</code>), then dropped.</p>
+    <p>Tasks that failed for good (or were cancelled). They are kept for${" "}<strong data-retention=${keep || ""}>${keep ? duration(keep) : "—"}</strong> (<code>scheduler.failed_retention_ms</code>), then dropped.</p>
     <${Filters} f=${f} base="/ui/dead-letters" statuses=${["failed", "cancelled"]} extra=${false} />
     ${admin && html`<div class="actions"><${RetryAll} f=${f} /></div>`}
     <${Loading} state=${list} />
