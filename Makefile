@@ -85,6 +85,7 @@ build/fuzz/obj/openapi.o: build/gen/openapi.c | build/fuzz/obj
 WEB_SRCS = $(wildcard web/src/*)
 WEB_DEPS = web/node_modules/.package-lock.json
 $(WEB_DEPS): web/package.json web/package-lock.json
+	@command -v npm >/dev/null 2>&1 || scripts/deps.sh
 	cd web && npm ci --no-audit --no-fund
 build/gen/ui_assets.c: $(WEB_SRCS) $(WEB_DEPS) scripts/ui_c.py | build/gen
 	/usr/bin/python3 scripts/ui_c.py web $@

@@ -88,14 +88,15 @@ function Tile({ label, value, id }) {
 }
 
 // one uPlot chart; series: [[label, values, colour]]
-function Chart({ title, x, series, unit }) {
+// dots: draw each point (lateness has a value only for minutes with attempts)
+function Chart({ title, x, series, unit, dots }) {
   const ref = useRef(null);
   const plot = useRef(null);
   useEffect(() => {
     const el = ref.current;
     const opts = {
       width: Math.max(300, el.clientWidth || 600), height: 180,
-      series: [{}, ...series.map(([label, , stroke]) => ({ label, stroke, width: 1.5, spanGaps: false, points: { show: true, size: 3 }, value: (u, v) => (v === null ? "—" : v.toFixed(2) + " " + unit) }))],
+      series: [{}, ...series.map(([label, , stroke]) => ({ label, stroke, width: 1.5, spanGaps: false, points: { show: !!dots, size: 4 }, value: (u, v) => (v === null ? "—" : v.toFixed(2) + " " + unit) }))],
       axes: [{}, { label: unit, size: 60 }],
       legend: { live: false },
     };
@@ -119,7 +120,7 @@ function History({ window: w, h }) {
     <div class="charts">
       <${Chart} title=${"Callbacks per second, last " + w} unit="/s" x=${x}
         series=${[["succeeded", col("succeeded", step), "#2e7d32"], ["failed", col("failed", step), "#c62828"], ["retried", col("retried", step), "#ef6c00"], ["expired", col("expired", step), "#6d4c41"]]} />
-      <${Chart} title=${"Lateness, last " + w} unit="ms" x=${x}
+      <${Chart} title=${"Lateness, last " + w} unit="ms" x=${x} dots
         series=${[["p50", col("lateness_p50_ms"), "#1565c0"], ["p99", col("lateness_p99_ms"), "#6a1b9a"]]} />
     </div>
     <${FailedPerQueue} data=${perQueue} window=${w} />
@@ -138,6 +139,10 @@ export function Overview() {
   const queues = useLoad(() => get("/v1/queues?limit=200"), [], 2000);
   const hour = useLoad(() => get("/v1/history?window=1h"), [], 2000);
   const day = useLoad(() => get("/v1/history?window=24h"), [], 60000);
+  // callbacks in flight on every replica (each reports every 2 s)
+  const cluster = useLoad(() => get("/v1/cluster"), [], 2000);
+  const reps = cluster.data && cluster.data.replicas;
+  const inFlight = reps && reps.length ? reps.reduce((a, r) => a + r.inflight, 0) : live && live.inFlight;
   const items = (queues.data && queues.data.queues) || [];
   // failures of the last hour: all replicas, from the history (a queue's own
   // failed_last_hour is kept only for queues with settings)
@@ -148,7 +153,7 @@ export function Overview() {
     <h1>Overview</h1>
     <${ErrorBox} error=${error} />
     <section aria-labelledby="now-h">
-      <h2 id="now-h">Now <span class="muted small">(this replica's callbacks, updated every 2 s${live ? ", " + live.updated.toLocaleTimeString() : ""})</span></h2>
+      <h2 id="now-h">Now <span class="muted small">(rates and lateness of this replica's callbacks, counts of all, updated every 2 s${live ? ", " + live.updated.toLocaleTimeString() : ""})</span></h2>
       <div class="tiles" data-live=${live ? live.updated.getTime() : ""}>
         <${Tile} id="succeeded" label="succeeded / s" value=${live ? num(live.succeeded) : "—"} />
         <${Tile} id="failed" label="failed / s" value=${live ? num(live.failed) : "—"} />
@@ -157,7 +162,7 @@ export function Overview() {
         <${Tile} id="p99" label="lateness p99" value=${live ? ms(live.p99) : "—"} />
         <${Tile} id="scheduled" label="tasks scheduled" value=${live ? num(live.scheduled) : "—"} />
         <${Tile} id="waiting" label="waiting (held by a limit)" value=${live ? num(live.waiting) : "—"} />
-        <${Tile} id="in_flight" label="in flight" value=${live ? num(live.inFlight) : "—"} />
+        <${Tile} id="in_flight" label=${"in flight" + (reps && reps.length > 1 ? ", " + reps.length + " replicas" : "")} value=${num(inFlight)} />
         <${Tile} id="failed_hour" label="failed in the last hour" value=${num(failedHour)} />
       </div>
     </section>
