@@ -172,7 +172,7 @@ export function Overview() {
       ${queues.data && html`<table>
         <thead><tr><th scope="col">queue</th><th scope="col">scheduled</th><th scope="col">waiting</th><th scope="col">in flight</th><th scope="col">failed, last hour</th><th scope="col">state</th></tr></thead>
         <tbody>${items.map((q) => html`<tr>
-          <td><${Link} href=${"/ui/queues#" + encodeURIComponent(q.name)}>${q.name}</${Link}></td>
+          <td><${Link} href=${"/ui/tasks?status=scheduled&queue=" + encodeURIComponent(q.name)}>${q.name}</${Link}></td>
           <td class="n">${num(q.scheduled)}</td><td class="n">${num(q.waiting)}</td><td class="n">${num(q.in_flight)}</td>
           <td class="n">${num(Math.max(q.failed_last_hour || 0, byQueue[q.name] || 0))}</td><td>${q.paused ? "paused" : "running"}</td></tr>`)}</tbody></table>`}
     </section>

@@ -1,6 +1,6 @@
 // /ui/queues: queues and destinations with their limits and counts; edit the
 // limits, pause and resume a queue.
-import { html, useState, useLoad, Loading, ErrorBox, Link, num, Action } from "./ui.js";
+import { html, useState, useLoad, Loading, Link, num, Action } from "./ui.js";
 import { get, put, post, enc } from "./api.js";
 
 function limitBody(v) {
@@ -49,8 +49,8 @@ export function Queues({ admin }) {
       <thead><tr><th scope="col">queue</th><th scope="col">state</th><th scope="col">scheduled</th><th scope="col">waiting</th><th scope="col">in flight</th><th scope="col">failed, last hour</th><th scope="col">limits</th>${admin && html`<th scope="col">actions</th>`}</tr></thead>
       <tbody>${qs.map((q) => html`<tr id=${"q-" + q.name} data-queue=${q.name}>
         <th scope="row">${q.name}</th><td class="state">${q.paused ? "paused" : "running"}</td>
-        <td class="n">${num(q.scheduled)}</td><td class="n waiting">${num(q.waiting)}</td><td class="n">${num(q.in_flight)}</td>
-        <td class="n"><${Link} href=${"/ui/dead-letters?status=failed"}>${num(q.failed_last_hour)}</${Link}></td>
+        <td class="n">${num(q.scheduled)}</td><td class="n waiting"><${Link} href=${"/ui/tasks?status=scheduled&queue=" + enc(q.name)} title=${"tasks of " + q.name}>${num(q.waiting)}</${Link}></td><td class="n">${num(q.in_flight)}</td>
+        <td class="n">${num(q.failed_last_hour)}</td>
         <td>${admin ? html`<${EditLimits} kind="queue" item=${q} onSaved=${queues.reload} />`
           : html`<span class="small">rate ${q.rate ?? "—"}, burst ${q.burst ?? "—"}, max ${q.max_concurrency ?? "—"}</span>`}</td>
         ${admin && html`<td>${q.paused
@@ -65,5 +65,5 @@ export function Queues({ admin }) {
         <td class="small">${d.held_until ? new Date(d.held_until).toLocaleString() : "—"}</td>
         <td>${admin ? html`<${EditLimits} kind="destination" item=${d} onSaved=${dests.reload} />` : html`<span class="small">rate ${d.rate ?? "—"}, max ${d.max_concurrency ?? "—"}</span>`}</td></tr>`)}</tbody></table>`
       : html`<p class="muted">No destination has limits.</p>`)}
-    <${ErrorBox} error=${null} />`;
+`;
 }
