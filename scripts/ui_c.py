@@ -19,12 +19,15 @@ import sys
 
 web, out = sys.argv[1], sys.argv[2]
 # served name -> source file; the libraries come from node_modules, pinned by
-# web/package-lock.json
+# web/package-lock.json. uPlot ships minified only as a classic script
+# (var uPlot = ...): made a module by exporting that variable, half the size
+# of its unminified ES module.
 SOURCES = {
     "preact-htm.js": "node_modules/htm/preact/standalone.module.js",
-    "uplot.js": "node_modules/uplot/dist/uPlot.esm.js",
+    "uplot.js": "node_modules/uplot/dist/uPlot.iife.min.js",
     "uplot.css": "node_modules/uplot/dist/uPlot.min.css",
 }
+APPEND = {"uplot.js": b"\nexport default uPlot;\n"}
 for name in sorted(os.listdir(os.path.join(web, "src"))):
     if name.endswith((".js", ".css", ".html", ".svg")):
         SOURCES[name] = os.path.join("src", name)
@@ -34,7 +37,7 @@ TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf
 text = {}
 for name, rel in SOURCES.items():
     with open(os.path.join(web, rel), "rb") as f:
-        text[name] = f.read()
+        text[name] = f.read() + APPEND.get(name, b"")
 
 # a reference: "./name" (an import) or "/ui/assets/name" (index.html)
 REF = re.compile(rb'(["\'])(\./|/ui/assets/)([A-Za-z0-9_.-]+)\1')

@@ -3,6 +3,7 @@ playwright-core (tests/node/console.mjs), against the real tickd, a real
 redis-server and real receivers. Each test seeds what it needs through the
 API, runs one scenario of the driver, and checks what it reports against the
 API and the receivers. Screenshots are kept in build/console-shots/."""
+import gzip
 import http.server
 import json
 import os
@@ -85,6 +86,8 @@ def test_served_from_the_binary_with_its_headers(console):
         for refused in ({}, {"Accept-Encoding": "gzip;q=0, identity"}, {"Accept-Encoding": "br"}):
             code, h, plain = raw_get(console, "/ui/assets/" + a, refused)
             assert code == 200 and "Content-Encoding" not in h and len(plain) >= len(body), refused
+    # what a first visit loads (index.html announces every module): well under 150 KB
+    assert total + len(gzip.compress(index)) < 150 * 1024, total
     assert raw_get(console, "/ui/assets/app.0000000000.js")[0] == 404
     assert raw_get(console, "/ui")[0] in (200, 308)  # followed to /ui/
     for method in ("POST", "DELETE", "PUT"):
