@@ -17,7 +17,7 @@ const [scenario, argText] = process.argv.slice(2);
 const arg = JSON.parse(argText || "{}");
 const base = arg.base;
 const out = {};
-const T = 10000;
+const T = 20000; // a deadline, not a pause: every wait ends as soon as its condition holds
 let expect403 = false; // the read-only scenario's own refused call
 
 function check(cond, what) {
@@ -120,7 +120,7 @@ const scenarios = {
         const tiles = page.locator(".tiles");
         await page.waitForFunction(() => document.querySelector(".tiles").dataset.live, null, { timeout: T });
         const a = await tiles.getAttribute("data-live");
-        await page.waitForFunction((a0) => document.querySelector(".tiles").dataset.live !== a0, a, { timeout: 5000 });
+        await page.waitForFunction((a0) => document.querySelector(".tiles").dataset.live !== a0, a, { timeout: 10000 });
         await page.waitForFunction(() => document.querySelectorAll(".u-wrap, .chart canvas").length > 0 || document.body.innerText.includes("History is not available"), null, { timeout: T });
       }
       if (name === "task") await page.getByRole("heading", { name: "Attempts" }).waitFor({ timeout: T });
