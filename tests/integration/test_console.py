@@ -178,9 +178,7 @@ def test_read_only_token_sees_no_action(console, receiver):
 class Hostile:
     """A receiver whose failing answers carry HTML and script in the status
     line's reason and the body, and that records any call to /pwned (which
-    a payload that ran would make)."""
-
-    PAYLOAD = "<img src=x onerror=\"window.__pwned=1;fetch('/pwned')\">"
+    a payload that ran would make: the payload names it)."""
 
     def __init__(self):
         self.pwned = []
@@ -195,7 +193,7 @@ class Hostile:
                     self.rfile.read(n)
                 if self.path.startswith("/pwned"):
                     outer.pwned.append(self.path)
-                body = (Hostile.PAYLOAD + "</script><script>window.__pwned=2</script>").encode()
+                body = (outer.payload + "</script><script>window.__pwned=2</script>").encode()
                 self.send_response(500, "<script>window.__pwned=3</script>")
                 self.send_header("Content-Type", "text/html")
                 self.send_header("Content-Length", str(len(body)))
@@ -209,6 +207,7 @@ class Hostile:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.port = self.server.server_address[1]
+        self.payload = f"<img src=x onerror=\"window.__pwned=1;fetch('http://127.0.0.1:{self.port}/pwned')\">"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
@@ -221,9 +220,9 @@ def test_hostile_task_fields_show_as_text(console):
     try:
         task = {"key": "javascript:void-0", "callback_url": f"http://127.0.0.1:{h.port}/cb",
                 "retry": {"max_attempts": 1},
-                "header": {"X-Note": Hostile.PAYLOAD, "Authorization": "Bearer top-s3cret-xyz"},
+                "header": {"X-Note": h.payload, "Authorization": "Bearer top-s3cret-xyz"},
                 "req": {"html": "</script><script>window.__pwned=4</script>",
-                        "link": "javascript:window.__pwned=5", "img": Hostile.PAYLOAD}}
+                        "link": "javascript:window.__pwned=5", "img": h.payload}}
         code, body = api(console, "POST", "/v1/tasks", task)
         assert code == 201, body
         tid = body["id"]
@@ -231,7 +230,7 @@ def test_hostile_task_fields_show_as_text(console):
         stored = api(console, "GET", f"/v1/tasks/{tid}")[1]
         assert "<img" in stored["attempt_history"][0]["body"]
         out = drive("hostile", console, task_id=tid, key_prefix="javascript:", secret="top-s3cret-xyz",
-                    expect_text=["javascript:void-0", Hostile.PAYLOAD, "window.__pwned=4",
+                    expect_text=["javascript:void-0", h.payload, "window.__pwned=4",
                                  "javascript:window.__pwned=5", "</script><script>window.__pwned=2</script>"])
         assert out["pwned"] is None and out["imgs"] == 0
         assert h.pwned == []

@@ -244,6 +244,7 @@ const scenarios = {
     check(!text.includes(arg.secret), "a secret header value reached the page");
     const html = await page.content();
     check(!html.includes(arg.secret), "a secret header value is in the DOM");
+    await shot(page, "hostile-task");
     out.imgs = await page.locator("main img, main script, main iframe").count();
     check(out.imgs === 0, "no element made from data");
     await page.goto(`${base}/ui/tasks?status=failed&key_prefix=${encodeURIComponent(arg.key_prefix)}`);
