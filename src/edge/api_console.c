@@ -150,7 +150,7 @@ static void api_history_cb(const store_hist *m, int n, const char *err, void *pr
         cJSON_AddItemToArray(arr, o);
     }
     api_hist_fields(cJSON_AddObjectToObject(body, "total"), &total);
-    qsort(qs, (size_t)nq, sizeof(*qs), api_queue_cmp);
+    if (nq) qsort(qs, (size_t)nq, sizeof(*qs), api_queue_cmp);
     cJSON *fq = cJSON_AddArrayToObject(body, "failed_by_queue");
     for (int j = 0; j < nq; j++) {
         cJSON *o = cJSON_CreateObject();

@@ -1146,7 +1146,7 @@ static void ms_hist_add(store *s, const store_hist *h, int64_t keep_ms, store_do
     int64_t oldest = (ms_now_ms(s) - keep_ms) / 60000;
     int drop = 0;
     while (drop < c->nmins && c->mins[drop].minute < oldest) free(c->mins[drop++].queues);
-    memmove(c->mins, c->mins + drop, sizeof(*c->mins) * (size_t)(c->nmins - drop));
+    if (drop) memmove(c->mins, c->mins + drop, sizeof(*c->mins) * (size_t)(c->nmins - drop));
     c->nmins -= drop;
     int i = 0;
     while (i < c->nmins && c->mins[i].minute < h->minute) i++;
@@ -1182,7 +1182,7 @@ static void ms_hist_read(store *s, int64_t from_minute, int64_t to_minute, store
         store_hist *o = &a->mins[a->n++];
         *o = *h;
         o->queues = xmalloc(sizeof(*o->queues) * (size_t)(h->nqueues + 1));
-        memcpy(o->queues, h->queues, sizeof(*o->queues) * (size_t)h->nqueues);
+        if (h->nqueues) memcpy(o->queues, h->queues, sizeof(*o->queues) * (size_t)h->nqueues);
     }
     ms_console_answer(m, a);
 }
@@ -1238,12 +1238,12 @@ static void ms_replicas(store *s, store_replicas_fn *cb, void *priv)
     mstore *m = MS(s);
     mconsole *c = ms_console(m);
     ms_replicas_prune(c, ms_now_ms(s));
-    qsort(c->reps, (size_t)c->nreps, sizeof(*c->reps), ms_replica_cmp);
+    if (c->nreps) qsort(c->reps, (size_t)c->nreps, sizeof(*c->reps), ms_replica_cmp);
     mconsole_answer *a = xcalloc(1, sizeof(*a));
     *a = (mconsole_answer){.cb = (void *)cb, .priv = priv, .kind = 2, .n = c->nreps};
     a->reps = xcalloc((size_t)(c->nreps + 1), sizeof(*a->reps));
     a->copy = xcalloc((size_t)(c->nreps + 1), sizeof(*a->copy));
-    memcpy(a->copy, c->reps, sizeof(*c->reps) * (size_t)c->nreps);
+    if (c->nreps) memcpy(a->copy, c->reps, sizeof(*c->reps) * (size_t)c->nreps);
     for (int i = 0; i < c->nreps; i++) {
         const mreplica *t = &a->copy[i];
         a->reps[i] = (store_replica){t->id, t->listen, t->version, t->started_at_ms,

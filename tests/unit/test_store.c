@@ -1019,7 +1019,8 @@ static void hist_cb(const store_hist *m, int n, const char *err, void *priv)
     for (int i = 0; i < n; i++) {
         c->mins[i] = m[i];
         assert_true(m[i].nqueues <= STORE_HIST_QUEUES + 1);
-        memcpy(c->queues[i], m[i].queues, sizeof(*m[i].queues) * (size_t)m[i].nqueues);
+        if (m[i].nqueues)
+            memcpy(c->queues[i], m[i].queues, sizeof(*m[i].queues) * (size_t)m[i].nqueues);
         c->mins[i].queues = c->queues[i];
     }
     c->f->answers++;
