@@ -39,13 +39,14 @@ FUZZ_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stac
 # src/<layer>/*.c: the layers and what each may use are in src/README.md
 LAYERS  := base model store delivery core edge
 SRCS    := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
-# doc/openapi.yaml, built in as JSON (GET /v1/openapi.json)
-OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/openapi.o
-SOBJS   := $(SRCS:src/%.c=build/san/%.o) build/san/openapi.o
+# doc/openapi.yaml, built in as JSON (GET /v1/openapi.json), and the web
+# console's files (web/, served at /ui/)
+OBJS    := $(SRCS:src/%.c=build/obj/%.o) build/obj/openapi.o build/obj/ui_assets.o
+SOBJS   := $(SRCS:src/%.c=build/san/%.o) build/san/openapi.o build/san/ui_assets.o
 UNITS   := $(wildcard tests/unit/test_*.c)
 UBINS   := $(UNITS:tests/unit/%.c=build/unit/%)
 SUBINS  := $(UNITS:tests/unit/%.c=build/unit-san/%)
-FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o) build/fuzz/obj/openapi.o
+FOBJS   := $(SRCS:src/%.c=build/fuzz/obj/%.o) build/fuzz/obj/openapi.o build/fuzz/obj/ui_assets.o
 FUZZERS := $(wildcard tests/fuzz/fuzz_*.c)
 FBINS   := $(FUZZERS:tests/fuzz/%.c=build/fuzz/%)
 # tickctl: cmd/tickctl on libcurl, cJSON, libevent (listen) and libcrypto,
@@ -78,6 +79,23 @@ build/obj/openapi.o: build/gen/openapi.c | build/obj
 build/san/openapi.o: build/gen/openapi.c | build/san
 	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 build/fuzz/obj/openapi.o: build/gen/openapi.c | build/fuzz/obj
+	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+
+# The console (web/): its sources and the two libraries it ships, pinned by
+# web/package-lock.json (npm ci runs only when the lock changed), made into
+# one C file of content-hashed, pre-gzipped files (scripts/ui_c.py).
+WEB_SRCS = $(wildcard web/src/*)
+WEB_DEPS = web/node_modules/.package-lock.json
+$(WEB_DEPS): web/package.json web/package-lock.json
+	@command -v npm >/dev/null 2>&1 || scripts/deps.sh
+	cd web && npm ci --no-audit --no-fund
+build/gen/ui_assets.c: $(WEB_SRCS) $(WEB_DEPS) scripts/ui_c.py | build/gen
+	/usr/bin/python3 scripts/ui_c.py web $@
+build/obj/ui_assets.o: build/gen/ui_assets.c | build/obj
+	$(CC) $(CFLAGS) -c -o $@ $<
+build/san/ui_assets.o: build/gen/ui_assets.c | build/san
+	$(CC) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+build/fuzz/obj/ui_assets.o: build/gen/ui_assets.c | build/fuzz/obj
 	$(FUZZ_CC) $(FUZZFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
 
 build/tickd: build/obj/main.o $(OBJS)
@@ -281,14 +299,17 @@ uninstall:
 # built (no variables or jobs of this make reach it; all CPUs are used).
 DEB_TOOLS   = debhelper dpkg-dev fakeroot lintian
 DEB_SOURCES = Makefile README.md $(SRCS) $(wildcard src/README.md src/*/*.h cmd/*/* lua/*.lua conf/* doc/* debian/* debian/source/*) \
-              scripts/openapi_c.py
+              scripts/openapi_c.py scripts/ui_c.py web/package.json web/package-lock.json $(WEB_SRCS)
 .PHONY: deb deb-deps
 deb: build/deb/stamp
 deb-deps:
 	@scripts/deps.sh $(DEB_TOOLS)
-build/deb/stamp: $(DEB_SOURCES) | deb-deps
+# The console's libraries go in as npm ci installed them here (web/node_modules,
+# pinned by the lock, copied with their times so that the package build runs
+# no npm and fetches nothing).
+build/deb/stamp: $(DEB_SOURCES) $(WEB_DEPS) | deb-deps
 	rm -rf build/deb && mkdir -p build/deb/tickd
-	cp -a Makefile README.md src cmd lua conf doc scripts debian build/deb/tickd/
+	cp -a Makefile README.md src cmd lua conf doc scripts debian web build/deb/tickd/
 	cd build/deb/tickd && unset MAKEFLAGS MFLAGS MAKELEVEL && \
 	  DEB_BUILD_OPTIONS="parallel=$$(nproc) $$DEB_BUILD_OPTIONS" \
 	  dpkg-buildpackage -us -uc -b >../build.log 2>&1 || { tail -40 ../build.log; exit 1; }

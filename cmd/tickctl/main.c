@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -796,6 +799,35 @@ static int cmd_queue_flag(ctl *c)
     return call(c, "POST", p, NULL, print_queue);
 }
 
+/* ui: the web console's URL; opened with xdg-open when a person at a
+ * graphical session runs it (stdout a terminal, DISPLAY or WAYLAND_DISPLAY
+ * set), never from a script. The token is not put in the URL: the console
+ * asks for it. */
+static int cmd_ui(ctl *c)
+{
+    printf("%s/ui/\n", c->api.url);
+    fflush(stdout);
+    const char *x = getenv("DISPLAY"), *w = getenv("WAYLAND_DISPLAY");
+    if (!isatty(STDOUT_FILENO) || !((x && *x) || (w && *w))) return CTL_OK;
+    char url[2100];
+    snprintf(url, sizeof(url), "%s/ui/", c->api.url);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+        }
+        execlp("xdg-open", "xdg-open", url, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fprintf(stderr, "tickctl: no browser opened (xdg-open): open the URL above\n");
+    return CTL_OK;
+}
+
 static int cmd_listen(ctl *c)
 {
     long long port = 9000, status = 200, count = 0;
@@ -860,6 +892,7 @@ static const char help_main[] =
     "  queues                        queues: limits, waiting, in flight, failed\n"
     "  pause QUEUE, resume QUEUE     stop a queue's callbacks, let them go again\n"
     "  listen [--port P] [--secret whsec_...]   print callbacks as they arrive\n"
+    "  ui                            the web console's URL, opened in a browser\n"
     "  help [COMMAND]                a command's options\n"
     "\n"
     "options of every command:\n"
@@ -977,6 +1010,14 @@ static const cmd cmds[] = {
      "\n"
      "Resume a queue (POST /v1/queues/QUEUE/resume): the tasks that waited go,\n"
      "oldest first, within its limits.\n"
+     "\n" HELP_COMMON},
+    {"ui", cmd_ui, 0, 0, 0,
+     "usage: tickctl ui\n"
+     "\n"
+     "Print the web console's URL (--url or TICKD_URL, then /ui/) and, when run\n"
+     "at a terminal of a graphical session (DISPLAY or WAYLAND_DISPLAY set),\n"
+     "open it with xdg-open. The console asks for the token itself when the API\n"
+     "wants one; tickctl never puts it in the URL.\n"
      "\n" HELP_COMMON},
     {"listen", cmd_listen, BIT(O_PORT) | BIT(O_BIND) | BIT(O_STATUS) | BIT(O_SECRET) | BIT(O_COUNT),
      0, 0,

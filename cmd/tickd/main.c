@@ -153,6 +153,8 @@ static void tickd_stats(void *priv, cJSON *obj)
     if (t->run) runner_stats(t->run, obj);
     if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
     history_stats(t->hist, obj);
+    cJSON_AddNumberToObject(obj, "retention_ms", (double)t->cfg.retention_ms);
+    cJSON_AddNumberToObject(obj, "failed_retention_ms", (double)t->cfg.failed_retention_ms);
 }
 
 static void tickd_replica_gauges(void *priv, int64_t *inflight, int64_t *held)

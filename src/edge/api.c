@@ -20,6 +20,7 @@
 #include "edge/api_tasks.h"
 #include "edge/http_server.h"
 #include "edge/openapi.h"
+#include "edge/ui.h"
 
 static void api_openapi(api *a, http_req *req, const api_params *p)
 {
@@ -98,6 +99,8 @@ static const api_kind api_kinds[] = {
     {"destination", api_queues_destination_param, 1, NULL},
 };
 
+static void api_whoami(api *a, http_req *req, const api_params *p);
+
 /* Every route of the API; a new one is a row. The first pattern that
  * matches a path is its route: a fixed segment goes before a {name} in the
  * same place (/v1/tasks/batch before /v1/tasks/{id}). */
@@ -134,6 +137,7 @@ static const api_route_row api_routes[] = {
     {"GET", "/v1/stats", api_metrics_stats, API_READ, NULL},
     {"GET", "/v1/history", api_console_history, API_READ, NULL},
     {"GET", "/v1/cluster", api_console_cluster, API_READ, NULL},
+    {"GET", "/v1/whoami", api_whoami, API_READ, NULL},
     {"GET", "/v1/openapi.json", api_openapi, API_OPEN, NULL},
     {"GET", "/healthz", api_metrics_health, API_OPEN, NULL},
     {"GET", "/metrics", api_metrics_scrape, API_OPEN, NULL},
@@ -280,6 +284,7 @@ static void api_route(http_req *req, void *arg)
     }
     memcpy(path, uri, n);
     path[n] = '\0';
+    if (ui_route(req, path)) return;
     if (!a->s) {
         api_route_waiting(a, req, path);
         return;
@@ -316,6 +321,15 @@ static int api_authorized(const api *a, http_req *req)
         read |= hit;
     }
     return admin ? API_ADMIN : read ? API_READ : API_OPEN;
+}
+
+/* GET /v1/whoami: what the request's token may do (the console shows no
+ * action to a read-only one). */
+static void api_whoami(api *a, http_req *req, const api_params *p)
+{
+    (void)p;
+    if (!a->ntokens) ui_whoami(req, "open");
+    else ui_whoami(req, api_authorized(a, req) == API_ADMIN ? "admin" : "read");
 }
 
 /* Who may send the request, by the route table. One that no route takes

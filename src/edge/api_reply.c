@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "base/util.h"
+#include "edge/ui.h"
 #include "model/task.h"
 
 /* ---- replies ----------------------------------------------------------- */
@@ -32,6 +33,7 @@ void api_req_free(api_req *r)
 
 void api_send_json(http_req *req, int code, const char *reason, cJSON *body)
 {
+    ui_mask_for_browser(req, body);
     char *s = body ? cJSON_PrintUnformatted(body) : NULL;
     size_t n = s ? strlen(s) : 0;
     /* every answer is UTF-8 (RFC 8259): text from outside is checked or
