@@ -54,7 +54,7 @@ size_t util_copy(char *dst, size_t cap, const char *src)
 {
     if (!cap) return 0;
     size_t n = src ? strnlen(src, cap - 1) : 0;
-    memcpy(dst, src, n);
+    if (n) memcpy(dst, src, n);
     dst[n] = '\0';
     return n;
 }
