@@ -5,6 +5,12 @@ import pytest
 from harness import SANITIZER_REPORT, Cluster, Receiver, Redis, Tickd
 from receivers import Raw, Scripted
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "timing: asserts lateness in ms; make integration runs these after the "
+        "rest, one at a time, with the machine to themselves (run.py)")
+
+
 # quicker failure detection for the cluster tests
 FAST = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500", "TICKD_REDIS_TIMEOUT_MS": "1000"}
 

@@ -14,6 +14,7 @@ LATE_P50_MS = 20
 LATE_P99_MS = 60
 
 
+@pytest.mark.timing
 def test_1000_tasks_fire_on_their_millisecond(tickd, receiver):
     base = now_ms() + 3000
     tasks = [{"callback_url": receiver.url("/ok"), "key": f"t{i}",

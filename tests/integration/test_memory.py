@@ -104,6 +104,7 @@ def test_idempotent_repost(mem, receiver):
     assert len(receiver.by_task()[a["id"]]) == 1
 
 
+@pytest.mark.timing
 def test_200_tasks_fire_on_their_millisecond(mem, receiver):
     base = now_ms() + 1000
     tasks = [{"callback_url": receiver.url("/ok"), "key": f"t{i}",

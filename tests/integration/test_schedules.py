@@ -60,6 +60,7 @@ def runs_past(receiver, keys, at_ms, timeout):
     wait_for(past, timeout, what=f"runs of {len(keys)} schedule(s) due at {at_ms} or later")
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("store", ["redis", "memory"])
 def test_every_second_times_5_fires_exactly_5_on_time(redis, tickd_factory, receiver, store):
     t = tickd_factory(redis if store == "redis" else None, store=store).start()
@@ -90,6 +91,7 @@ def test_every_second_times_5_fires_exactly_5_on_time(redis, tickd_factory, rece
     assert task["execute_at"] == first + 4000 and task["req"] == {"n": 1}
 
 
+@pytest.mark.timing
 def test_cron_with_seconds_field_in_a_zone(tickd, receiver):
     s = create(tickd, {"key": "cs", "cron": "*/2 * * * * *", "tz": "Asia/Kathmandu",
                        "task": {"callback_url": receiver.url()}})
