@@ -15,7 +15,7 @@ local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
-local ids, dues, reclaim, taken_due, recs = {}, {}, {}, {}, {}
+local ids, dues, reclaim, taken_due, recs, due_text = {}, {}, {}, {}, {}, {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(exp) do
   ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
@@ -24,9 +24,13 @@ if #ids < limit then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now + tonumber(ARGV[1])),
                          'WITHSCORES', 'LIMIT', 0, limit - #ids)
   for i = 1, #due, 2 do
-    -- a fresh task (lib.lua): "id\nrecord"
-    local id, rec = string.match(due[i], '^([^\n]*)\n(.*)$')
-    ids[#ids + 1] = id or due[i]; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
+    -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
+    -- the record a byte at a time)
+    local m, id, rec = due[i], due[i], nil
+    local nl = string.find(m, '\n', 1, true)
+    if nl then id, rec = string.sub(m, 1, nl - 1), string.sub(m, nl + 1) end
+    ids[#ids + 1] = id; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
+    due_text[#ids] = due[i + 1]
     recs[#ids] = rec
     taken_due[#taken_due + 1] = due[i]
   end
@@ -59,7 +63,7 @@ for i = 1, taken do
   elseif not states[i] then
     -- (a state already there: a task of the same id was stored in full
     -- since, a key given that tickd once made; that one stands)
-    states[i], specs[i], fresh[i] = fresh_state(recs[i], dues[i]), recs[i], true
+    specs[i], fresh[i] = recs[i], true
   end
 end
 
@@ -79,6 +83,17 @@ for i = 1, taken do
     zadd[#zadd + 1] = math.max(dues[i], now) + tonumber(ptr[i]) + margin
     zadd[#zadd + 1] = id
     out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 0; out[#out + 1] = false
+  elseif fresh[i] then
+    -- its first attempt: the state is written as text (lib.lua: state_run1)
+    local to, q = rec_to_queue(recs[i])
+    hset[#hset + 1] = 's:' .. id
+    hset[#hset + 1] = state_run1(due_text[i], to, q)
+    hset[#hset + 1] = id
+    hset[#hset + 1] = recs[i]
+    zadd[#zadd + 1] = int_text(math.max(dues[i], now) + tonumber(to) + margin)
+    zadd[#zadd + 1] = id
+    out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 1
+    out[#out + 1] = recs[i]
   else
     local st = states[i]
     if type(st) == 'string' then st = cjson.decode(st) end
@@ -93,11 +108,7 @@ for i = 1, taken do
       st.w = nil
       hset[#hset + 1] = 's:' .. id
       hset[#hset + 1] = cjson.encode(st)
-      if fresh[i] then
-        hset[#hset + 1] = id
-        hset[#hset + 1] = recs[i]
-      end
-      zadd[#zadd + 1] = math.max(due, now) + st.to + margin
+      zadd[#zadd + 1] = int_text(math.max(due, now) + st.to + margin)
       zadd[#zadd + 1] = id
       out[#out + 1] = id; out[#out + 1] = due; out[#out + 1] = st.a + 1
       out[#out + 1] = specs[i]

@@ -153,12 +153,49 @@ local function fresh_find(due, id)
   return nil
 end
 
+-- A record's timeout (its digits) and queue ('' = the default), found with
+-- plain finds of the line ends (src/model/task.h: url, method, timeout_ms,
+-- queue, ...); nil when it holds no timeout.
+local function rec_to_queue(rec)
+  local a = string.find(rec, '\n', 1, true)
+  local b = a and string.find(rec, '\n', a + 1, true)
+  local c = b and string.find(rec, '\n', b + 1, true)
+  local d = c and string.find(rec, '\n', c + 1, true)
+  if not d then return nil end
+  local to = string.sub(rec, b + 1, c - 1)
+  if not string.find(to, '^%d+$') then return nil end
+  return to, string.sub(rec, c + 1, d - 1)
+end
+
 -- The state a fresh task has (its record: src/model/task.h).
 local function fresh_state(rec, due)
-  local to, q = string.match(rec, '^[^\n]*\n[^\n]*\n(%d+)\n([^\n]*)\n')
+  local to, q = rec_to_queue(rec)
   -- the record always holds its timeout (task_rec_spec refuses one without)
   return {s = 'scheduled', a = 0, due = due, to = tonumber(to),
           q = (q == nil or q == '') and 1 or q}
+end
+
+-- The state of a task claimed for its first attempt, and that state once it
+-- succeeded, written as text from the parts they are made of (numbers as the
+-- digits they came as): cjson writes each number through snprintf('%.14g'),
+-- and with the decode and encode of the settle that was the largest part of
+-- what a task cost Redis. Any other state goes through cjson; the two forms
+-- are the same JSON to every reader. settle reads a state of the first form
+-- with STATE_RUN1 (due, to, q as JSON text) and writes STATE_OK1 from it.
+local STATE_RUN1 = '^{"s":"running","a":0,"due":(%d+),"to":(%d+),"q":(.*)}$'
+
+-- due, to: digits; q: the queue of the record ('' = the default)
+local function state_run1(due, to, q)
+  local qj
+  if q == nil or q == '' then qj = '1'
+  elseif string.find(q, '^[%w._-]+$') then qj = '"' .. q .. '"'
+  else qj = cjson.encode(q) end
+  return '{"s":"running","a":0,"due":' .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
+end
+
+-- A time in ms, or another integer below 2^53, as its digits.
+local function int_text(v)
+  return string.format('%d', v)
 end
 
 -- The state of task id of this home slice (KEYS due, task), a fresh one made

@@ -16,6 +16,7 @@
 local HISTORY = 10
 local retention, failed_retention, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
+local now_text = int_text(now)
 local out = {}
 
 local sfields = {}
@@ -45,17 +46,54 @@ local function finish(st, id, status, ix)
   counted[id] = true
   st.cur = nil
   finals = finals + 1
-  ix[#ix + 1] = now; ix[#ix + 1] = id
+  ix[#ix + 1] = now_text; ix[#ix + 1] = id
   return state_queue(st) or ''
+end
+
+-- A first attempt that succeeded, its state in the form the claim wrote
+-- (lib.lua: STATE_RUN1): the succeeded state is written as text too, from
+-- the digits given. Returns the state and its queue; nil when any part is
+-- not of the forms this expects (the general path then takes it).
+local canon_token = string.find(token, '^%w*$') ~= nil
+local function settle_ok1(rawst, attempt, code, hist)
+  if not canon_token or code ~= '' or hist[4] ~= '' then return nil end
+  local due, to, q = string.match(rawst, STATE_RUN1)
+  if not due then return nil end
+  local ms = string.match(attempt .. ' ' .. hist[1] .. ' ' .. hist[2] .. ' ' .. hist[3],
+                          '^[1-9]%d* [1-9]%d* (%d+) [1-9]%d*$')
+  if not ms or (#ms > 1 and string.sub(ms, 1, 1) == '0') then return nil end
+  local queue
+  if q == '1' then queue = 'default'
+  else queue = string.match(q, '^"([%w._-]+)"$') or cjson.decode(q) end
+  return '{"s":"succeeded","a":' .. attempt .. ',"due":' .. due .. ',"to":' .. to .. ',"q":' .. q ..
+         ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":[{"t":' .. hist[1] .. ',"ms":' ..
+         ms .. ',"c":' .. hist[3] .. '}]}', queue
 end
 
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
   local st = states[id]
+  if loc == '1' then zrem[#zrem + 1] = id end
+  if st == nil and o == 'ok' and err == '' and raw[n] then
+    local text, queue = settle_ok1(raw[n], attempt, code, hist)
+    if text then
+      states[id] = text
+      counted[id] = true
+      finals = finals + 1
+      fin_ok[#fin_ok + 1] = now_text; fin_ok[#fin_ok + 1] = id
+      changed[id] = true
+      order[#order + 1] = id
+      return queue
+    end
+  end
+  if type(st) == 'string' then
+    -- given again in this settle, after the first took the path above
+    st = cjson.decode(st)
+    states[id] = st
+  end
   if st == nil then
     st = raw[n] and cjson.decode(raw[n]) or false
     states[id] = st
   end
-  if loc == '1' then zrem[#zrem + 1] = id end
   if not st then return '' end
   -- not running: a duplicate delivery after a crash settled it already (or
   -- this very settle, whose answer was lost: st.ft)
@@ -115,7 +153,8 @@ bulk_write('ZADD', KEYS[1], zadd)
 local hset = {}
 for _, id in ipairs(order) do
   hset[#hset + 1] = 's:' .. id
-  hset[#hset + 1] = cjson.encode(states[id])
+  local st = states[id]
+  hset[#hset + 1] = type(st) == 'string' and st or cjson.encode(st)
 end
 bulk_write('HSET', KEYS[2], hset)
 bulk_write('ZADD', KEYS[5], fin_ok)

@@ -1,0 +1,56 @@
+"""The task state a claim writes for a first attempt, and the one the settle
+writes when that attempt succeeds, are written by the scripts as text
+(lua/lib.lua: state_run1, settle_ok1); every other state by cjson. Both must
+be the same JSON: what is stored, and what the API answers, does not depend
+on which path wrote it. Real binary, real redis-server, real receiver."""
+import json
+
+from harness import now_ms, wait_for
+
+
+def stored_state(redis, tid):
+    home = tid.rsplit(".", 2)[0]
+    return json.loads(redis.cli("HGET", "tickd:{%s}:task" % home, "s:" + tid))
+
+
+def settled_ok(tickd, tid):
+    wait_for(lambda: tickd.get(tid)[1]["status"] == "succeeded", 15, what="succeeded " + tid)
+    return tickd.get(tid)[1]
+
+
+def test_first_attempt_states_are_the_json_of_every_other_path(tickd, redis, receiver):
+    at = now_ms() + 600
+    plain = tickd.post({"callback_url": receiver.url("/slow/700"), "execute_at": at})
+    named = tickd.post({"callback_url": receiver.url("/ok"), "execute_at": at,
+                        "queue": "q.state-1", "timeout_ms": 2500})
+    # retried once: the first attempt fails, the second is settled by cjson
+    again = tickd.post({"callback_url": receiver.url("/fail/1"), "execute_at": at,
+                        "retry": {"max_attempts": 3, "backoff_ms": 50}})
+
+    # while the slow one runs, its state is the claim's text, read as JSON
+    wait_for(lambda: tickd.get(plain["id"])[1]["status"] == "running", 10, what="running")
+    st = stored_state(redis, plain["id"])
+    assert st == {"s": "running", "a": 0, "due": at, "to": 10000, "q": 1}, st
+
+    for task, queue, timeout in ((plain, 1, 10000), (named, "q.state-1", 2500)):
+        got = settled_ok(tickd, task["id"])
+        st = stored_state(redis, task["id"])
+        assert set(st) == {"s", "a", "due", "to", "q", "fin", "ft", "h"}, st
+        assert (st["s"], st["a"], st["due"], st["to"], st["q"]) == \
+            ("succeeded", 1, at, timeout, queue), st
+        assert isinstance(st["fin"], int) and st["fin"] >= at, st
+        assert isinstance(st["ft"], str) and st["ft"], st
+        (h,) = st["h"]
+        assert set(h) == {"t", "ms", "c"} and h["c"] == 200 and h["t"] >= at and h["ms"] >= 0, h
+        assert got["attempts"] == 1, got
+
+    got = settled_ok(tickd, again["id"])
+    st = stored_state(redis, again["id"])
+    assert st["s"] == "succeeded" and st["a"] == 2 and [h["c"] for h in st["h"]] == [500, 200], st
+
+    # the API answers the same members for a task whichever path settled it
+    first = tickd.get(named["id"])[1]
+    # (but what the failed attempt left: its status and error)
+    assert set(first) == set(got) - {"last_status_code", "last_error"}, (first, got)
+    assert [set(a) for a in first["attempt_history"]] == \
+        [set(got["attempt_history"][-1])], (first, got)
