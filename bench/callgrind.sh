@@ -12,6 +12,11 @@
 #   (the claim and the settle scripts, and everything else Redis does then);
 # - tickd, a POST: CG_POST_S (10) seconds of `wrk -t1 -c8` posting one task a
 #   request (post.lua), tickd under callgrind.
+# 5,000 rather than make bench's 20,000: under valgrind a process runs tens
+# of times slower, and a burst of 20,000 lasts minutes, long enough for leases
+# (a task's timeout + the margin) to run out, which a real burst never sees.
+# What a slice costs once (its first entries kept compact by Redis) weighs
+# four times more at 5,000 than at 20,000.
 # One process a run is under valgrind; the others run as usual. Needs what
 # bench/run.sh installs (run `make bench` once) and valgrind.
 set -euo pipefail

@@ -21,18 +21,26 @@ for _, id in ipairs(exp) do
   ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
 end
 if #ids < limit then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now + tonumber(ARGV[1])),
-                         'WITHSCORES', 'LIMIT', 0, limit - #ids)
-  for i = 1, #due, 2 do
+  -- no WITHSCORES (Redis writes each score with snprintf): a fresh entry is
+  -- due at the execute_at its id holds (add.lua), the others' scores are
+  -- read one by one (retries and tasks held back: few in a batch)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. int_text(now + tonumber(ARGV[1])),
+                         'LIMIT', 0, limit - #ids)
+  for i = 1, #due do
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)
-    local m, id, rec = due[i], due[i], nil
+    local m, id, rec, at = due[i], due[i], nil, nil
     local nl = string.find(m, '\n', 1, true)
-    if nl then id, rec = string.sub(m, 1, nl - 1), string.sub(m, nl + 1) end
-    ids[#ids + 1] = id; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
-    due_text[#ids] = due[i + 1]
+    if nl then
+      id, rec = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
+      at = id_at_text(id)
+    end
+    ids[#ids + 1] = id; reclaim[#ids] = false
+    if not at then at = redis.call('ZSCORE', KEYS[1], m) end
+    dues[#ids] = tonumber(at)
+    due_text[#ids] = at
     recs[#ids] = rec
-    taken_due[#taken_due + 1] = due[i]
+    taken_due[#taken_due + 1] = m
   end
 end
 local taken = #ids

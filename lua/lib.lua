@@ -142,6 +142,18 @@ local function id_at(id)
   return tonumber(at), key or ''
 end
 
+-- The execute_at of an id as its digits (what id_at reads, with plain
+-- finds), or nil.
+local function id_at_text(id)
+  local a = string.find(id, '.', 1, true)
+  local b = a and string.find(id, '.', a + 1, true)
+  local c = b and string.find(id, '.', b + 1, true)
+  if not c then return nil end
+  local at = string.sub(id, b + 1, c - 1)
+  if not string.find(at, '^%d+$') then return nil end
+  return at
+end
+
 -- A fresh task's member in :due: member, record, due; or nil.
 local function fresh_find(due, id)
   local at = id_at(id)
