@@ -25,6 +25,43 @@
 typedef struct worker worker;
 typedef struct xfer xfer;
 
+/* Callbacks gathered on one thread for the other: handed over when the
+ * thread's loop turn ends or CBBATCH_MAX have gathered, whichever comes
+ * first, so that a burst costs one lock and one wake-up per batch rather
+ * than per callback, and the other side starts on the first ones early. */
+#define CBBATCH_MAX 64
+typedef struct cbbatch {
+    callback *head, *tail;
+    int n;
+} cbbatch;
+
+/* Append j; 1 when the batch is full and should go now. */
+static int cbbatch_add(cbbatch *b, callback *j)
+{
+    j->next = NULL;
+    if (b->tail) b->tail->next = j;
+    else b->head = j;
+    b->tail = j;
+    return ++b->n >= CBBATCH_MAX;
+}
+
+/* Move b's callbacks to the end of the list *head / *tail guarded by mu; 1
+ * when the list was empty (its reader must be woken: otherwise a wake-up is
+ * already on its way). */
+static int cbbatch_move(cbbatch *b, pthread_mutex_t *mu, callback **head, callback **tail)
+{
+    if (!b->head) return 0;
+    pthread_mutex_lock(mu);
+    int was_empty = *head == NULL;
+    if (*tail) (*tail)->next = b->head;
+    else *head = b->head;
+    *tail = b->tail;
+    pthread_mutex_unlock(mu);
+    b->head = b->tail = NULL;
+    b->n = 0;
+    return was_empty;
+}
+
 /* The transfers of one worker to one receiving host (scheme://authority).
  * At most host_connections of them run in curl at once; the rest wait here,
  * first in first out. curl could queue them itself, but its pending list is
@@ -85,6 +122,11 @@ struct worker {
     pthread_mutex_t mu;         /* guards in_head/in_tail and stop */
     callback *in_head, *in_tail;
     int stop;
+    /* handed over in batches (cbbatch): out, the main thread's callbacks for
+     * this worker not yet in in_head; done, this thread's finished callbacks
+     * not yet in the pool's done_head */
+    cbbatch out, done;
+    struct event *done_ev;      /* this loop's: hands done over at the end of its turn */
     xfer *active;               /* transfers running, for abort on stop */
     hostq **hq;                 /* hash table of nhb buckets (a power of 2) */
     size_t nhb, nhosts;
@@ -102,6 +144,7 @@ struct worker {
 struct dispatch {
     struct event_base *main_base;
     struct event *done_ev;
+    struct event *out_ev;       /* the main loop's: hands the workers' batches over */
     pthread_mutex_t mu;         /* guards done_head/done_tail */
     callback *done_head, *done_tail;
     dispatch_done_fn *done;
@@ -135,18 +178,42 @@ static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void dispatch_finish(dispatch *d, callback *j)
+/* Give the main thread w's finished callbacks. */
+static void worker_done_flush(worker *w)
+{
+    dispatch *d = w->d;
+    if (cbbatch_move(&w->done, &d->mu, &d->done_head, &d->done_tail))
+        event_active(d->done_ev, EV_READ, 0);
+}
+
+static void worker_done_ev(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    worker_done_flush(arg);
+}
+
+/* j is done (on w's thread): to the main loop with the rest of its batch. */
+static void dispatch_finish(worker *w, callback *j)
 {
     /* err may quote a receiver (a certificate's name, a libcurl message) or
      * be cut inside a character: it is stored and printed as text */
     util_text_clean(j->err, strlen(j->err));
-    j->next = NULL;
-    pthread_mutex_lock(&d->mu);
-    if (d->done_tail) d->done_tail->next = j;
-    else d->done_head = j;
-    d->done_tail = j;
-    pthread_mutex_unlock(&d->mu);
-    event_active(d->done_ev, EV_READ, 0);
+    if (cbbatch_add(&w->done, j)) worker_done_flush(w);
+    else event_active(w->done_ev, EV_READ, 0);
+}
+
+/* Give w the callbacks submitted for it. */
+static void dispatch_out_flush(worker *w)
+{
+    if (cbbatch_move(&w->out, &w->mu, &w->in_head, &w->in_tail))
+        event_active(w->wake_ev, EV_READ, 0);
+}
+
+static void dispatch_out_ev(evutil_socket_t fd, short what, void *arg)
+{
+    dispatch *d = arg;
+    (void)fd, (void)what;
+    for (int i = 0; i < d->nworkers; i++) dispatch_out_flush(&d->w[i]);
 }
 
 void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *keys)
@@ -159,13 +226,8 @@ void dispatch_submit(dispatch *d, callback *j)
 {
     worker *w = &d->w[d->next];
     d->next = (d->next + 1) % d->nworkers;
-    j->next = NULL;
-    pthread_mutex_lock(&w->mu);
-    if (w->in_tail) w->in_tail->next = j;
-    else w->in_head = j;
-    w->in_tail = j;
-    pthread_mutex_unlock(&w->mu);
-    event_active(w->wake_ev, EV_READ, 0);
+    if (cbbatch_add(&w->out, j)) dispatch_out_flush(w);
+    else event_active(d->out_ev, EV_READ, 0);
 }
 
 /* ---- worker side ------------------------------------------------------- */
@@ -286,7 +348,7 @@ static void worker_start(worker *w, xfer *x)
     if (callback_expire(x->j, util_mono_ms() + x->j->clock_offset_ms)) {
         callback *j = x->j;
         xfer_free(x);
-        dispatch_finish(w->d, j);
+        dispatch_finish(w, j);
         return;
     }
     int64_t left = x->j->spec->timeout_ms - (util_mono_ms() - x->queued_ms);
@@ -295,7 +357,7 @@ static void worker_start(worker *w, xfer *x)
         snprintf(j->err, sizeof(j->err),
                  "timeout: no connection to the host was free within timeout_ms");
         xfer_free(x);
-        dispatch_finish(w->d, j);
+        dispatch_finish(w, j);
         return;
     }
     x->hq->active++;
@@ -474,7 +536,7 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
     if (x->easy) curl_multi_remove_handle(w->multi, x->easy);
     hostq *hq = x->hq;
     xfer_free(x);
-    dispatch_finish(w->d, j);
+    dispatch_finish(w, j);
     hq->active--;
     hq->used_ms = util_mono_ms();
     /* the next queued transfer (several, if some had run out of time) */
@@ -856,12 +918,12 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         if (stop) {
             j->aborted = 1;
             xfer_free(x);
-            dispatch_finish(w->d, j);
+            dispatch_finish(w, j);
             continue;
         }
         if (xfer_build(x) != 0) {
             xfer_free(x);
-            dispatch_finish(w->d, j);
+            dispatch_finish(w, j);
             continue;
         }
         x->queued_ms = util_mono_ms();
@@ -874,7 +936,7 @@ static void worker_abort(worker *w, xfer *x)
 {
     x->j->aborted = 1;
     snprintf(x->j->err, sizeof(x->j->err), "tickd stopped before the answer");
-    dispatch_finish(w->d, x->j);
+    dispatch_finish(w, x->j);
     xfer_free(x);
 }
 
@@ -903,6 +965,7 @@ static void *worker_main(void *arg)
     event_free(w->sweep_ev);
     h1_client_free(w->h1); /* on this thread: it runs the loop once more */
     w->h1 = NULL;
+    worker_done_flush(w); /* the loop has stopped: what it would have handed over */
     return NULL;
 }
 
@@ -928,6 +991,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
     d->priv = priv;
     pthread_mutex_init(&d->mu, NULL);
     d->done_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_done_cb, d);
+    d->out_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_out_ev, d);
     d->w = xcalloc((size_t)workers, sizeof(worker));
     for (int i = 0; i < workers; i++) {
         worker *w = &d->w[i];
@@ -961,6 +1025,8 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
         w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
         event_add(w->wake_ev, NULL);
+        w->done_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_done_ev, w);
+        event_add(w->done_ev, NULL);
         w->sweep_ev = event_new(w->base, -1, EV_PERSIST, worker_sweep_cb, w);
         struct timeval sweep = {(time_t)(keepalive_ms / 2000), (suseconds_t)(keepalive_ms / 2 % 1000) * 1000};
         event_add(w->sweep_ev, &sweep);
@@ -976,6 +1042,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
             event_free(w->sweep_ev);
             event_free(w->timer_ev);
             event_free(w->wake_ev);
+            event_free(w->done_ev);
             h1_client_free(w->h1);
             event_base_free(w->base);
             curl_multi_cleanup(w->multi);
@@ -985,12 +1052,14 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
         }
     }
     event_add(d->done_ev, NULL);
+    event_add(d->out_ev, NULL);
     return d;
 }
 
 void dispatch_free(dispatch *d)
 {
     if (!d) return;
+    dispatch_out_ev(-1, 0, d); /* callbacks submitted this turn: aborted by the workers */
     for (int i = 0; i < d->nworkers; i++) {
         worker *w = &d->w[i];
         pthread_mutex_lock(&w->mu);
@@ -1001,14 +1070,17 @@ void dispatch_free(dispatch *d)
     for (int i = 0; i < d->nworkers; i++) {
         worker *w = &d->w[i];
         pthread_join(w->th, NULL);
-        /* jobs queued after the stop */
+        /* jobs queued after the stop (the thread has ended: its batch is
+         * this thread's now) */
         for (callback *j = w->in_head, *n; j; j = n) {
             n = j->next;
             j->aborted = 1;
-            dispatch_finish(d, j);
+            dispatch_finish(w, j);
         }
+        worker_done_flush(w);
         event_free(w->timer_ev);
         event_free(w->wake_ev);
+        event_free(w->done_ev);
         while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
         h1_client_free(w->h1);
         webhook_ctx_free(w->sig);
@@ -1018,6 +1090,7 @@ void dispatch_free(dispatch *d)
     }
     dispatch_done_cb(-1, 0, d); /* hand every aborted callback back */
     event_free(d->done_ev);
+    event_free(d->out_ev);
     pthread_mutex_destroy(&d->mu);
     free(d->w);
     free(d);
