@@ -79,6 +79,8 @@ typedef struct hostq {
 /* hosts looked at from the least recently called on, for one to drop */
 #define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
+#define XFER_SPARE 256  /* ended transfers a worker keeps for the next callbacks */
+#define XFER_HBLK_KEEP 4096 /* the largest header buffer a kept transfer keeps */
 
 /* One transfer in a worker: the callback and what curl needs alive meanwhile. */
 struct xfer {
@@ -88,7 +90,7 @@ struct xfer {
     CURL *easy;                 /* libcurl's transfer, or */
     h1_call *call;              /* the built-in client's */
     struct curl_slist *hdrs;
-    char *url;                  /* built-in client: what the call needs */
+    const char *url;            /* built-in client: what the call needs (the spec's) */
     char method[8];
     char *hblk;                 /* the task's header lines, "Name: value\r\n" each */
     size_t hlen, hcap;
@@ -108,7 +110,7 @@ struct xfer {
     int refused;                /* a head was refused (head.err): the transfer was ended */
     int unread;                 /* ended at the final head: its body is not read */
     char denied[200];           /* why the last one was refused */
-    struct xfer *next, *prev;
+    struct xfer *next, *prev;   /* also the worker's spare list */
 };
 
 struct worker {
@@ -136,6 +138,8 @@ struct worker {
     int64_t keepalive_ms;       /* an unused connection is closed after this */
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
     int nspare;
+    xfer *xspare;               /* ended transfers kept for reuse (xfer_new) */
+    int nxspare;
     h1_client *h1;              /* NULL: every callback through libcurl */
     struct event *sweep_ev;     /* frees the state of hosts no longer called */
     webhook_ctx *sig;           /* this thread's signing state */
@@ -295,6 +299,25 @@ static int dispatch_errno_local(int e)
     return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EADDRNOTAVAIL;
 }
 
+/* A zeroed transfer of w's: a kept one (its header buffer kept) or a new one. */
+static xfer *xfer_new(worker *w)
+{
+    xfer *x = w->xspare;
+    if (!x) {
+        x = xcalloc(1, sizeof(*x));
+    } else {
+        char *hblk = x->hblk;
+        size_t hcap = x->hcap;
+        w->xspare = x->next;
+        w->nxspare--;
+        memset(x, 0, sizeof(*x));
+        x->hblk = hblk;
+        x->hcap = hcap;
+    }
+    x->w = w;
+    return x;
+}
+
 static void xfer_free(xfer *x)
 {
     worker *w = x->w;
@@ -309,9 +332,14 @@ static void xfer_free(xfer *x)
     free(x->keep);
     free(x->ahead);
     free(x->head.keep);
-    free(x->url);
-    free(x->hblk);
     free(x->body);
+    if (w && w->nxspare < XFER_SPARE && x->hcap <= XFER_HBLK_KEEP) {
+        x->next = w->xspare;
+        w->xspare = x;
+        w->nxspare++;
+        return;
+    }
+    free(x->hblk);
     free(x);
 }
 
@@ -855,7 +883,7 @@ static int xfer_build(xfer *x)
     }
     if (x->hq->h1) {
         /* the built-in client: worker_start makes the request */
-        x->url = xstrdup(url);
+        x->url = url;
         util_copy(x->method, sizeof(x->method), m);
         return 0;
     }
@@ -905,9 +933,8 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
     while (list) {
         callback *j = list;
         list = j->next;
-        xfer *x = xcalloc(1, sizeof(*x));
+        xfer *x = xfer_new(w);
         x->j = j;
-        x->w = w;
         j->ok = 0;
         j->aborted = 0;
         j->permanent = 0;
@@ -1082,6 +1109,12 @@ void dispatch_free(dispatch *d)
         event_free(w->wake_ev);
         event_free(w->done_ev);
         while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
+        while (w->xspare) {
+            xfer *x = w->xspare;
+            w->xspare = x->next;
+            free(x->hblk);
+            free(x);
+        }
         h1_client_free(w->h1);
         webhook_ctx_free(w->sig);
         curl_multi_cleanup(w->multi);
