@@ -301,6 +301,7 @@ static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
     sched_wheel_arm(sc);
 }
 
+/* Put j on the wheel; the caller arms the wheel's timer once its batch is in. */
 static void sched_wait(sched *sc, job *j)
 {
     int64_t now = store_now_ms(sc->s);
@@ -312,7 +313,6 @@ static void sched_wait(sched *sc, job *j)
     if (j->cb.due_ms + sc->cfg->lookahead_ms < now && sc->backlog_until_ms < now)
         sc->backlog_until_ms = now + BACKLOG_GATHER_MS;
     wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->cb.due_ms > 0 ? j->cb.due_ms : 0), 0, 1);
-    sched_wheel_arm(sc);
 }
 
 /* ---- recording attempts ------------------------------------------------ */
@@ -807,6 +807,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
         bs->failures = 0;
         task_slice_name(bs->minute * 60000, bs->b, slice);
         for (int i = 0; i < res->n; i++) sched_take(sc, slice, &res->leases[i]);
+        if (res->n) sched_wheel_arm(sc); /* once for the batch (sched_wait) */
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
             return;
