@@ -124,6 +124,7 @@ struct worker {
     pthread_mutex_t mu;         /* guards in_head/in_tail and stop */
     callback *in_head, *in_tail;
     int stop;
+    int on_main;                /* runs on the main loop: no thread of its own */
     /* handed over in batches (cbbatch): out, the main thread's callbacks for
      * this worker not yet in in_head; done, this thread's finished callbacks
      * not yet in the pool's done_head */
@@ -153,9 +154,10 @@ struct dispatch {
     callback *done_head, *done_tail;
     dispatch_done_fn *done;
     void *priv;
-    worker *w;
-    int nworkers;
+    worker *w;                  /* the threads', then the main loop's (mw) */
+    int nworkers;               /* threads */
     int next;
+    worker *mw;                 /* plain http:// callbacks (NULL: none, all to the threads) */
     const netpolicy *np;        /* NULL: callbacks go anywhere */
     _Atomic long hosts;         /* hostq entries across the workers */
     _Atomic long hosts_max;     /* hostq entries a worker keeps (0: no bound) */
@@ -218,6 +220,7 @@ static void dispatch_out_ev(evutil_socket_t fd, short what, void *arg)
     dispatch *d = arg;
     (void)fd, (void)what;
     for (int i = 0; i < d->nworkers; i++) dispatch_out_flush(&d->w[i]);
+    if (d->mw) dispatch_out_flush(d->mw);
 }
 
 void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *keys)
@@ -226,10 +229,25 @@ void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *key
     d->keys = keys;
 }
 
+/* A URL the main loop's worker takes: http://, no credentials (the rest go
+ * to the threads: libcurl, TLS). */
+static int dispatch_plain(const callback *j)
+{
+    const char *u = j->spec->url;
+    if (j->spec->bad || strncasecmp(u, "http://", 7) != 0) return 0;
+    size_t n = strcspn(u + 7, "/?#");
+    return memchr(u + 7, '@', n) == NULL;
+}
+
 void dispatch_submit(dispatch *d, callback *j)
 {
-    worker *w = &d->w[d->next];
-    d->next = (d->next + 1) % d->nworkers;
+    worker *w;
+    if (d->mw && dispatch_plain(j)) {
+        w = d->mw;
+    } else {
+        w = &d->w[d->next];
+        d->next = (d->next + 1) % d->nworkers;
+    }
     if (cbbatch_add(&w->out, j)) dispatch_out_flush(w);
     else event_active(d->out_ev, EV_READ, 0);
 }
@@ -956,7 +974,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         x->queued_ms = util_mono_ms();
         worker_start(w, x);
     }
-    if (stop) event_base_loopbreak(w->base);
+    if (stop && !w->on_main) event_base_loopbreak(w->base);
 }
 
 static void worker_abort(worker *w, xfer *x)
@@ -967,11 +985,10 @@ static void worker_abort(worker *w, xfer *x)
     xfer_free(x);
 }
 
-static void *worker_main(void *arg)
+/* The loop has stopped (or w never had one of its own): abort what runs,
+ * then what waits for a connection, and hand them back. */
+static void worker_stop(worker *w)
 {
-    worker *w = arg;
-    event_base_dispatch(w->base);
-    /* stopping: abort what runs, then what waits for a connection */
     while (w->active) {
         xfer *x = w->active;
         w->active = x->next;
@@ -990,9 +1007,19 @@ static void *worker_main(void *arg)
     free(w->hq);
     w->hq = NULL;
     event_free(w->sweep_ev);
-    h1_client_free(w->h1); /* on this thread: it runs the loop once more */
+    w->sweep_ev = NULL;
+    /* a thread's own loop runs once more in it (on that thread); the main
+     * loop runs on by itself */
+    h1_client_free(w->h1);
     w->h1 = NULL;
-    worker_done_flush(w); /* the loop has stopped: what it would have handed over */
+    worker_done_flush(w); /* what the loop would have handed over */
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    event_base_dispatch(w->base);
+    worker_stop(w);
     return NULL;
 }
 
@@ -1007,6 +1034,63 @@ static int dispatch_proxied(void)
     return 0;
 }
 
+/* Set up w on base (a loop of its own, or the main loop: on_main); -1 when
+ * it cannot be (worker_fini frees what was made). */
+static int worker_init(dispatch *d, worker *w, int idx, struct event_base *base, int on_main,
+                       int host_connections, int64_t keepalive_ms, const cbtls *tls)
+{
+    w->d = d;
+    w->idx = idx;
+    w->on_main = on_main;
+    w->host_connections = host_connections;
+    w->keepalive_ms = keepalive_ms;
+    pthread_mutex_init(&w->mu, NULL);
+    w->base = base;
+    w->multi = curl_multi_init();
+    if (!w->base || !w->multi) return -1;
+    /* with a proxy configured, libcurl makes every callback (it applies
+     * the proxy and no_proxy rules) */
+    if (!dispatch_proxied() && !cbtls_proxied(tls))
+        w->h1 = h1_client_new(w->base, keepalive_ms, on_main);
+    h1_client_set_guard(w->h1, worker_h1_guard);
+    w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
+    w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
+    event_add(w->wake_ev, NULL);
+    w->done_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_done_ev, w);
+    event_add(w->done_ev, NULL);
+    w->sweep_ev = event_new(w->base, -1, EV_PERSIST, worker_sweep_cb, w);
+    struct timeval sweep = {(time_t)(keepalive_ms / 2000), (suseconds_t)(keepalive_ms / 2 % 1000) * 1000};
+    event_add(w->sweep_ev, &sweep);
+    curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, worker_sock_cb);
+    curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
+    curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
+    curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
+    curl_multi_setopt(w->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)host_connections);
+    curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, (long)host_connections * 8);
+    return 0;
+}
+
+/* Free what worker_init made (w's thread, if any, has ended). */
+static void worker_fini(worker *w)
+{
+    if (w->sweep_ev) event_free(w->sweep_ev);
+    if (w->timer_ev) event_free(w->timer_ev);
+    if (w->wake_ev) event_free(w->wake_ev);
+    if (w->done_ev) event_free(w->done_ev);
+    while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
+    while (w->xspare) {
+        xfer *x = w->xspare;
+        w->xspare = x->next;
+        free(x->hblk);
+        free(x);
+    }
+    h1_client_free(w->h1);
+    webhook_ctx_free(w->sig);
+    if (w->multi) curl_multi_cleanup(w->multi);
+    if (w->base && !w->on_main) event_base_free(w->base);
+    pthread_mutex_destroy(&w->mu);
+}
+
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
                           int64_t keepalive_ms, const cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen)
@@ -1019,64 +1103,43 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
     pthread_mutex_init(&d->mu, NULL);
     d->done_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_done_cb, d);
     d->out_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_out_ev, d);
-    d->w = xcalloc((size_t)workers, sizeof(worker));
+    /* the threads, then the main loop's worker after them */
+    d->w = xcalloc((size_t)workers + 1, sizeof(worker));
     for (int i = 0; i < workers; i++) {
         worker *w = &d->w[i];
-        w->d = d;
-        w->idx = i;
-        w->host_connections = host_connections;
-        w->keepalive_ms = keepalive_ms;
-        pthread_mutex_init(&w->mu, NULL);
         /* curl moves a socket between read and write interest several times
          * a transfer: with the changelist each move costs no epoll_ctl until
          * the loop polls, and a delete and re-add of one fd collapse */
         struct event_config *cfg = event_config_new();
         if (cfg) event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-        w->base = cfg ? event_base_new_with_config(cfg) : NULL;
+        struct event_base *base = cfg ? event_base_new_with_config(cfg) : NULL;
         if (cfg) event_config_free(cfg);
-        w->multi = curl_multi_init();
-        /* with a proxy configured, libcurl makes every callback (it applies
-         * the proxy and no_proxy rules) */
-        if (w->base && !dispatch_proxied() && !cbtls_proxied(tls))
-            w->h1 = h1_client_new(w->base, keepalive_ms);
-        h1_client_set_guard(w->h1, worker_h1_guard);
-        if (!w->base || !w->multi) {
+        if (worker_init(d, w, i, base, 0, host_connections, keepalive_ms, tls) != 0) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);
-            d->nworkers = i;
-            h1_client_free(w->h1);
-            if (w->base) event_base_free(w->base);
-            if (w->multi) curl_multi_cleanup(w->multi);
+            worker_fini(w);
             dispatch_free(d);
             return NULL;
         }
-        w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
-        w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
-        event_add(w->wake_ev, NULL);
-        w->done_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_done_ev, w);
-        event_add(w->done_ev, NULL);
-        w->sweep_ev = event_new(w->base, -1, EV_PERSIST, worker_sweep_cb, w);
-        struct timeval sweep = {(time_t)(keepalive_ms / 2000), (suseconds_t)(keepalive_ms / 2 % 1000) * 1000};
-        event_add(w->sweep_ev, &sweep);
-        curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, worker_sock_cb);
-        curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
-        curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
-        curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
-        curl_multi_setopt(w->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)host_connections);
-        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, (long)host_connections * 8);
-        d->nworkers = i + 1;
         if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
             snprintf(err, errlen, "dispatch: cannot start worker thread %d", i);
-            event_free(w->sweep_ev);
-            event_free(w->timer_ev);
-            event_free(w->wake_ev);
-            event_free(w->done_ev);
-            h1_client_free(w->h1);
-            event_base_free(w->base);
-            curl_multi_cleanup(w->multi);
-            d->nworkers = i;
+            worker_fini(w);
             dispatch_free(d);
             return NULL;
         }
+        d->nworkers = i + 1;
+    }
+    /* plain http:// callbacks are made on the main loop by the built-in
+     * client: no thread hop (a lock and a wake-up each way, a thread waking
+     * up for each), and a slow receiver holds only its own calls there too.
+     * It keeps as many connections to a host as the threads would have
+     * together. The threads make the others (libcurl: TLS, proxies). */
+    worker *m = &d->w[workers];
+    if (!dispatch_proxied() && !cbtls_proxied(tls)) {
+        int conns = workers * host_connections;
+        if (worker_init(d, m, workers, main_base, 1, conns, keepalive_ms, tls) == 0 && m->h1)
+            d->mw = m;
+        else
+            worker_fini(m);
     }
     event_add(d->done_ev, NULL);
     event_add(d->out_ev, NULL);
@@ -1094,32 +1157,19 @@ void dispatch_free(dispatch *d)
         pthread_mutex_unlock(&w->mu);
         event_active(w->wake_ev, EV_READ, 0);
     }
-    for (int i = 0; i < d->nworkers; i++) {
+    if (d->mw) worker_stop(d->mw);
+    for (int i = 0; i < d->nworkers + (d->mw != NULL); i++) {
         worker *w = &d->w[i];
-        pthread_join(w->th, NULL);
-        /* jobs queued after the stop (the thread has ended: its batch is
-         * this thread's now) */
+        if (!w->on_main) pthread_join(w->th, NULL);
+        /* callbacks handed over and not taken (the thread has ended: its
+         * batch is this thread's now) */
         for (callback *j = w->in_head, *n; j; j = n) {
             n = j->next;
             j->aborted = 1;
             dispatch_finish(w, j);
         }
         worker_done_flush(w);
-        event_free(w->timer_ev);
-        event_free(w->wake_ev);
-        event_free(w->done_ev);
-        while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
-        while (w->xspare) {
-            xfer *x = w->xspare;
-            w->xspare = x->next;
-            free(x->hblk);
-            free(x);
-        }
-        h1_client_free(w->h1);
-        webhook_ctx_free(w->sig);
-        curl_multi_cleanup(w->multi);
-        event_base_free(w->base);
-        pthread_mutex_destroy(&w->mu);
+        worker_fini(w);
     }
     dispatch_done_cb(-1, 0, d); /* hand every aborted callback back */
     event_free(d->done_ev);

@@ -36,6 +36,7 @@ struct h1_client {
     struct evdns_base *dns;
     int64_t keepalive_ms;       /* an idle connection is closed after this long */
     h1_guard_fn *guard;         /* NULL: every address may be connected to */
+    int shared;                 /* base is a loop that goes on after h1_client_free */
     h1_call *spare;             /* ended calls kept for reuse, linked by next */
     int nspare;
     char rbuf[65536];           /* every read lands here; only a part line is kept */
@@ -98,10 +99,11 @@ struct h1_call {
 
 /* ---- client and hosts -------------------------------------------------- */
 
-h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms)
+h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shared)
 {
     h1_client *c = xcalloc(1, sizeof(*c));
     c->base = base;
+    c->shared = shared;
     c->keepalive_ms = keepalive_ms;
     c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
@@ -125,9 +127,10 @@ void h1_client_free(h1_client *c)
 {
     if (!c) return;
     /* lookups still pending fail, their callbacks deferred to the loop:
-     * one more pass of it runs them (they free their context) */
+     * one more pass of it runs them (they free their context); a shared
+     * loop runs them as it goes on */
     evdns_base_free(c->dns, 1);
-    event_base_loop(c->base, EVLOOP_NONBLOCK);
+    if (!c->shared) event_base_loop(c->base, EVLOOP_NONBLOCK);
     while (c->spare) {
         h1_call *k = c->spare;
         c->spare = k->next;
