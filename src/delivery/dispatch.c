@@ -391,13 +391,14 @@ static void worker_start(worker *w, xfer *x)
         return;
     }
     /* a transfer that waited for a connection: past its expiry, not begun */
-    if (callback_expire(x->j, util_mono_ms() + x->j->clock_offset_ms)) {
+    int64_t now = util_mono_ms();
+    if (callback_expire(x->j, now + x->j->clock_offset_ms)) {
         callback *j = x->j;
         xfer_free(x);
         dispatch_finish(w, j);
         return;
     }
-    int64_t left = x->j->spec->timeout_ms - (util_mono_ms() - x->queued_ms);
+    int64_t left = x->j->spec->timeout_ms - (now - x->queued_ms);
     if (left <= 0) {
         callback *j = x->j;
         snprintf(j->err, sizeof(j->err),
@@ -407,7 +408,7 @@ static void worker_start(worker *w, xfer *x)
         return;
     }
     x->hq->active++;
-    x->started_ms = util_mono_ms();
+    x->started_ms = now;
     x->j->sent_at_ms = util_realtime_ms();
     x->j->retry_after_ms = -1;
     x->prev = NULL;
@@ -559,7 +560,8 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
 {
     callback *j = x->j;
     j->status_code = status;
-    j->took_ms = util_mono_ms() - x->started_ms;
+    int64_t now = util_mono_ms();
+    j->took_ms = now - x->started_ms;
     if (x->keep && !j->answer) {
         /* the receiver's bytes go into JSON: text, with no NUL */
         util_text_clean(x->keep, x->kept);
@@ -584,7 +586,7 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
     xfer_free(x);
     dispatch_finish(w, j);
     hq->active--;
-    hq->used_ms = util_mono_ms();
+    hq->used_ms = now;
     /* the next queued transfer (several, if some had run out of time) */
     while (hq->head && hq->active < w->host_connections) {
         xfer *next = hq->head;
