@@ -35,6 +35,8 @@ struct h1_client {
     struct event_base *base;
     struct evdns_base *dns;
     int64_t keepalive_ms;       /* an idle connection is closed after this long */
+    struct timeval ka_tv;       /* keepalive_ms as the loop's common timeout: every idle
+                                   connection's timer in one queue, not its heap */
     h1_guard_fn *guard;         /* NULL: every address may be connected to */
     int shared;                 /* base is a loop that goes on after h1_client_free */
     h1_call *spare;             /* ended calls kept for reuse, linked by next */
@@ -105,6 +107,9 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shar
     c->base = base;
     c->shared = shared;
     c->keepalive_ms = keepalive_ms;
+    struct timeval ka = {(time_t)(keepalive_ms / 1000), (suseconds_t)(keepalive_ms % 1000) * 1000};
+    const struct timeval *common = event_base_init_common_timeout(base, &ka);
+    c->ka_tv = common ? *common : ka;
     c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (!c->dns) c->dns = evdns_base_new(base, 0); /* no resolv.conf: the hosts file only */
@@ -342,9 +347,7 @@ static void call_finish(h1_call *k, long status)
             k->h->idle = conn;
             /* idle: closed when the host closes it (readable) or after
              * keepalive_ms, so a host no longer called holds no descriptor */
-            int64_t ka = k->h->c->keepalive_ms;
-            struct timeval tv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
-            conn_want(conn, EV_READ, &tv);
+            conn_want(conn, EV_READ, &k->h->c->ka_tv);
         } else {
             conn_close(conn);
         }
