@@ -14,6 +14,7 @@
 #include "base/wheel.h"
 
 #define BACKLOG_GATHER_MS 20
+#define JOB_SPARE 512  /* ended jobs kept for the next claims (sched_job_new) */
 
 typedef struct bucket_scan {
     sched *sc;
@@ -80,6 +81,8 @@ struct sched {
     int kick_from;       /* the bucket sched_kick_all starts with: it turns */
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
+    job *spare;          /* ended jobs kept for reuse, linked by next */
+    int nspare;
     int64_t claimed, fired, settled;
     int64_t backlog_until_ms; /* overdue claims gather until then */
     store_attempt *settle;    /* outcomes gathered for the store */
@@ -119,10 +122,16 @@ static void sched_unhold(sched *sc, job *j)
     j->wnext = j->wprev = NULL;
 }
 
-static void sched_job_free(job *j)
+/* What a job owns (its spec, an answer's bytes). */
+static void sched_job_clear(job *j)
 {
     task_spec_free(j->cb.spec);
     free(j->cb.answer);
+}
+
+static void sched_job_free(job *j)
+{
+    sched_job_clear(j);
     free(j);
 }
 
@@ -168,10 +177,28 @@ static void sched_room_freed(sched *sc)
     }
 }
 
+/* A zeroed job: a kept one, or a new one. */
+static job *sched_job_new(sched *sc)
+{
+    job *j = sc->spare;
+    if (!j) return xcalloc(1, sizeof(*j));
+    sc->spare = j->next;
+    sc->nspare--;
+    memset(j, 0, sizeof(*j));
+    return j;
+}
+
 static void sched_job_gone(sched *sc, job *j)
 {
     sc->held--;
-    sched_job_free(j);
+    if (sc->nspare < JOB_SPARE) {
+        sched_job_clear(j);
+        j->next = sc->spare;
+        sc->spare = j;
+        sc->nspare++;
+    } else {
+        sched_job_free(j);
+    }
     sched_room_freed(sc);
 }
 
@@ -274,6 +301,7 @@ static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
     sched_wheel_arm(sc);
 }
 
+/* Put j on the wheel; the caller arms the wheel's timer once its batch is in. */
 static void sched_wait(sched *sc, job *j)
 {
     int64_t now = store_now_ms(sc->s);
@@ -285,7 +313,6 @@ static void sched_wait(sched *sc, job *j)
     if (j->cb.due_ms + sc->cfg->lookahead_ms < now && sc->backlog_until_ms < now)
         sc->backlog_until_ms = now + BACKLOG_GATHER_MS;
     wheel_add(sc->w, &j->timer, NULL, (uint64_t)(j->cb.due_ms > 0 ? j->cb.due_ms : 0), 0, 1);
-    sched_wheel_arm(sc);
 }
 
 /* ---- recording attempts ------------------------------------------------ */
@@ -737,7 +764,7 @@ static void scan_finish(bucket_scan *bs);
 
 static void sched_take(sched *sc, const char *slice, store_lease *l)
 {
-    job *j = xcalloc(1, sizeof(*j));
+    job *j = sched_job_new(sc);
     util_copy(j->cb.id, sizeof(j->cb.id), l->id);
     util_copy(j->src, sizeof(j->src), slice);
     j->cb.due_ms = l->due_ms;
@@ -780,6 +807,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
         bs->failures = 0;
         task_slice_name(bs->minute * 60000, bs->b, slice);
         for (int i = 0; i < res->n; i++) sched_take(sc, slice, &res->leases[i]);
+        if (res->n) sched_wheel_arm(sc); /* once for the batch (sched_wait) */
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
             return;
@@ -1079,6 +1107,11 @@ void sched_free(sched *sc)
     for (job *j = sc->waiting, *n; j; j = n) {
         n = j->wnext;
         sched_job_free(j);
+    }
+    while (sc->spare) {
+        job *j = sc->spare;
+        sc->spare = j->next;
+        free(j);
     }
     if (sc->w) wheel_free(sc->w);
     if (sc->tick_ev) event_free(sc->tick_ev);

@@ -25,6 +25,43 @@
 typedef struct worker worker;
 typedef struct xfer xfer;
 
+/* Callbacks gathered on one thread for the other: handed over when the
+ * thread's loop turn ends or CBBATCH_MAX have gathered, whichever comes
+ * first, so that a burst costs one lock and one wake-up per batch rather
+ * than per callback, and the other side starts on the first ones early. */
+#define CBBATCH_MAX 64
+typedef struct cbbatch {
+    callback *head, *tail;
+    int n;
+} cbbatch;
+
+/* Append j; 1 when the batch is full and should go now. */
+static int cbbatch_add(cbbatch *b, callback *j)
+{
+    j->next = NULL;
+    if (b->tail) b->tail->next = j;
+    else b->head = j;
+    b->tail = j;
+    return ++b->n >= CBBATCH_MAX;
+}
+
+/* Move b's callbacks to the end of the list *head / *tail guarded by mu; 1
+ * when the list was empty (its reader must be woken: otherwise a wake-up is
+ * already on its way). */
+static int cbbatch_move(cbbatch *b, pthread_mutex_t *mu, callback **head, callback **tail)
+{
+    if (!b->head) return 0;
+    pthread_mutex_lock(mu);
+    int was_empty = *head == NULL;
+    if (*tail) (*tail)->next = b->head;
+    else *head = b->head;
+    *tail = b->tail;
+    pthread_mutex_unlock(mu);
+    b->head = b->tail = NULL;
+    b->n = 0;
+    return was_empty;
+}
+
 /* The transfers of one worker to one receiving host (scheme://authority).
  * At most host_connections of them run in curl at once; the rest wait here,
  * first in first out. curl could queue them itself, but its pending list is
@@ -42,6 +79,8 @@ typedef struct hostq {
 /* hosts looked at from the least recently called on, for one to drop */
 #define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
+#define XFER_SPARE 256  /* ended transfers a worker keeps for the next callbacks */
+#define XFER_HBLK_KEEP 4096 /* the largest header buffer a kept transfer keeps */
 
 /* One transfer in a worker: the callback and what curl needs alive meanwhile. */
 struct xfer {
@@ -51,7 +90,7 @@ struct xfer {
     CURL *easy;                 /* libcurl's transfer, or */
     h1_call *call;              /* the built-in client's */
     struct curl_slist *hdrs;
-    char *url;                  /* built-in client: what the call needs */
+    const char *url;            /* built-in client: what the call needs (the spec's) */
     char method[8];
     char *hblk;                 /* the task's header lines, "Name: value\r\n" each */
     size_t hlen, hcap;
@@ -71,7 +110,7 @@ struct xfer {
     int refused;                /* a head was refused (head.err): the transfer was ended */
     int unread;                 /* ended at the final head: its body is not read */
     char denied[200];           /* why the last one was refused */
-    struct xfer *next, *prev;
+    struct xfer *next, *prev;   /* also the worker's spare list */
 };
 
 struct worker {
@@ -85,6 +124,12 @@ struct worker {
     pthread_mutex_t mu;         /* guards in_head/in_tail and stop */
     callback *in_head, *in_tail;
     int stop;
+    int on_main;                /* runs on the main loop: no thread of its own */
+    /* handed over in batches (cbbatch): out, the main thread's callbacks for
+     * this worker not yet in in_head; done, this thread's finished callbacks
+     * not yet in the pool's done_head */
+    cbbatch out, done;
+    struct event *done_ev;      /* this loop's: hands done over at the end of its turn */
     xfer *active;               /* transfers running, for abort on stop */
     hostq **hq;                 /* hash table of nhb buckets (a power of 2) */
     size_t nhb, nhosts;
@@ -94,6 +139,8 @@ struct worker {
     int64_t keepalive_ms;       /* an unused connection is closed after this */
     CURL *spare[EASY_SPARE];    /* reset handles kept for the next transfers */
     int nspare;
+    xfer *xspare;               /* ended transfers kept for reuse (xfer_new) */
+    int nxspare;
     h1_client *h1;              /* NULL: every callback through libcurl */
     struct event *sweep_ev;     /* frees the state of hosts no longer called */
     webhook_ctx *sig;           /* this thread's signing state */
@@ -102,13 +149,15 @@ struct worker {
 struct dispatch {
     struct event_base *main_base;
     struct event *done_ev;
+    struct event *out_ev;       /* the main loop's: hands the workers' batches over */
     pthread_mutex_t mu;         /* guards done_head/done_tail */
     callback *done_head, *done_tail;
     dispatch_done_fn *done;
     void *priv;
-    worker *w;
-    int nworkers;
+    worker *w;                  /* the threads', then the main loop's (mw) */
+    int nworkers;               /* threads */
     int next;
+    worker *mw;                 /* plain http:// callbacks (NULL: none, all to the threads) */
     const netpolicy *np;        /* NULL: callbacks go anywhere */
     _Atomic long hosts;         /* hostq entries across the workers */
     _Atomic long hosts_max;     /* hostq entries a worker keeps (0: no bound) */
@@ -135,18 +184,43 @@ static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void dispatch_finish(dispatch *d, callback *j)
+/* Give the main thread w's finished callbacks. */
+static void worker_done_flush(worker *w)
+{
+    dispatch *d = w->d;
+    if (cbbatch_move(&w->done, &d->mu, &d->done_head, &d->done_tail))
+        event_active(d->done_ev, EV_READ, 0);
+}
+
+static void worker_done_ev(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    worker_done_flush(arg);
+}
+
+/* j is done (on w's thread): to the main loop with the rest of its batch. */
+static void dispatch_finish(worker *w, callback *j)
 {
     /* err may quote a receiver (a certificate's name, a libcurl message) or
      * be cut inside a character: it is stored and printed as text */
     util_text_clean(j->err, strlen(j->err));
-    j->next = NULL;
-    pthread_mutex_lock(&d->mu);
-    if (d->done_tail) d->done_tail->next = j;
-    else d->done_head = j;
-    d->done_tail = j;
-    pthread_mutex_unlock(&d->mu);
-    event_active(d->done_ev, EV_READ, 0);
+    if (cbbatch_add(&w->done, j)) worker_done_flush(w);
+    else event_active(w->done_ev, EV_READ, 0);
+}
+
+/* Give w the callbacks submitted for it. */
+static void dispatch_out_flush(worker *w)
+{
+    if (cbbatch_move(&w->out, &w->mu, &w->in_head, &w->in_tail))
+        event_active(w->wake_ev, EV_READ, 0);
+}
+
+static void dispatch_out_ev(evutil_socket_t fd, short what, void *arg)
+{
+    dispatch *d = arg;
+    (void)fd, (void)what;
+    for (int i = 0; i < d->nworkers; i++) dispatch_out_flush(&d->w[i]);
+    if (d->mw) dispatch_out_flush(d->mw);
 }
 
 void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *keys)
@@ -155,17 +229,27 @@ void dispatch_set_edge(dispatch *d, const netpolicy *np, const webhook_keys *key
     d->keys = keys;
 }
 
+/* A URL the main loop's worker takes: http://, no credentials (the rest go
+ * to the threads: libcurl, TLS). */
+static int dispatch_plain(const callback *j)
+{
+    const char *u = j->spec->url;
+    if (j->spec->bad || strncasecmp(u, "http://", 7) != 0) return 0;
+    size_t n = strcspn(u + 7, "/?#");
+    return memchr(u + 7, '@', n) == NULL;
+}
+
 void dispatch_submit(dispatch *d, callback *j)
 {
-    worker *w = &d->w[d->next];
-    d->next = (d->next + 1) % d->nworkers;
-    j->next = NULL;
-    pthread_mutex_lock(&w->mu);
-    if (w->in_tail) w->in_tail->next = j;
-    else w->in_head = j;
-    w->in_tail = j;
-    pthread_mutex_unlock(&w->mu);
-    event_active(w->wake_ev, EV_READ, 0);
+    worker *w;
+    if (d->mw && dispatch_plain(j)) {
+        w = d->mw;
+    } else {
+        w = &d->w[d->next];
+        d->next = (d->next + 1) % d->nworkers;
+    }
+    if (cbbatch_add(&w->out, j)) dispatch_out_flush(w);
+    else event_active(d->out_ev, EV_READ, 0);
 }
 
 /* ---- worker side ------------------------------------------------------- */
@@ -233,6 +317,25 @@ static int dispatch_errno_local(int e)
     return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EADDRNOTAVAIL;
 }
 
+/* A zeroed transfer of w's: a kept one (its header buffer kept) or a new one. */
+static xfer *xfer_new(worker *w)
+{
+    xfer *x = w->xspare;
+    if (!x) {
+        x = xcalloc(1, sizeof(*x));
+    } else {
+        char *hblk = x->hblk;
+        size_t hcap = x->hcap;
+        w->xspare = x->next;
+        w->nxspare--;
+        memset(x, 0, sizeof(*x));
+        x->hblk = hblk;
+        x->hcap = hcap;
+    }
+    x->w = w;
+    return x;
+}
+
 static void xfer_free(xfer *x)
 {
     worker *w = x->w;
@@ -247,9 +350,14 @@ static void xfer_free(xfer *x)
     free(x->keep);
     free(x->ahead);
     free(x->head.keep);
-    free(x->url);
-    free(x->hblk);
     free(x->body);
+    if (w && w->nxspare < XFER_SPARE && x->hcap <= XFER_HBLK_KEEP) {
+        x->next = w->xspare;
+        w->xspare = x;
+        w->nxspare++;
+        return;
+    }
+    free(x->hblk);
     free(x);
 }
 
@@ -283,23 +391,24 @@ static void worker_start(worker *w, xfer *x)
         return;
     }
     /* a transfer that waited for a connection: past its expiry, not begun */
-    if (callback_expire(x->j, util_mono_ms() + x->j->clock_offset_ms)) {
+    int64_t now = util_mono_ms();
+    if (callback_expire(x->j, now + x->j->clock_offset_ms)) {
         callback *j = x->j;
         xfer_free(x);
-        dispatch_finish(w->d, j);
+        dispatch_finish(w, j);
         return;
     }
-    int64_t left = x->j->spec->timeout_ms - (util_mono_ms() - x->queued_ms);
+    int64_t left = x->j->spec->timeout_ms - (now - x->queued_ms);
     if (left <= 0) {
         callback *j = x->j;
         snprintf(j->err, sizeof(j->err),
                  "timeout: no connection to the host was free within timeout_ms");
         xfer_free(x);
-        dispatch_finish(w->d, j);
+        dispatch_finish(w, j);
         return;
     }
     x->hq->active++;
-    x->started_ms = util_mono_ms();
+    x->started_ms = now;
     x->j->sent_at_ms = util_realtime_ms();
     x->j->retry_after_ms = -1;
     x->prev = NULL;
@@ -451,7 +560,8 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
 {
     callback *j = x->j;
     j->status_code = status;
-    j->took_ms = util_mono_ms() - x->started_ms;
+    int64_t now = util_mono_ms();
+    j->took_ms = now - x->started_ms;
     if (x->keep && !j->answer) {
         /* the receiver's bytes go into JSON: text, with no NUL */
         util_text_clean(x->keep, x->kept);
@@ -474,9 +584,9 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
     if (x->easy) curl_multi_remove_handle(w->multi, x->easy);
     hostq *hq = x->hq;
     xfer_free(x);
-    dispatch_finish(w->d, j);
+    dispatch_finish(w, j);
     hq->active--;
-    hq->used_ms = util_mono_ms();
+    hq->used_ms = now;
     /* the next queued transfer (several, if some had run out of time) */
     while (hq->head && hq->active < w->host_connections) {
         xfer *next = hq->head;
@@ -793,7 +903,7 @@ static int xfer_build(xfer *x)
     }
     if (x->hq->h1) {
         /* the built-in client: worker_start makes the request */
-        x->url = xstrdup(url);
+        x->url = url;
         util_copy(x->method, sizeof(x->method), m);
         return 0;
     }
@@ -843,9 +953,8 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
     while (list) {
         callback *j = list;
         list = j->next;
-        xfer *x = xcalloc(1, sizeof(*x));
+        xfer *x = xfer_new(w);
         x->j = j;
-        x->w = w;
         j->ok = 0;
         j->aborted = 0;
         j->permanent = 0;
@@ -856,33 +965,32 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         if (stop) {
             j->aborted = 1;
             xfer_free(x);
-            dispatch_finish(w->d, j);
+            dispatch_finish(w, j);
             continue;
         }
         if (xfer_build(x) != 0) {
             xfer_free(x);
-            dispatch_finish(w->d, j);
+            dispatch_finish(w, j);
             continue;
         }
         x->queued_ms = util_mono_ms();
         worker_start(w, x);
     }
-    if (stop) event_base_loopbreak(w->base);
+    if (stop && !w->on_main) event_base_loopbreak(w->base);
 }
 
 static void worker_abort(worker *w, xfer *x)
 {
     x->j->aborted = 1;
     snprintf(x->j->err, sizeof(x->j->err), "tickd stopped before the answer");
-    dispatch_finish(w->d, x->j);
+    dispatch_finish(w, x->j);
     xfer_free(x);
 }
 
-static void *worker_main(void *arg)
+/* The loop has stopped (or w never had one of its own): abort what runs,
+ * then what waits for a connection, and hand them back. */
+static void worker_stop(worker *w)
 {
-    worker *w = arg;
-    event_base_dispatch(w->base);
-    /* stopping: abort what runs, then what waits for a connection */
     while (w->active) {
         xfer *x = w->active;
         w->active = x->next;
@@ -901,8 +1009,19 @@ static void *worker_main(void *arg)
     free(w->hq);
     w->hq = NULL;
     event_free(w->sweep_ev);
-    h1_client_free(w->h1); /* on this thread: it runs the loop once more */
+    w->sweep_ev = NULL;
+    /* a thread's own loop runs once more in it (on that thread); the main
+     * loop runs on by itself */
+    h1_client_free(w->h1);
     w->h1 = NULL;
+    worker_done_flush(w); /* what the loop would have handed over */
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    event_base_dispatch(w->base);
+    worker_stop(w);
     return NULL;
 }
 
@@ -917,6 +1036,63 @@ static int dispatch_proxied(void)
     return 0;
 }
 
+/* Set up w on base (a loop of its own, or the main loop: on_main); -1 when
+ * it cannot be (worker_fini frees what was made). */
+static int worker_init(dispatch *d, worker *w, int idx, struct event_base *base, int on_main,
+                       int host_connections, int64_t keepalive_ms, const cbtls *tls)
+{
+    w->d = d;
+    w->idx = idx;
+    w->on_main = on_main;
+    w->host_connections = host_connections;
+    w->keepalive_ms = keepalive_ms;
+    pthread_mutex_init(&w->mu, NULL);
+    w->base = base;
+    w->multi = curl_multi_init();
+    if (!w->base || !w->multi) return -1;
+    /* with a proxy configured, libcurl makes every callback (it applies
+     * the proxy and no_proxy rules) */
+    if (!dispatch_proxied() && !cbtls_proxied(tls))
+        w->h1 = h1_client_new(w->base, keepalive_ms, on_main);
+    h1_client_set_guard(w->h1, worker_h1_guard);
+    w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
+    w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
+    event_add(w->wake_ev, NULL);
+    w->done_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_done_ev, w);
+    event_add(w->done_ev, NULL);
+    w->sweep_ev = event_new(w->base, -1, EV_PERSIST, worker_sweep_cb, w);
+    struct timeval sweep = {(time_t)(keepalive_ms / 2000), (suseconds_t)(keepalive_ms / 2 % 1000) * 1000};
+    event_add(w->sweep_ev, &sweep);
+    curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, worker_sock_cb);
+    curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
+    curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
+    curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
+    curl_multi_setopt(w->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)host_connections);
+    curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, (long)host_connections * 8);
+    return 0;
+}
+
+/* Free what worker_init made (w's thread, if any, has ended). */
+static void worker_fini(worker *w)
+{
+    if (w->sweep_ev) event_free(w->sweep_ev);
+    if (w->timer_ev) event_free(w->timer_ev);
+    if (w->wake_ev) event_free(w->wake_ev);
+    if (w->done_ev) event_free(w->done_ev);
+    while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
+    while (w->xspare) {
+        xfer *x = w->xspare;
+        w->xspare = x->next;
+        free(x->hblk);
+        free(x);
+    }
+    h1_client_free(w->h1);
+    webhook_ctx_free(w->sig);
+    if (w->multi) curl_multi_cleanup(w->multi);
+    if (w->base && !w->on_main) event_base_free(w->base);
+    pthread_mutex_destroy(&w->mu);
+}
+
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
                           int64_t keepalive_ms, const cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen)
@@ -928,69 +1104,54 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
     d->priv = priv;
     pthread_mutex_init(&d->mu, NULL);
     d->done_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_done_cb, d);
-    d->w = xcalloc((size_t)workers, sizeof(worker));
+    d->out_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_out_ev, d);
+    /* the threads, then the main loop's worker after them */
+    d->w = xcalloc((size_t)workers + 1, sizeof(worker));
     for (int i = 0; i < workers; i++) {
         worker *w = &d->w[i];
-        w->d = d;
-        w->idx = i;
-        w->host_connections = host_connections;
-        w->keepalive_ms = keepalive_ms;
-        pthread_mutex_init(&w->mu, NULL);
         /* curl moves a socket between read and write interest several times
          * a transfer: with the changelist each move costs no epoll_ctl until
          * the loop polls, and a delete and re-add of one fd collapse */
         struct event_config *cfg = event_config_new();
         if (cfg) event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-        w->base = cfg ? event_base_new_with_config(cfg) : NULL;
+        struct event_base *base = cfg ? event_base_new_with_config(cfg) : NULL;
         if (cfg) event_config_free(cfg);
-        w->multi = curl_multi_init();
-        /* with a proxy configured, libcurl makes every callback (it applies
-         * the proxy and no_proxy rules) */
-        if (w->base && !dispatch_proxied() && !cbtls_proxied(tls))
-            w->h1 = h1_client_new(w->base, keepalive_ms);
-        h1_client_set_guard(w->h1, worker_h1_guard);
-        if (!w->base || !w->multi) {
+        if (worker_init(d, w, i, base, 0, host_connections, keepalive_ms, tls) != 0) {
             snprintf(err, errlen, "dispatch: cannot create worker %d", i);
-            d->nworkers = i;
-            h1_client_free(w->h1);
-            if (w->base) event_base_free(w->base);
-            if (w->multi) curl_multi_cleanup(w->multi);
+            worker_fini(w);
             dispatch_free(d);
             return NULL;
         }
-        w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
-        w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
-        event_add(w->wake_ev, NULL);
-        w->sweep_ev = event_new(w->base, -1, EV_PERSIST, worker_sweep_cb, w);
-        struct timeval sweep = {(time_t)(keepalive_ms / 2000), (suseconds_t)(keepalive_ms / 2 % 1000) * 1000};
-        event_add(w->sweep_ev, &sweep);
-        curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, worker_sock_cb);
-        curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
-        curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, worker_timer_cb);
-        curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
-        curl_multi_setopt(w->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)host_connections);
-        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, (long)host_connections * 8);
-        d->nworkers = i + 1;
         if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
             snprintf(err, errlen, "dispatch: cannot start worker thread %d", i);
-            event_free(w->sweep_ev);
-            event_free(w->timer_ev);
-            event_free(w->wake_ev);
-            h1_client_free(w->h1);
-            event_base_free(w->base);
-            curl_multi_cleanup(w->multi);
-            d->nworkers = i;
+            worker_fini(w);
             dispatch_free(d);
             return NULL;
         }
+        d->nworkers = i + 1;
+    }
+    /* plain http:// callbacks are made on the main loop by the built-in
+     * client: no thread hop (a lock and a wake-up each way, a thread waking
+     * up for each), and a slow receiver holds only its own calls there too.
+     * It keeps as many connections to a host as the threads would have
+     * together. The threads make the others (libcurl: TLS, proxies). */
+    worker *m = &d->w[workers];
+    if (!dispatch_proxied() && !cbtls_proxied(tls)) {
+        int conns = workers * host_connections;
+        if (worker_init(d, m, workers, main_base, 1, conns, keepalive_ms, tls) == 0 && m->h1)
+            d->mw = m;
+        else
+            worker_fini(m);
     }
     event_add(d->done_ev, NULL);
+    event_add(d->out_ev, NULL);
     return d;
 }
 
 void dispatch_free(dispatch *d)
 {
     if (!d) return;
+    dispatch_out_ev(-1, 0, d); /* callbacks submitted this turn: aborted by the workers */
     for (int i = 0; i < d->nworkers; i++) {
         worker *w = &d->w[i];
         pthread_mutex_lock(&w->mu);
@@ -998,26 +1159,23 @@ void dispatch_free(dispatch *d)
         pthread_mutex_unlock(&w->mu);
         event_active(w->wake_ev, EV_READ, 0);
     }
-    for (int i = 0; i < d->nworkers; i++) {
+    if (d->mw) worker_stop(d->mw);
+    for (int i = 0; i < d->nworkers + (d->mw != NULL); i++) {
         worker *w = &d->w[i];
-        pthread_join(w->th, NULL);
-        /* jobs queued after the stop */
+        if (!w->on_main) pthread_join(w->th, NULL);
+        /* callbacks handed over and not taken (the thread has ended: its
+         * batch is this thread's now) */
         for (callback *j = w->in_head, *n; j; j = n) {
             n = j->next;
             j->aborted = 1;
-            dispatch_finish(d, j);
+            dispatch_finish(w, j);
         }
-        event_free(w->timer_ev);
-        event_free(w->wake_ev);
-        while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
-        h1_client_free(w->h1);
-        webhook_ctx_free(w->sig);
-        curl_multi_cleanup(w->multi);
-        event_base_free(w->base);
-        pthread_mutex_destroy(&w->mu);
+        worker_done_flush(w);
+        worker_fini(w);
     }
     dispatch_done_cb(-1, 0, d); /* hand every aborted callback back */
     event_free(d->done_ev);
+    event_free(d->out_ev);
     pthread_mutex_destroy(&d->mu);
     free(d->w);
     free(d);

@@ -1,12 +1,17 @@
-/* dispatch.h -- the worker pool that makes the HTTP callbacks.
+/* dispatch.h -- the callback pool: the main loop's built-in client and
+ * `workers` threads.
  *
- * `workers` threads, each with its own libevent loop. A callback to an
- * http:// URL (no proxy configured) goes through the built-in HTTP/1.1 client
- * (h1.h); https://, proxies and URLs with credentials through a libcurl multi
- * handle driven by curl_multi_socket_action (never curl_multi_perform in a
- * loop). Connections are reused per host and one slow receiver holds only its
- * own transfers. Callbacks go in from the main thread and come back to it: the done
- * callback runs on the main loop, once per submitted callback.
+ * A callback to an http:// URL (no proxy configured, no credentials) is made
+ * on the main event loop by the built-in HTTP/1.1 client (h1.h): nonblocking,
+ * so a slow receiver holds only its own calls, and with no thread hop (a lock
+ * and a wake-up each way) per callback. https://, proxies and URLs with
+ * credentials go to `workers` threads, each with its own libevent loop and a
+ * libcurl multi handle driven by curl_multi_socket_action (never
+ * curl_multi_perform in a loop). Connections are reused per host and one
+ * slow receiver holds only its own transfers. Callbacks go in from the main
+ * thread and come back to it, in batches (one lock and at most one wake-up a
+ * batch): the done callback runs on the main loop, once per submitted
+ * callback, never inside dispatch_submit.
  *
  * Ownership: a callback belongs to the caller (the scheduler embeds one in
  * each job it holds; the task.failed event in each notice); between
@@ -69,7 +74,7 @@ typedef void dispatch_done_fn(callback *cb, void *priv);
 /* Start `workers` threads, each keeping at most `host_connections`
  * connections to one host (transfers beyond wait for one, reusing it rather
  * than opening a connection per callback), each closed once unused for
- * keepalive_ms. tls: libcurl's TLS and proxy settings (NULL: its defaults;
+ * keepalive_ms; the main loop's client keeps workers x host_connections. tls: libcurl's TLS and proxy settings (NULL: its defaults;
  * with a proxy every callback goes through libcurl), the caller's, outliving
  * the pool. Returns NULL + err. Call evthread_use_pthreads()
  * before creating `main_base`. */
@@ -93,7 +98,8 @@ void dispatch_set_edge(dispatch *d, const struct netpolicy *np, const struct web
  * host's state is freed once it has been unused for keepalive_ms. */
 long dispatch_hosts(const dispatch *d);
 
-/* Hand a callback to a worker (round robin). Main thread only. */
+/* Hand a callback to the main loop's client, or to a thread (round robin).
+ * Main thread only. */
 void dispatch_submit(dispatch *d, callback *cb);
 
 /* Stop the workers, aborting transfers still running (their done callbacks

@@ -24,6 +24,10 @@
 
 #define H1_DNS_TTL_MS 60000     /* as libcurl's DNS cache */
 #define H1_ADDR_MAX 8
+/* ended calls a client keeps for the next ones (their timer and request
+ * buffer with them), and the largest request buffer kept */
+#define H1_CALL_SPARE 256
+#define H1_REQ_KEEP 16384
 
 typedef struct h1_conn h1_conn;
 
@@ -31,7 +35,12 @@ struct h1_client {
     struct event_base *base;
     struct evdns_base *dns;
     int64_t keepalive_ms;       /* an idle connection is closed after this long */
+    struct timeval ka_tv;       /* keepalive_ms as the loop's common timeout: every idle
+                                   connection's timer in one queue, not its heap */
     h1_guard_fn *guard;         /* NULL: every address may be connected to */
+    int shared;                 /* base is a loop that goes on after h1_client_free */
+    h1_call *spare;             /* ended calls kept for reuse, linked by next */
+    int nspare;
     char rbuf[65536];           /* every read lands here; only a part line is kept */
 };
 
@@ -75,7 +84,7 @@ struct h1_call {
     h1_conn *conn;
     h1_call *next;              /* host's waiting list */
     char *req;
-    size_t reqlen, off;
+    size_t reqlen, off, reqcap;
     struct event *tev;          /* timeout, then the deferred failure */
     int64_t timeout_ms;
     h1_done_fn *done;
@@ -92,11 +101,15 @@ struct h1_call {
 
 /* ---- client and hosts -------------------------------------------------- */
 
-h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms)
+h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shared)
 {
     h1_client *c = xcalloc(1, sizeof(*c));
     c->base = base;
+    c->shared = shared;
     c->keepalive_ms = keepalive_ms;
+    struct timeval ka = {(time_t)(keepalive_ms / 1000), (suseconds_t)(keepalive_ms % 1000) * 1000};
+    const struct timeval *common = event_base_init_common_timeout(base, &ka);
+    c->ka_tv = common ? *common : ka;
     c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (!c->dns) c->dns = evdns_base_new(base, 0); /* no resolv.conf: the hosts file only */
@@ -108,6 +121,8 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms)
     return c;
 }
 
+static void call_release(h1_call *k);
+
 void h1_client_set_guard(h1_client *c, h1_guard_fn *fn)
 {
     if (c) c->guard = fn;
@@ -117,9 +132,15 @@ void h1_client_free(h1_client *c)
 {
     if (!c) return;
     /* lookups still pending fail, their callbacks deferred to the loop:
-     * one more pass of it runs them (they free their context) */
+     * one more pass of it runs them (they free their context); a shared
+     * loop runs them as it goes on */
     evdns_base_free(c->dns, 1);
-    event_base_loop(c->base, EVLOOP_NONBLOCK);
+    if (!c->shared) event_base_loop(c->base, EVLOOP_NONBLOCK);
+    while (c->spare) {
+        h1_call *k = c->spare;
+        c->spare = k->next;
+        call_release(k);
+    }
     free(c);
 }
 
@@ -284,12 +305,32 @@ static void waiting_remove(h1_host *h, h1_call *k)
 
 /* ---- ending a call ----------------------------------------------------- */
 
-static void call_free(h1_call *k)
+static void call_release(h1_call *k)
 {
     if (k->tev) event_free(k->tev);
-    free(k->a.keep);
     free(k->req);
     free(k);
+}
+
+/* k is over: kept for the next call (h1_call_start) while there is room. */
+static void call_free(h1_call *k)
+{
+    h1_client *c = k->h->c;
+    free(k->a.keep);
+    k->a.keep = NULL;
+    if (c->nspare >= H1_CALL_SPARE || !k->tev) {
+        call_release(k);
+        return;
+    }
+    event_del(k->tev);
+    if (k->reqcap > H1_REQ_KEEP) {
+        free(k->req);
+        k->req = NULL;
+        k->reqcap = 0;
+    }
+    k->next = c->spare;
+    c->spare = k;
+    c->nspare++;
 }
 
 /* The call is over: its connection is kept for the next call when the
@@ -306,9 +347,7 @@ static void call_finish(h1_call *k, long status)
             k->h->idle = conn;
             /* idle: closed when the host closes it (readable) or after
              * keepalive_ms, so a host no longer called holds no descriptor */
-            int64_t ka = k->h->c->keepalive_ms;
-            struct timeval tv = {(time_t)(ka / 1000), (suseconds_t)(ka % 1000) * 1000};
-            conn_want(conn, EV_READ, &tv);
+            conn_want(conn, EV_READ, &k->h->c->ka_tv);
         } else {
             conn_close(conn);
         }
@@ -662,24 +701,49 @@ static char *h1_put(char *p, const char *s, size_t n)
     return p + n;
 }
 
-static int h1_has(const char *hdrs, size_t len, const char *name)
+/* Which of Host, User-Agent and Accept the header lines give (H1_GIVES_*),
+ * in one pass over them. */
+#define H1_GIVES_HOST 1
+#define H1_GIVES_UA 2
+#define H1_GIVES_ACCEPT 4
+static int h1_gives(const char *hdrs, size_t len)
 {
-    size_t nl = strlen(name);
-    for (const char *l = hdrs; l < hdrs + len;) {
-        if ((size_t)(hdrs + len - l) > nl && strncasecmp(l, name, nl) == 0 && l[nl] == ':')
-            return 1;
-        const char *eol = memchr(l, '\n', (size_t)(hdrs + len - l));
+    static const struct { const char *name; size_t n; int bit; } known[] = {
+        {"host:", 5, H1_GIVES_HOST}, {"user-agent:", 11, H1_GIVES_UA},
+        {"accept:", 7, H1_GIVES_ACCEPT}};
+    int gives = 0;
+    for (const char *l = hdrs, *end = hdrs + len; l < end;) {
+        for (size_t i = 0; i < sizeof(known) / sizeof(*known); i++)
+            if ((*l | 0x20) == known[i].name[0] && (size_t)(end - l) >= known[i].n &&
+                strncasecmp(l, known[i].name, known[i].n) == 0)
+                gives |= known[i].bit;
+        const char *eol = memchr(l, '\n', (size_t)(end - l));
         if (!eol) break;
         l = eol + 1;
     }
-    return 0;
+    return gives;
 }
 
 h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const char *hdrs,
                        size_t hdrs_len, const char *body, size_t body_len, int64_t timeout_ms,
                        h1_done_fn *done, void *priv)
 {
-    h1_call *k = xcalloc(1, sizeof(*k));
+    h1_client *c = h->c;
+    h1_call *k = c->spare;
+    struct event *tev = NULL;
+    char *req = NULL;
+    size_t reqcap = 0;
+    if (k) {
+        /* its timer's argument is k already */
+        c->spare = k->next;
+        c->nspare--;
+        tev = k->tev;
+        req = k->req;
+        reqcap = k->reqcap;
+        memset(k, 0, sizeof(*k));
+    } else {
+        k = xcalloc(1, sizeof(*k));
+    }
     k->h = h;
     k->done = done;
     k->priv = priv;
@@ -691,11 +755,18 @@ h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const ch
     const char *t = url + 7 + strcspn(url + 7, "/?#");
     size_t tl = strcspn(t, "#");
     int slash = *t != '/';
-    int has_host = h1_has(hdrs, hdrs_len, "host"), has_ua = h1_has(hdrs, hdrs_len, "user-agent"),
-        has_accept = h1_has(hdrs, hdrs_len, "accept");
+    int gives = h1_gives(hdrs, hdrs_len);
+    int has_host = gives & H1_GIVES_HOST, has_ua = gives & H1_GIVES_UA,
+        has_accept = gives & H1_GIVES_ACCEPT;
     size_t ml = strlen(method), al = strlen(h->authority);
     size_t cap = ml + 1 + 1 + tl + 11 + 8 + al + 2 + 24 + 13 + hdrs_len + 40 + 2 + body_len;
-    char *p = k->req = xmalloc(cap);
+    if (cap > reqcap) {
+        free(req);
+        reqcap = cap < 1024 ? 1024 : cap;
+        req = xmalloc(reqcap);
+    }
+    k->reqcap = reqcap;
+    char *p = k->req = req;
     p = h1_put(p, method, ml);
     *p++ = ' ';
     if (slash) *p++ = '/';
@@ -721,7 +792,7 @@ h1_call *h1_call_start(h1_host *h, const char *method, const char *url, const ch
     if (body) p = h1_put(p, body, body_len);
     k->reqlen = (size_t)(p - k->req);
 
-    k->tev = evtimer_new(h->c->base, call_timer_cb, k);
+    k->tev = tev ? tev : evtimer_new(c->base, call_timer_cb, k);
     log_assert(k->tev);
     event_active(k->tev, EV_TIMEOUT, 0);
     return k;

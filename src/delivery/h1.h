@@ -45,8 +45,10 @@ typedef void h1_done_fn(void *priv, long status, const char *err, int flags, cha
                         size_t body_len, int64_t retry_after_ms);
 
 /* NULL when no resolver can be set up (the caller then uses libcurl). A kept
- * connection unused for keepalive_ms is closed. */
-h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms);
+ * connection unused for keepalive_ms is closed. shared: base is a loop that
+ * runs on after h1_client_free (else h1_client_free runs it once more, to
+ * end the lookups still pending). */
+h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shared);
 /* Every call must have ended or been aborted, every host freed. */
 void h1_client_free(h1_client *c);
 

@@ -19,9 +19,22 @@
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
+/* ASCII, as every name here is (and as isdigit and isalnum read it in the C
+ * locale tickd runs in), without their call for the locale's table per
+ * character: ids are checked on every claim and settle. */
+static inline int task_isdigit(int c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static inline int task_isalnum(int c)
+{
+    return task_isdigit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
 static int task_keychar(int c)
 {
-    return isalnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
+    return task_isalnum(c) || c == '.' || c == '_' || c == ':' || c == '-';
 }
 
 int task_queue_valid(const char *s)
@@ -168,7 +181,7 @@ int64_t task_slice_minute(const char *slice)
     for (int i = 0; i < 5; i++) {
         v[i] = 0;
         for (int k = 0; k < width[i]; k++, p++) {
-            if (!isdigit((unsigned char)*p)) return -1;
+            if (!task_isdigit((unsigned char)*p)) return -1;
             v[i] = v[i] * 10 + (*p - '0');
         }
     }
@@ -199,13 +212,13 @@ int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key
     const char *p = id + 13, *q;
     if (strlen(id) < 13 || task_slice_minute(id) < 0) return -1;
     /* bucket digits */
-    for (q = p; isdigit((unsigned char)*q); q++) {}
+    for (q = p; task_isdigit((unsigned char)*q); q++) {}
     if (q == p || q - p > 4 || *q != '.') return -1;
     size_t slen = (size_t)(q - id);
     memcpy(slice, id, slen);
     slice[slen] = '\0';
     p = q + 1;
-    for (q = p; isdigit((unsigned char)*q); q++) {}
+    for (q = p; task_isdigit((unsigned char)*q); q++) {}
     if (q == p || q - p > 15 || *q != '.') return -1;
     *execute_at_ms = strtoll(p, NULL, 10);
     if (!task_key_valid(q + 1)) return -1;

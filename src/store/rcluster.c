@@ -602,8 +602,11 @@ static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
 {
     size_t bytes = 24;
     for (int i = 0; i < argc; i++) bytes += (argvlen ? argvlen[i] : strlen(argv[i])) + 26;
-    rc_req *q = calloc(1, sizeof(*q) + bytes);
+    /* only the header is zeroed: the command (a settle call's can be tens of
+     * KB) is written whole below */
+    rc_req *q = malloc(sizeof(*q) + bytes);
     if (!q) return NULL;
+    memset(q, 0, sizeof(*q));
     q->c = c;
     q->cb = cb;
     q->priv = priv;

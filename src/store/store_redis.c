@@ -182,7 +182,9 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     int argc = 3 + nkeys + nargs;
     size_t bytes = 0;
     for (int i = 0; i < nkeys + nargs; i++) bytes += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
-    rs_call *c = xcalloc(1, sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    /* only the header is zeroed: argv, argvlen and the copies are written whole */
+    rs_call *c = xmalloc(sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    memset(c, 0, sizeof(*c));
     c->lane = lane;
     c->rs = rs;
     c->sc = sc;
