@@ -1,7 +1,10 @@
 -- claim: lease what is due in one slice. Takes expired leases first (their
--- holder died), then ids due before now + lookahead, oldest first, at most
--- `limit` in all; each moves to :run with a lease deadline.
--- KEYS: due, task, del, run, ptr. ARGV: lookahead_ms, limit, lease_margin_ms
+-- holder died), then ids due before now + reach_ms, oldest first, at most
+-- `limit` in all, of which at most `far_limit` due at or after now + near_ms
+-- (the room's last places are kept for tasks due soon); each moves to :run
+-- with a lease deadline.
+-- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
+-- lease_margin_ms, near_ms, far_limit (the last two: no such cap when absent)
 -- Returns {due_left, run_left, taken, id, due_ms, attempt, spec, ...}: spec
 -- (the task's record, or its spec as schema 1 stored it) is nil for a retry
 -- pointer (read it from the home slice with fetch); `taken`
@@ -23,7 +26,18 @@ end
 if #ids < limit then
   local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now + tonumber(ARGV[1])),
                          'WITHSCORES', 'LIMIT', 0, limit - #ids)
-  for i = 1, #due, 2 do
+  -- oldest first: the ids from the first one due after near on count as far
+  local n, far = #due, tonumber(ARGV[5])
+  if far then
+    local near = now + tonumber(ARGV[4])
+    for i = 2, #due, 2 do
+      if tonumber(due[i]) >= near then
+        n = math.min(#due, i - 2 + 2 * far)
+        break
+      end
+    end
+  end
+  for i = 1, n, 2 do
     -- a fresh task (lib.lua): "id\nrecord"
     local id, rec = string.match(due[i], '^([^\n]*)\n(.*)$')
     ids[#ids + 1] = id or due[i]; dues[#ids] = tonumber(due[i + 1]); reclaim[#ids] = false
