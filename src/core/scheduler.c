@@ -87,7 +87,7 @@ struct sched {
     int64_t period_ms;   /* between two ticks (+-25 %) */
     int64_t rate_from_ms, rate_from_fired; /* the window being measured */
     double rate_per_ms;  /* callbacks fired a ms in the last window */
-    int64_t pumped_ms;   /* the last tick's flow pump */
+    int64_t full_ms;     /* the last tick that scanned from the watermarks */
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     int64_t claimed, fired, settled;
@@ -1037,6 +1037,30 @@ static void sched_tick_arm(sched *sc)
     event_add(sc->tick_ev, &tv);
 }
 
+/* A tick between two full ones (sched_reach makes them when the room is
+ * short): each bucket's pass claims on from the slice where its last one
+ * ended, without reading the watermark or claiming the slices before it
+ * again (whatever comes due there is kicked by its add, or found by the
+ * next full tick), and leaves the watermark where it is. A bucket that
+ * never ran a pass, or whose pass stopped for lack of room (it goes on when
+ * room frees), is left to those. */
+static void sched_kick_on(sched *sc)
+{
+    int64_t now = store_now_ms(sc->s);
+    if (sc->starved) return;
+    for (int i = 0; i < sc->nb; i++) {
+        bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
+        if (bs->active || bs->wm == 0) continue;
+        scan_begin(bs, 0);
+        bs->first_open = bs->wm;
+        bs->end_minute = (now + sc->reach_ms) / 60000;
+        if (bs->minute > now / 60000) bs->minute = now / 60000;
+        if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
+        scan_claim(bs);
+    }
+    sc->kick_from = (sc->kick_from + 1) % sc->nb;
+}
+
 static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
@@ -1044,15 +1068,16 @@ static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     sched_reach(sc);
     if (!sc->stopping) sched_tick_arm(sc);
+    if (now - sc->full_ms < sc->cfg->tick_ms * 3 / 4) {
+        sched_kick_on(sc);
+        return;
+    }
+    sc->full_ms = now;
     store_sync_clock(sc->s);
     sched_kick_all(sc);
-    /* waiting tasks whose limit allows them now go (ends pump too), about
-     * once a tick_ms however often the ticks come */
-    if (sc->fc && (!flow_cache_empty(sc->fc) || flow_cache_waiting(sc->fc) > 0) &&
-        now - sc->pumped_ms >= sc->cfg->tick_ms * 3 / 4) {
-        sc->pumped_ms = now;
+    /* waiting tasks whose limit allows them now go (ends pump too) */
+    if (sc->fc && (!flow_cache_empty(sc->fc) || flow_cache_waiting(sc->fc) > 0))
         sched_flow_pump(sc);
-    }
 }
 
 /* ---- life -------------------------------------------------------------- */
