@@ -633,6 +633,29 @@ static void test_resumed_buckets_share_evenly(void **state)
     for (int b = 1; b < 4; b++) assert_int_equal(first[b], 16 / 3);
 }
 
+/* Tasks due later than half the reach take at most half the room: tasks
+ * due now, found after them, are claimed at once and fire first. */
+static void test_room_kept_for_due_soon(void **state)
+{
+    fixture *x = *state;
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "far%d", i);
+        lease(x, x->m, x->f.now + 1400, key, 1);
+    }
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 4);
+    leases_due_now(x, 4, "now");
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 8);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 4);
+    for (int i = 0; i < 4; i++) assert_int_equal(x->f.fired[i]->cb.due_ms, x->f.now);
+    for (int i = 0; i < x->f.nclaimed; i++) assert_int_equal(x->f.creach[i], x->cfg.lookahead_ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +668,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hand_back_on_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claims_share_the_room, setup_small4, teardown),
+        cmocka_unit_test_setup_teardown(test_room_kept_for_due_soon, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_starved_pass_goes_on, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),
