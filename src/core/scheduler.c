@@ -88,6 +88,7 @@ struct sched {
     int64_t rate_from_ms, rate_from_fired; /* the window being measured */
     double rate_per_ms;  /* callbacks fired a ms in the last window */
     int64_t full_ms;     /* the last tick that scanned from the watermarks */
+    int64_t tick_at_ms;  /* when the tick armed comes */
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     int64_t claimed, fired, settled;
@@ -858,12 +859,11 @@ static void sched_reach(sched *sc)
     if ((reach < sc->cfg->lookahead_ms || sched_room(sc) <= sched_reserve(sc)) &&
         period > sched_near(sc) * 4 / 5)
         period = sched_near(sc) * 4 / 5;
-    /* a shorter period starts now: the tick armed may be a second away */
-    int sooner = period < sc->period_ms;
+    /* a shorter period starts now: the tick armed may be a second away (and
+     * only sooner: a tick put off each time would never come) */
     sc->period_ms = period;
-    if (sooner && !sc->stopping) sched_tick_arm(sc);
+    if (now + period * 5 / 4 < sc->tick_at_ms && !sc->stopping) sched_tick_arm(sc);
 }
-
 
 static void scan_claim(bucket_scan *bs)
 {
@@ -1034,6 +1034,7 @@ static void sched_tick_arm(sched *sc)
 {
     int64_t ms = sc->period_ms * 3 / 4 + random() % (sc->period_ms / 2 + 1);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    sc->tick_at_ms = store_now_ms(sc->s) + ms;
     event_add(sc->tick_ev, &tv);
 }
 
