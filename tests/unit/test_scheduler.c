@@ -656,6 +656,25 @@ static void test_room_kept_for_due_soon(void **state)
     for (int i = 0; i < x->f.nclaimed; i++) assert_int_equal(x->f.creach[i], x->cfg.lookahead_ms);
 }
 
+/* Claims look only as far ahead as half the room covers at the rate
+ * callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of 125 ms. */
+static void test_reach_follows_the_rate(void **state)
+{
+    fixture *x = *state;
+    leases_due_now(x, 8, "r");
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 8);
+    for (int i = 0; i < 8; i++) finish(x, i, 1);
+    pump(x, 20);
+    assert_int_equal(x->f.creach[x->f.nclaimed - 1], x->cfg.lookahead_ms);
+    x->f.now += 250;
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    assert_int_equal(x->f.creach[x->f.nclaimed - 1], 125);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -669,6 +688,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claims_share_the_room, setup_small4, teardown),
         cmocka_unit_test_setup_teardown(test_room_kept_for_due_soon, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_reach_follows_the_rate, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_starved_pass_goes_on, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),
