@@ -832,11 +832,12 @@ static int64_t sched_near(const sched *sc)
  * 10,000 callbacks a second, 4,096 held jobs are 0.4 s of them. Claims that
  * looked the whole lookahead ahead filled the room a bucket at a time with
  * tasks due up to 1.5 s later, while other buckets' tasks came due with no
- * room to be claimed. So claims look no further ahead than half the room
- * covers at the rate callbacks fire (the other half is for what comes due
- * meanwhile: retries, tasks added for now, a rising rate), and the ticks
- * come twice within that reach (at most every tick_ms), every bucket's
- * claims reaching the same time. The rate is the last window's, measured
+ * room to be claimed. So claims look no further ahead than a quarter of the
+ * room covers at the rate callbacks fire (the rest is for the callbacks
+ * being made and what comes due meanwhile: retries, tasks added for now, a
+ * rising rate; claims of tasks due later stop at half, sched_reserve), and
+ * the ticks come more than twice within that reach (at most every tick_ms),
+ * every bucket's claims reaching the same time. The rate is the last window's, measured
  * at least every RATE_WINDOW_MS while ticks are that frequent. */
 static void sched_reach(sched *sc)
 {
@@ -847,7 +848,7 @@ static void sched_reach(sched *sc)
         sc->rate_from_fired = sc->fired;
     }
     int64_t reach = sc->cfg->lookahead_ms, period = sc->cfg->tick_ms;
-    double covers = (double)sc->cfg->max_inflight / 2;
+    double covers = (double)sc->cfg->max_inflight / 4;
     if (sc->rate_per_ms * (double)reach > covers) {
         covers /= sc->rate_per_ms;
         reach = covers > REACH_MIN_MS ? (int64_t)covers : REACH_MIN_MS;
@@ -1029,7 +1030,7 @@ static void sched_added_cb(int bucket, int64_t due_ms, void *priv)
 /* The next tick in period_ms +-25 %: replicas drift apart in phase, so each
  * claims its share of every minute instead of the first to tick taking all.
  * A reach >= 1.25 period keeps tasks claimed before they are due
- * (lookahead_ms >= 1.25 tick_ms; a shorter reach has ticks twice within). */
+ * (lookahead_ms >= 1.25 tick_ms; a shorter reach has ticks every 0.4 reach). */
 static void sched_tick_arm(sched *sc)
 {
     int64_t ms = sc->period_ms * 3 / 4 + random() % (sc->period_ms / 2 + 1);

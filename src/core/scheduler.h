@@ -6,10 +6,11 @@
  * minute slice not yet drained) to the slice of now + reach, one claim
  * per slice (more while a slice fills the batch), as long as there is room
  * under max_inflight. The reach is lookahead_ms, or less when the room is
- * short: no further than half of max_inflight covers at the rate callbacks
- * fire, with ticks twice within it (claiming on from where each pass
- * ended); and half the room is kept for tasks due within half the reach, so
- * that tasks claimed early never keep those due now waiting. Slices found
+ * short: no further than a quarter of max_inflight covers at the rate
+ * callbacks fire, with ticks more than twice within it (claiming on from
+ * where each pass ended); and half the room is kept for tasks due within
+ * half the reach, so that tasks claimed early never keep those due now
+ * waiting. Slices found
  * empty and older than the grace move the watermark forward
  * (compare-and-set), so after any downtime the scan starts where the last
  * one stopped: nothing due is ever skipped.

@@ -656,8 +656,9 @@ static void test_room_kept_for_due_soon(void **state)
     for (int i = 0; i < x->f.nclaimed; i++) assert_int_equal(x->f.creach[i], x->cfg.lookahead_ms);
 }
 
-/* Claims look only as far ahead as half the room covers at the rate
- * callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of 125 ms. */
+/* Claims look only as far ahead as a quarter of the room covers at the
+ * rate callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of
+ * 62 ms. */
 static void test_reach_follows_the_rate(void **state)
 {
     fixture *x = *state;
@@ -672,7 +673,7 @@ static void test_reach_follows_the_rate(void **state)
     x->f.now += 250;
     sched_kick(x->sc, 0);
     pump(x, 20);
-    assert_int_equal(x->f.creach[x->f.nclaimed - 1], 125);
+    assert_int_equal(x->f.creach[x->f.nclaimed - 1], 62);
 }
 
 int main(void)
