@@ -849,7 +849,9 @@ static void sched_reach(sched *sc)
     }
     int64_t reach = sc->cfg->lookahead_ms, period = sc->cfg->tick_ms;
     double covers = (double)sc->cfg->max_inflight / 4;
-    if (sc->rate_per_ms * (double)reach > covers) {
+    /* a room that holds the whole lookahead with a quarter to spare is not
+     * short: the reach and the ticks stay as they are */
+    if (sc->rate_per_ms * (double)reach > 3 * covers) {
         covers /= sc->rate_per_ms;
         reach = covers > REACH_MIN_MS ? (int64_t)covers : REACH_MIN_MS;
     }
