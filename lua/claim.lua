@@ -1,7 +1,10 @@
 -- claim: lease what is due in one slice. Takes expired leases first (their
--- holder died), then ids due before now + lookahead, oldest first, at most
--- `limit` in all; each moves to :run with a lease deadline.
--- KEYS: due, task, del, run, ptr. ARGV: lookahead_ms, limit, lease_margin_ms
+-- holder died), then ids due before now + reach_ms, oldest first, at most
+-- `limit` in all, of which at most `far_limit` due at or after now + near_ms
+-- (the room's last places are kept for tasks due soon); each moves to :run
+-- with a lease deadline.
+-- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
+-- lease_margin_ms, near_ms, far_limit (the last two: no such cap when absent)
 -- Returns {due_left, run_left, taken, id, due_ms, attempt, spec, ...}: spec
 -- (the task's record, or its spec as schema 1 stored it) is nil for a retry
 -- pointer (read it from the home slice with fetch); `taken`
@@ -23,9 +26,26 @@ end
 if #ids < limit then
   -- no WITHSCORES (Redis writes each score with snprintf): a fresh entry is
   -- due at the execute_at its id holds (add.lua), the others' scores are
-  -- read one by one (retries and tasks held back: few in a batch)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. int_text(now + tonumber(ARGV[1])),
-                         'LIMIT', 0, limit - #ids)
+  -- read one by one (retries and tasks held back: few in a batch).
+  -- Oldest first; with far_limit, those due at or after now + near_ms are
+  -- taken after every one due sooner, and at most far_limit of them.
+  local reach = '(' .. int_text(now + tonumber(ARGV[1]))
+  local far = tonumber(ARGV[5])
+  local due
+  if far then
+    local near = now + tonumber(ARGV[4])
+    due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. int_text(near), 'LIMIT', 0,
+                     limit - #ids)
+    local more = math.min(far, limit - #ids - #due)
+    if more > 0 then
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], int_text(near), reach, 'LIMIT', 0,
+                                    more)) do
+        due[#due + 1] = m
+      end
+    end
+  else
+    due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', reach, 'LIMIT', 0, limit - #ids)
+  end
   for i = 1, #due do
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)

@@ -58,6 +58,11 @@ typedef struct flow_batch {
  * store as a whole is failing, not one slice. */
 #define SCAN_FAILURES_MAX 4
 
+/* The rate callbacks fire at is measured over windows of at least this, and
+ * claims look at least this far ahead whatever the rate. */
+#define RATE_WINDOW_MS 250
+#define REACH_MIN_MS 40
+
 struct sched {
     struct event_base *base;
     store *s;
@@ -79,6 +84,12 @@ struct sched {
     int pending;         /* store calls in flight, and attempts being recorded */
     int starved;         /* a pass stopped for lack of room */
     int kick_from;       /* the bucket sched_kick_all starts with: it turns */
+    int64_t reach_ms;    /* claims take tasks due before now + this */
+    int64_t period_ms;   /* between two ticks (+-25 %) */
+    int64_t rate_from_ms, rate_from_fired; /* the window being measured */
+    double rate_per_ms;  /* callbacks fired a ms in the last window */
+    int64_t full_ms;     /* the last tick that scanned from the watermarks */
+    int64_t tick_at_ms;  /* when the tick armed comes */
     int stopping;
     job *waiting;        /* jobs on the wheel or being fetched */
     job *spare;          /* ended jobs kept for reuse, linked by next */
@@ -154,22 +165,34 @@ static int sched_room(const sched *sc)
 
 static void scan_resume(sched *sc);
 
-/* The least a claim asks for: half a batch (no more than max_inflight). */
+/* The part of the room kept for tasks due soon (sched_near): half. Claims
+ * of tasks due later stop short of it, so that tasks claimed early (a
+ * second ahead, say) never take the places of tasks due now, which no claim
+ * could take back. */
+static int sched_reserve(const sched *sc)
+{
+    return (int)sc->cfg->max_inflight / 2;
+}
+
+/* The least a claim asks for: half a batch, and no more than half the
+ * reserve (at least 1), so that a claim fits in the reserve. */
 static int sched_least_claim(const sched *sc)
 {
-    int least = (int)sc->cfg->batch / 2 + 1;
-    return least < (int)sc->cfg->max_inflight ? least : (int)sc->cfg->max_inflight;
+    int least = (int)sc->cfg->batch / 2 + 1, most = sched_reserve(sc) / 2;
+    if (most < 1) most = 1;
+    return least < most ? least : most;
 }
 
 /* Room freed: the passes that stopped for lack of it go on, from the slice
- * where each stopped, once a quarter of max_inflight is free (at least half
- * a batch) and no pass is running (a running one claims with the room as it
- * is when it asks). Started again from the watermark, every pass would claim
- * the slices before that one again, empty: in a burst, three claims a bucket
- * for each quarter of the room. */
+ * where each stopped, once half the reserve is free (at least the least
+ * claim: tasks held far ahead may keep the rest of the room) and no pass is
+ * running (a running one claims with the room as it is when it asks).
+ * Started again from the watermark, every pass would claim the slices
+ * before that one again, empty: in a burst, three claims a bucket each time
+ * room frees. */
 static void sched_room_freed(sched *sc)
 {
-    int want = (int)sc->cfg->max_inflight / 4;
+    int want = sched_reserve(sc) / 2;
     if (want < sched_least_claim(sc)) want = sched_least_claim(sc);
     if (sc->starved && !sc->stopping && sc->scans == 0 && sched_room(sc) >= want) {
         sc->starved = 0;
@@ -349,8 +372,8 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     /* told once the store holds the end: a record that failed brings the
      * task back by its lease, to end (and be told) later */
     if (!err && j->ended_failed && sc->failed) sc->failed(&j->cb, sc->failed_priv);
-    /* a retry due within the lookahead is claimed now, not at the next tick */
-    if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms)
+    /* a retry due within the reach is claimed now, not at the next tick */
+    if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->reach_ms)
         sched_kick(sc, task_slice_bucket(j->cb.id));
     sc->settled++;
     if (!err && j->park_slice[0] && sc->fc) {
@@ -824,6 +847,55 @@ static void scan_claim_cb(const store_claim *res, void *priv)
     scan_claim(bs);
 }
 
+static void sched_tick_arm(sched *sc);
+
+/* Due soon: within half the reach. */
+static int64_t sched_near(const sched *sc)
+{
+    return sc->reach_ms / 2;
+}
+
+/* How far ahead claims look, and how often the ticks come. The room
+ * (max_inflight) bounds memory; it is no promise to cover lookahead_ms: at
+ * 10,000 callbacks a second, 4,096 held jobs are 0.4 s of them. Claims that
+ * looked the whole lookahead ahead filled the room a bucket at a time with
+ * tasks due up to 1.5 s later, while other buckets' tasks came due with no
+ * room to be claimed. So claims look no further ahead than a quarter of the
+ * room covers at the rate callbacks fire (the rest is for the callbacks
+ * being made and what comes due meanwhile: retries, tasks added for now, a
+ * rising rate; claims of tasks due later stop at half, sched_reserve), and
+ * the ticks come more than twice within that reach (at most every tick_ms),
+ * every bucket's claims reaching the same time. The rate is the last window's, measured
+ * at least every RATE_WINDOW_MS while ticks are that frequent. */
+static void sched_reach(sched *sc)
+{
+    int64_t now = store_now_ms(sc->s), span = now - sc->rate_from_ms;
+    if (span >= RATE_WINDOW_MS) {
+        sc->rate_per_ms = (double)(sc->fired - sc->rate_from_fired) / (double)span;
+        sc->rate_from_ms = now;
+        sc->rate_from_fired = sc->fired;
+    }
+    int64_t reach = sc->cfg->lookahead_ms, period = sc->cfg->tick_ms;
+    double covers = (double)sc->cfg->max_inflight / 4;
+    /* a room that holds the whole lookahead with a quarter to spare is not
+     * short: the reach and the ticks stay as they are */
+    if (sc->rate_per_ms * (double)reach > 3 * covers) {
+        covers /= sc->rate_per_ms;
+        reach = covers > REACH_MIN_MS ? (int64_t)covers : REACH_MIN_MS;
+    }
+    sc->reach_ms = reach;
+    /* while the room is short (claims of tasks due later stopped at the
+     * reserve), a task due within the reach is claimed into the reserve
+     * only once it is due soon: the next tick must come before that */
+    if ((reach < sc->cfg->lookahead_ms || sched_room(sc) <= sched_reserve(sc)) &&
+        period > sched_near(sc) * 4 / 5)
+        period = sched_near(sc) * 4 / 5;
+    /* a shorter period starts now: the tick armed may be a second away (and
+     * only sooner: a tick put off each time would never come) */
+    sc->period_ms = period;
+    if (now + period * 5 / 4 < sc->tick_at_ms && !sc->stopping) sched_tick_arm(sc);
+}
+
 static void scan_claim(bucket_scan *bs)
 {
     sched *sc = bs->sc;
@@ -839,12 +911,16 @@ static void scan_claim(bucket_scan *bs)
         scan_finish(bs);
         return;
     }
+    sched_reach(sc);
     bs->limit = room < sc->cfg->batch ? room : (int)sc->cfg->batch;
     if (bs->share && bs->limit > bs->share) bs->limit = bs->share;
     bs->share = 0;
+    /* the reserve is for what is due before the next tick */
+    int far = room - sched_reserve(sc);
+    store_claim_ask ask = {sc->reach_ms, sched_near(sc), bs->limit, far > 0 ? far : 0};
     sc->claiming += bs->limit;
     sc->pending++;
-    store_claim_slice(sc->s, bs->b, bs->minute, bs->limit, scan_claim_cb, bs);
+    store_claim_slice(sc->s, bs->b, bs->minute, &ask, scan_claim_cb, bs);
 }
 
 static void scan_start(bucket_scan *bs);
@@ -873,6 +949,7 @@ static void scan_done(bucket_scan *bs)
 {
     sched *sc = bs->sc;
     scan_end(bs);
+    sched_reach(sc); /* the room it left may be short */
     if (bs->again && !sc->stopping) scan_start(bs);
     else if (sc->scans == 0) sched_room_freed(sc);
 }
@@ -913,7 +990,7 @@ static void scan_get_cb(int64_t wm, const char *err, void *priv)
     int64_t now = store_now_ms(sc->s);
     bs->wm = wm;
     bs->minute = wm;
-    bs->end_minute = (now + sc->cfg->lookahead_ms) / 60000;
+    bs->end_minute = (now + sc->reach_ms) / 60000;
     bs->first_open = -1;
     if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
     scan_claim(bs);
@@ -935,13 +1012,13 @@ void sched_kick(sched *sc, int bucket)
 }
 
 /* The passes that stopped for lack of room go on where they stopped, up to
- * the minute of now + lookahead, the buckets taking turns as in
+ * the minute of now + reach, the buckets taking turns as in
  * sched_kick_all. The slices before were claimed whole by that pass (or hold
  * the watermark back); anything added there since is kicked by its add, or
  * found by the next tick's pass. */
 static void scan_resume(sched *sc)
 {
-    int64_t end = (store_now_ms(sc->s) + sc->cfg->lookahead_ms) / 60000;
+    int64_t end = (store_now_ms(sc->s) + sc->reach_ms) / 60000;
     /* the room is shared out evenly among their first claims: the buckets
      * drain side by side, so that the backlog goes oldest first across them.
      * Their claims after the first take what room there is, as a full pass
@@ -972,29 +1049,62 @@ static void sched_kick_all(sched *sc)
     sc->kick_from = (sc->kick_from + 1) % sc->nb;
 }
 
-/* A fresh task due within the lookahead: claim it now rather than at the
- * next tick. */
+/* A fresh task due within the reach: claim it now rather than at the next
+ * tick. */
 static void sched_added_cb(int bucket, int64_t due_ms, void *priv)
 {
     sched *sc = priv;
-    if (due_ms < store_now_ms(sc->s) + sc->cfg->lookahead_ms) sched_kick(sc, bucket);
+    if (due_ms < store_now_ms(sc->s) + sc->reach_ms) sched_kick(sc, bucket);
 }
 
-/* The next tick in tick_ms +-25 %: replicas drift apart in phase, so each
+/* The next tick in period_ms +-25 %: replicas drift apart in phase, so each
  * claims its share of every minute instead of the first to tick taking all.
- * lookahead_ms >= 1.25 tick_ms keeps tasks claimed before they are due. */
+ * A reach >= 1.25 period keeps tasks claimed before they are due
+ * (lookahead_ms >= 1.25 tick_ms; a shorter reach has ticks every 0.4 reach). */
 static void sched_tick_arm(sched *sc)
 {
-    int64_t ms = sc->cfg->tick_ms * 3 / 4 + random() % (sc->cfg->tick_ms / 2 + 1);
+    int64_t ms = sc->period_ms * 3 / 4 + random() % (sc->period_ms / 2 + 1);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    sc->tick_at_ms = store_now_ms(sc->s) + ms;
     event_add(sc->tick_ev, &tv);
+}
+
+/* A tick between two full ones (sched_reach makes them when the room is
+ * short): each bucket's pass claims on from the slice where its last one
+ * ended, without reading the watermark or claiming the slices before it
+ * again (whatever comes due there is kicked by its add, or found by the
+ * next full tick), and leaves the watermark where it is. A bucket that
+ * never ran a pass, or whose pass stopped for lack of room (it goes on when
+ * room frees), is left to those. */
+static void sched_kick_on(sched *sc)
+{
+    int64_t now = store_now_ms(sc->s);
+    if (sc->starved) return;
+    for (int i = 0; i < sc->nb; i++) {
+        bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
+        if (bs->active || bs->wm == 0) continue;
+        scan_begin(bs, 0);
+        bs->first_open = bs->wm;
+        bs->end_minute = (now + sc->reach_ms) / 60000;
+        if (bs->minute > now / 60000) bs->minute = now / 60000;
+        if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
+        scan_claim(bs);
+    }
+    sc->kick_from = (sc->kick_from + 1) % sc->nb;
 }
 
 static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
+    int64_t now = store_now_ms(sc->s);
     (void)fd, (void)what;
+    sched_reach(sc);
     if (!sc->stopping) sched_tick_arm(sc);
+    if (now - sc->full_ms < sc->cfg->tick_ms * 3 / 4) {
+        sched_kick_on(sc);
+        return;
+    }
+    sc->full_ms = now;
     store_sync_clock(sc->s);
     sched_kick_all(sc);
     /* waiting tasks whose limit allows them now go (ends pump too) */
@@ -1012,6 +1122,9 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->s = s;
     sc->cfg = cfg;
     sc->nb = (int)cfg->buckets;
+    sc->reach_ms = cfg->lookahead_ms;
+    sc->period_ms = cfg->tick_ms;
+    sc->rate_from_ms = store_now_ms(s);
     sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
     sc->tick_ev = evtimer_new(base, sched_tick_cb, sc);
     sc->wheel_ev = evtimer_new(base, sched_wheel_cb, sc);

@@ -3,11 +3,17 @@
  * each attempt's outcome. It runs on any store (store.h).
  *
  * Tick: every tick_ms, each bucket is scanned from its watermark (the oldest
- * minute slice not yet drained) to the slice of now + lookahead, one claim
- * claim per slice (more while a slice fills the batch), as long as
- * there is room under max_inflight. Slices found empty and older than the
- * grace move the watermark forward (compare-and-set), so after any downtime
- * the scan starts where the last one stopped: nothing due is ever skipped.
+ * minute slice not yet drained) to the slice of now + reach, one claim
+ * per slice (more while a slice fills the batch), as long as there is room
+ * under max_inflight. The reach is lookahead_ms, or less when the room is
+ * short: no further than a quarter of max_inflight covers at the rate
+ * callbacks fire, with ticks more than twice within it (claiming on from
+ * where each pass ended); and half the room is kept for tasks due within
+ * half the reach, so that tasks claimed early never keep those due now
+ * waiting. Slices found
+ * empty and older than the grace move the watermark forward
+ * (compare-and-set), so after any downtime the scan starts where the last
+ * one stopped: nothing due is ever skipped.
  * A slice whose claim fails holds its bucket's watermark back; the scan goes
  * on with the bucket's other slices.
  *
@@ -81,7 +87,7 @@ void sched_set_failed(sched *sc, sched_failed_fn *fn, void *priv);
 /* Start ticking. */
 void sched_start(sched *sc);
 
-/* A task was added due within the lookahead: scan its bucket now rather than
+/* A task was added due within the reach: scan its bucket now rather than
  * at the next tick. */
 void sched_kick(sched *sc, int bucket);
 

@@ -66,6 +66,14 @@ typedef struct store_claim {
 } store_claim;
 typedef void store_claim_fn(const store_claim *res, void *priv);
 
+/* What a claim may take: expired leases and tasks due before now +
+ * reach_ms, at most `limit` in all, and of the tasks due at or after now +
+ * near_ms at most far_limit. */
+typedef struct store_claim_ask {
+    int64_t reach_ms, near_ms;
+    int limit, far_limit;
+} store_claim_ask;
+
 /* An attempt's outcome, to record. */
 /* PARK: held back by a limit (flow.h): no attempt made, due again at due_ms
  * (err: why it waits) in park_slice, a slice of the present minute. */
@@ -315,10 +323,10 @@ typedef struct store_type {
     void (*get)(store *s, const char *id, store_get_fn *cb, void *priv);
     void (*cancel)(store *s, const char *id, store_cancel_fn *cb, void *priv);
     void (*health)(store *s, store_health_fn *cb, void *priv);
-    /* lease up to `limit` tasks of slice (bucket, minute) due before
-     * now + lookahead, expired leases first, then oldest first */
-    void (*claim)(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
-                  void *priv);
+    /* lease what `ask` allows of slice (bucket, minute), expired leases
+     * first, then oldest first */
+    void (*claim)(store *s, int bucket, int64_t minute, const store_claim_ask *ask,
+                  store_claim_fn *cb, void *priv);
     /* record attempts; `a` is copied, its strings must live until their
      * callback runs */
     void (*settle)(store *s, const store_attempt *a, int n, store_settled_fn *cb, void *priv);
@@ -449,10 +457,10 @@ static inline void store_health(store *s, store_health_fn *cb, void *priv)
 {
     s->type->health(s, cb, priv);
 }
-static inline void store_claim_slice(store *s, int bucket, int64_t minute, int limit,
-                                     store_claim_fn *cb, void *priv)
+static inline void store_claim_slice(store *s, int bucket, int64_t minute,
+                                     const store_claim_ask *ask, store_claim_fn *cb, void *priv)
 {
-    s->type->claim(s, bucket, minute, limit, cb, priv);
+    s->type->claim(s, bucket, minute, ask, cb, priv);
 }
 static inline void store_settle(store *s, const store_attempt *a, int n, store_settled_fn *cb,
                                 void *priv)

@@ -418,12 +418,12 @@ static int cand_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void ms_claim(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
-                     void *priv)
+static void ms_claim(store *s, int bucket, int64_t minute, const store_claim_ask *ask,
+                     store_claim_fn *cb, void *priv)
 {
     mstore *m = MS(s);
     char name[TASK_SLICE_MAX];
-    int64_t now = ms_now_ms(s), horizon = now + s->cfg->lookahead_ms;
+    int64_t now = ms_now_ms(s), horizon = now + ask->reach_ms;
     mdefer *r = ms_defer(m, R_CLAIM, (void *)cb, priv);
     store_claim *res = &r->claim;
     task_slice_name(minute * 60000, bucket, name);
@@ -436,6 +436,9 @@ static void ms_claim(store *s, int bucket, int64_t minute, int limit, store_clai
         else if (!t->lease_ms && t->due_ms < horizon) c[n++] = (cand){t, t->due_ms};
     }
     qsort(c, (size_t)n, sizeof(*c), cand_cmp);
+    int limit = ask->limit, far = 0;
+    for (int i = 0; i < n && i < limit; i++)
+        if (c[i].key >= now + ask->near_ms && ++far > ask->far_limit) limit = i;
     if (n > limit) n = limit;
     res->taken = n;
     res->leases = xmalloc(sizeof(*res->leases) * (size_t)(n ? n : 1));

@@ -769,11 +769,12 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
     }
 }
 
-static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
-                     void *priv)
+static void rs_claim(store *s, int bucket, int64_t minute, const store_claim_ask *ask,
+                     store_claim_fn *cb, void *priv)
 {
     rstore *rs = RS(s);
-    char lookahead[UTIL_INT_MAX], lim[UTIL_INT_MAX], margin[UTIL_INT_MAX];
+    char reach[UTIL_INT_MAX], lim[UTIL_INT_MAX], margin[UTIL_INT_MAX];
+    char near[UTIL_INT_MAX], far[UTIL_INT_MAX];
     rs_keys k;
     claim_ctx *cl = xcalloc(1, sizeof(*cl));
     cl->rs = rs;
@@ -783,11 +784,13 @@ static void rs_claim(store *s, int bucket, int64_t minute, int limit, store_clai
     cl->priv = priv;
     task_slice_name(minute * 60000, bucket, cl->slice);
     rs_keys_of(rs, cl->slice, KEYS_CLAIM, 5, &k);
-    util_fmt_int(lookahead, s->cfg->lookahead_ms);
-    util_fmt_int(lim, limit);
+    util_fmt_int(reach, ask->reach_ms);
+    util_fmt_int(lim, ask->limit);
     util_fmt_int(margin, s->cfg->lease_margin_ms);
-    const char *args[] = {lookahead, lim, margin};
-    rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 3, args, rs_claim_cb, cl);
+    util_fmt_int(near, ask->near_ms);
+    util_fmt_int(far, ask->far_limit);
+    const char *args[] = {reach, lim, margin, near, far};
+    rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 5, args, rs_claim_cb, cl);
 }
 
 /* An error reply at start: 1 with err set (and *fatal when waiting cannot

@@ -36,6 +36,33 @@ def test_1000_tasks_fire_on_their_millisecond(tickd, receiver):
     assert p50 <= LATE_P50_MS and p99 <= LATE_P99_MS, (p50, p99)
 
 
+@pytest.mark.timing
+def test_tasks_due_soon_pass_tasks_claimed_ahead(redis, receiver, tickd_factory):
+    """The room for held tasks (server.max_inflight) goes first to what is
+    due soonest: 200 tasks claimed 2.9 s ahead of their time do not keep 60
+    tasks due from 0.3 s on from being claimed and called on time."""
+    t = tickd_factory(redis, env={"TICKD_SERVER_MAX_INFLIGHT": "64",
+                                  "TICKD_SCHEDULER_LOOKAHEAD_MS": "3000"}).start()
+    far_at = now_ms() + 2900
+    far = t.batch([{"callback_url": receiver.url("/ok"), "key": f"far{i}", "execute_at": far_at}
+                   for i in range(200)])
+    # each add within the lookahead is claimed at once: the room fills
+    wait_for(lambda: t.request("GET", "/v1/stats")[1]["held"] >= 30, 5, what="far tasks held")
+    base = now_ms() + 300
+    near = t.batch([{"callback_url": receiver.url("/ok"), "key": f"near{i}",
+                     "execute_at": base + 10 * i} for i in range(60)])
+    due = {r["id"]: base + 10 * i for i, r in enumerate(near)}
+    wait_for(lambda: receiver.count() >= 260, 15, what="260 callbacks")
+    t.settled()
+    calls = receiver.by_task()
+    assert set(calls) == set(due) | {r["id"] for r in far}
+    assert all(len(c) == 1 for c in calls.values()), "a task fired twice"
+    late = sorted(calls[tid][0]["t"] - at for tid, at in due.items())
+    print(f"\ndue soon, lateness: p50 {percentile(late, 50):.1f} ms, max {late[-1]:.1f} ms")
+    # with the room taken by the far tasks they were 600 ms late or more
+    assert late[-1] < 300, late[-10:]
+
+
 def test_request_arrives_exactly(tickd, receiver):
     request_arrives_exactly(tickd, receiver)
 

@@ -36,6 +36,7 @@ typedef struct fake {
     int64_t fail_minute;         /* claims of this minute fail (-1: none) */
     int64_t claimed[256];        /* minutes claimed, in order */
     int cbucket[256], climit[256]; /* their buckets and limits */
+    int64_t creach[256];         /* and how far ahead they looked */
     int nclaimed;
     int wm_gets;                 /* watermark reads */
     int settle_calls, settle_size[64];
@@ -96,14 +97,16 @@ static ans *answer(fake *f, int kind, void *cb, void *priv)
 
 /* ---- the fake store ---------------------------------------------------- */
 
-static void fk_claim(store *s, int bucket, int64_t minute, int limit, store_claim_fn *cb,
-                     void *priv)
+static void fk_claim(store *s, int bucket, int64_t minute, const store_claim_ask *ask,
+                     store_claim_fn *cb, void *priv)
 {
     fake *f = FK(s);
+    int limit = ask->limit, far = 0;
     ans *a = answer(f, A_CLAIM, (void *)cb, priv);
     assert_true(f->nclaimed < 256);
     f->cbucket[f->nclaimed] = bucket;
     f->climit[f->nclaimed] = limit;
+    f->creach[f->nclaimed] = ask->reach_ms;
     f->claimed[f->nclaimed++] = minute;
     if (minute == f->fail_minute) {
         a->claim.err = "ERR this slice cannot be claimed";
@@ -113,6 +116,12 @@ static void fk_claim(store *s, int bucket, int64_t minute, int limit, store_clai
     for (int i = 0; i < f->nl; i++) {
         flease *l = &f->l[i];
         if (l->taken || l->bucket != bucket || l->minute != minute) continue;
+        if (l->due_ms >= f->now + ask->reach_ms) continue;
+        if (l->due_ms >= f->now + ask->near_ms && far == ask->far_limit) {
+            a->claim.due_left++;
+            continue;
+        }
+        far += l->due_ms >= f->now + ask->near_ms;
         if (a->claim.n == limit) {
             a->claim.due_left++;
             continue;
@@ -577,8 +586,9 @@ static void test_starved_pass_goes_on(void **state)
     x->f.now += 25; /* past the backlog's gathering */
     sched_poll(x->sc);
     assert_int_equal(x->f.nfired, 8);
-    /* 3 places free (the least a claim takes): the pass goes on at m-3 */
-    for (int i = 0; i < 3; i++) finish(x, i, 1);
+    /* 2 places free (half the reserve, the least a claim takes): the pass
+     * goes on at m-3 */
+    for (int i = 0; i < 2; i++) finish(x, i, 1);
     pump(x, 20);
     assert_true(x->f.nclaimed > mark);
     assert_int_equal(x->f.claimed[mark], m - 3);
@@ -586,7 +596,7 @@ static void test_starved_pass_goes_on(void **state)
     assert_int_equal(x->f.wm_gets, 1);
     int taken = 0;
     for (int i = 0; i < x->f.nl; i++) taken += x->f.l[i].taken;
-    assert_int_equal(taken, 11);
+    assert_int_equal(taken, 10);
 }
 
 /* Starved buckets going on share the room evenly, so a backlog drains
@@ -623,6 +633,49 @@ static void test_resumed_buckets_share_evenly(void **state)
     for (int b = 1; b < 4; b++) assert_int_equal(first[b], 16 / 3);
 }
 
+/* Tasks due later than half the reach take at most half the room: tasks
+ * due now, found after them, are claimed at once and fire first. */
+static void test_room_kept_for_due_soon(void **state)
+{
+    fixture *x = *state;
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "far%d", i);
+        lease(x, x->m, x->f.now + 1400, key, 1);
+    }
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 4);
+    leases_due_now(x, 4, "now");
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 8);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 4);
+    for (int i = 0; i < 4; i++) assert_int_equal(x->f.fired[i]->cb.due_ms, x->f.now);
+    for (int i = 0; i < x->f.nclaimed; i++) assert_int_equal(x->f.creach[i], x->cfg.lookahead_ms);
+}
+
+/* Claims look only as far ahead as a quarter of the room covers at the
+ * rate callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of
+ * 62 ms. */
+static void test_reach_follows_the_rate(void **state)
+{
+    fixture *x = *state;
+    leases_due_now(x, 8, "r");
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 8);
+    for (int i = 0; i < 8; i++) finish(x, i, 1);
+    pump(x, 20);
+    assert_int_equal(x->f.creach[x->f.nclaimed - 1], x->cfg.lookahead_ms);
+    x->f.now += 250;
+    sched_kick(x->sc, 0);
+    pump(x, 20);
+    assert_int_equal(x->f.creach[x->f.nclaimed - 1], 62);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +688,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hand_back_on_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claims_share_the_room, setup_small4, teardown),
+        cmocka_unit_test_setup_teardown(test_room_kept_for_due_soon, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_reach_follows_the_rate, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_starved_pass_goes_on, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),

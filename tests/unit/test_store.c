@@ -291,9 +291,17 @@ static const char *status_of(fixture *f, const char *id)
     return s;
 }
 
+/* Claim what is due in minute's slice within the lookahead, as the
+ * scheduler does while its room is not short. */
+static void claim_slice(fixture *f, int64_t minute, int limit)
+{
+    store_claim_ask ask = {f->cfg.lookahead_ms, f->cfg.lookahead_ms, limit, limit};
+    store_claim_slice(f->s, 0, minute, &ask, claim_cb, f);
+}
+
 static void claim_now(fixture *f, int limit)
 {
-    store_claim_slice(f->s, 0, store_now_ms(f->s) / 60000, limit, claim_cb, f);
+    claim_slice(f, store_now_ms(f->s) / 60000, limit);
     wait_answers(f, 1);
     assert_null(f->claim.err);
 }
@@ -442,7 +450,7 @@ static void test_retry_and_release(void **state)
     assert_non_null(strstr(f->state, "\"code\":500"));
     assert_non_null(strstr(f->state, "HTTP 500"));
     /* the retry is claimed from the slice of its due time, as attempt 2 */
-    store_claim_slice(f->s, 0, next / 60000, 10, claim_cb, f);
+    claim_slice(f, next / 60000, 10);
     wait_answers(f, 1);
     assert_null(f->claim.err);
     assert_int_equal(f->claim.n, 1);
@@ -457,7 +465,7 @@ static void test_retry_and_release(void **state)
     store_settle(f->s, &a, 1, settled_cb, f);
     wait_answers(f, 1);
     assert_string_equal(status_of(f, id), "scheduled");
-    store_claim_slice(f->s, 0, next / 60000, 10, claim_cb, f);
+    claim_slice(f, next / 60000, 10);
     wait_answers(f, 1);
     assert_int_equal(f->claim.n, 1);
     assert_int_equal(f->leases[0].attempt, 2);
@@ -501,6 +509,40 @@ static void test_claim_limit(void **state)
     assert_int_equal(f->claim.taken, 3);
     assert_int_equal(f->claim.due_left, 2);
     claim_now(f, 3);
+    assert_int_equal(f->claim.n, 2);
+}
+
+/* Of the tasks due at or after now + near_ms, a claim takes at most
+ * far_limit; those due before, up to the limit. */
+static void test_claim_far_limit(void **state)
+{
+    fixture *f = *state;
+    char key[16];
+    /* two due soon, three later, in one minute's slice */
+    int64_t base = f->t0 + 300;
+    if ((base + 300) / 60000 != base / 60000) base += 600;
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof(key), "f%d", i);
+        add(f, key, base - f->t0 + (i < 2 ? 0 : 300), 1000);
+    }
+    store_claim_ask ask = {5000, base + 150 - store_now_ms(f->s), 10, 1};
+    store_claim_slice(f->s, 0, base / 60000, &ask, claim_cb, f);
+    wait_answers(f, 1);
+    assert_null(f->claim.err);
+    assert_int_equal(f->claim.n, 3);
+    assert_int_equal(f->claim.due_left, 2);
+    assert_int_equal(f->leases[0].due_ms, base);
+    assert_int_equal(f->leases[1].due_ms, base);
+    assert_int_equal(f->leases[2].due_ms, base + 300);
+    /* none far: only what is due soon, and nothing is left of that */
+    ask.far_limit = 0;
+    store_claim_slice(f->s, 0, base / 60000, &ask, claim_cb, f);
+    wait_answers(f, 1);
+    assert_int_equal(f->claim.n, 0);
+    assert_int_equal(f->claim.due_left, 2);
+    ask.far_limit = 10;
+    store_claim_slice(f->s, 0, base / 60000, &ask, claim_cb, f);
+    wait_answers(f, 1);
     assert_int_equal(f->claim.n, 2);
 }
 
@@ -647,7 +689,7 @@ static void test_retry_and_run_now(void **state)
     assert_int_equal(f->claim.n, 1);
     assert_string_equal(f->lease_ids[0], id);
     /* its old entry does not run it again */
-    store_claim_slice(f->s, 0, (f->t0 + 600000) / 60000, 10, claim_cb, f);
+    claim_slice(f, (f->t0 + 600000) / 60000, 10);
     wait_answers(f, 1);
     assert_int_equal(f->claim.n, 0);
     move(f, "202611220000.0.1.nokey", MOVE_RETRY, 0);
@@ -715,7 +757,7 @@ static void test_keyless_tasks(void **state)
     assert_string_equal(status_of(f, id3), "succeeded");
     /* the first is untouched; the cancelled one is never claimed */
     assert_string_equal(status_of(f, id1), "scheduled");
-    store_claim_slice(f->s, 0, (f->t0 + 60000) / 60000, 10, claim_cb, f);
+    claim_slice(f, (f->t0 + 60000) / 60000, 10);
     wait_answers(f, 1);
     assert_int_equal(f->claim.n, 0);
 }
@@ -1227,7 +1269,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         BOTH(test_add_get_idempotent), BOTH(test_cancel), BOTH(test_count), BOTH(test_claim_settle_ok),
         BOTH(test_retry_and_release), BOTH(test_lease_expiry),
-        BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_watermarks),
+        BOTH(test_cancelled_is_not_claimed), BOTH(test_claim_limit), BOTH(test_claim_far_limit),
+        BOTH(test_watermarks),
         BOTH(test_schedule_write_get_list), BOTH(test_schedule_claim_lease_advance),
         BOTH(test_list_pages), BOTH(test_retry_and_run_now), BOTH(test_keyless_tasks),
         BOTH(test_round_trip_extremes), BOTH(test_history_sum), BOTH(test_replicas),
