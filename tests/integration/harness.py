@@ -118,9 +118,12 @@ class Redis:
         self.proc = None
 
     def start(self):
+        # a replica's full sync starts at once: Redis's default waits 5 s
+        # (repl-diskless-sync-delay) for more replicas to share the transfer
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "yes",
-                "--appendfsync", "always", "--logfile", os.path.join(self.dir, "log")]
+                "--appendfsync", "always", "--repl-diskless-sync-delay", "0",
+                "--logfile", os.path.join(self.dir, "log")]
         self.proc = subprocess.Popen(args + self.extra, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         wait_for(lambda: self.ping(), 10, what=f"redis :{self.port}")
