@@ -38,7 +38,7 @@ def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receive
     ts = replicas(tickd_factory, cluster)
     start = now_ms() + 3000
     tasks = [{"callback_url": receiver.url(), "key": f"x{i}",
-              "execute_at": start + (i * 30000) // 20000} for i in range(20000)]
+              "execute_at": start + (i * 15000) // 20000} for i in range(20000)]
     ids = ingest(ts[0], tasks[:10000]) + ingest(ts[1], tasks[10000:])
     wait_for(lambda: receiver.count() >= 20000, 60, 0.2, what="20000 callbacks")
     ts[0].settled(30)
@@ -78,11 +78,14 @@ def test_kill9_one_replica_loses_nothing(cluster, tickd_factory, receiver):
     assert len(dups) <= max(held, 1) + 256, (len(dups), held)
 
 
-def _flow(t, receiver, n, key, delay_ms=1500, again=False):
-    """n POSTs; again: a 503 is sent again once, the same key and execute_at
-    (idempotent), as a client does with an add not yet confirmed by WAIT."""
+def _flow(t, receiver, n, key, delay_ms=1500, again=False, until=None):
+    """n POSTs, or fewer once until() holds (asked every 10); again: a 503 is
+    sent again once, the same key and execute_at (idempotent), as a client
+    does with an add not yet confirmed by WAIT."""
     out = []
     for i in range(n):
+        if until and i and i % 10 == 0 and until():
+            break
         task = {"callback_url": receiver.url(), "key": f"{key}{i}",
                 "execute_at": now_ms() + delay_ms}
         code, body = t.request("POST", "/v1/tasks", task)
@@ -104,8 +107,10 @@ def test_master_failover_goes_on_without_restart(cluster, tickd_factory, receive
     acked = _flow(ts[0], receiver, 100, "a")
     victim = cluster.masters()[0]
     victim.stop(signal.SIGKILL)
-    # tasks keep coming while the cluster fails over (some POSTs get 503)
-    acked += _flow(ts[1], receiver, 150, "b")
+    # tasks keep coming while the cluster fails over (some POSTs get 503),
+    # until it has: with wait_replicas, each add the promoted master takes
+    # then waits out the WAIT timeout, and "m" below makes those
+    acked += _flow(ts[1], receiver, 150, "b", until=lambda: cluster.failed_over(victim))
     wait_for(lambda: cluster.failed_over(victim), 30, 0.2, what="replica promoted")
     mid = _flow(ts[0], receiver, 60, "m", delay_ms=200)
     if wait_replicas:
