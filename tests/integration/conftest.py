@@ -9,6 +9,32 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "timing: asserts lateness in ms; make integration runs these after the "
         "rest, one at a time, with the machine to themselves (run.py)")
+    config.addinivalue_line(
+        "markers", "long: takes 10 s or more; each pytest-xdist worker is handed its share "
+        "of these first, so that none ends the run alone in one")
+
+
+@pytest.hookimpl(trylast=True)  # after -m has deselected
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the tests marked long go first, dealt round the
+    workers: its load scheduling hands each worker a first batch of
+    len(items) // workers // 4 consecutive items, then more as it runs out,
+    so each long test is put at the head of a batch in turn. Left in file
+    order, several could fall in one batch, or one could start last and run
+    on alone. Every worker collects the same order, as xdist requires."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    long = [i for i in items if i.get_closest_marker("long")]
+    if workers < 2 or not long:
+        return
+    rest = [i for i in items if not i.get_closest_marker("long")]
+    batch = max(len(items) // workers // 4, 2)
+    order = []
+    for w in range(workers):
+        mine = long[w::workers]
+        take = max(batch - len(mine), 0)
+        order += mine + rest[:take]
+        rest = rest[take:]
+    items[:] = order + rest
 
 
 # quicker failure detection for the cluster tests

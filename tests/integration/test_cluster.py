@@ -34,6 +34,7 @@ def test_minute_spreads_over_every_master(cluster, tickd_factory, receiver):
     assert sum(len(s) for s in slices.values()) == 16  # every bucket used once
 
 
+@pytest.mark.long
 def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     start = now_ms() + 3000
@@ -51,6 +52,7 @@ def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receive
     assert min(fired) > 20000 * 0.1, f"work not spread over the replicas: {fired}"
 
 
+@pytest.mark.long
 def test_kill9_one_replica_loses_nothing(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     start = now_ms() + 2000
@@ -97,6 +99,7 @@ def _flow(t, receiver, n, key, delay_ms=1500, again=False, until=None):
     return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("wait_replicas", [0, 1])
 def test_master_failover_goes_on_without_restart(cluster, tickd_factory, receiver, wait_replicas):
     # a short WAIT timeout: adds the promoted master cannot replicate get
@@ -150,6 +153,7 @@ def test_node_restart(cluster, tickd_factory, receiver):
     wait_for(lambda: set(before + after) <= set(receiver.by_task()), 20, what="all delivered")
 
 
+@pytest.mark.long
 def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
     """Slots migrate between masters while tasks are added and claimed: tickd
     follows MOVED (and ASK mid-migration) and every task fires once."""
@@ -183,6 +187,7 @@ def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
     assert all(len(calls[i]) == 1 for i in ids)
 
 
+@pytest.mark.long
 def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
     """Every node wants a password: tickd AUTHs on each node it learns of
     (the seeds, then the masters of the slot map), on both connections to
@@ -211,6 +216,7 @@ def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
         c.stop()
 
 
+@pytest.mark.long
 def test_a_frozen_master_under_load_again_and_again(tmp_path, tickd_factory, receiver):
     """A master stops answering for longer than redis.timeout_ms while
     commands wait on it (SIGSTOP, short of the cluster's node timeout; tickd

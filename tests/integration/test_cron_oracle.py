@@ -278,6 +278,7 @@ def test_transitions_found():
         assert transitions(z) == [], z
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("zone", ZONES)
 def test_cron_matches_oracles(tool, croner, zone):
     checked = differ = touched_n = 0
@@ -408,6 +409,7 @@ def offset_changes(zi, t, end, step=6 * 3600, coarse=8):
     return out
 
 
+@pytest.mark.long
 def test_tz_offsets_match_zoneinfo(tool):
     names = zone_names()
     assert len(names) > 300

@@ -1,6 +1,8 @@
 """Flow control: queues with pause, rate and concurrency limits per queue and
 per destination, enforced across replicas through Redis; Retry-After."""
 
+import pytest
+
 from harness import now_ms, wait_for
 
 from conftest import replicas
@@ -194,6 +196,7 @@ def test_retry_after_holds_destination(tickd, receiver):
 
 # ---- three replicas on the cluster -----------------------------------------
 
+@pytest.mark.long
 def test_cluster_rate_50_per_second(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     put(ts[0], "/v1/queues/fifty", {"rate": 50})
@@ -227,6 +230,7 @@ def test_cluster_rate_50_per_second(cluster, tickd_factory, receiver):
     assert sum(1 for f in fired if f > 0) >= 2, fired
 
 
+@pytest.mark.long
 def test_cluster_max_concurrency_5(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     put(ts[1], "/v1/queues/five", {"max_concurrency": 5})
@@ -241,6 +245,7 @@ def test_cluster_max_concurrency_5(cluster, tickd_factory, receiver):
     assert 18 <= rate <= 26, rate
 
 
+@pytest.mark.long
 def test_cluster_kill9_mid_burst_loses_no_slot(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     put(ts[0], "/v1/queues/k", {"max_concurrency": 4})

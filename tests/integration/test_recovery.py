@@ -3,6 +3,8 @@ scheduled is lost; duplicates happen only after a crash."""
 import signal
 import time
 
+import pytest
+
 from harness import Redis, fnv1a, now_ms, stored_keys, wait_for
 
 FAST_LEASE = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500"}
@@ -22,6 +24,7 @@ def test_kill9_with_callbacks_in_flight(redis, receiver, tickd_factory):
     assert set(ids) <= set(calls)
 
 
+@pytest.mark.long
 def test_stopped_then_overdue_tasks_fire(redis, receiver, tickd_factory):
     """Down for 10 s, longer than the slice grace (2 s here, the least;
     60 s by default) after the last task was due: the slices passed
