@@ -89,6 +89,9 @@ def test_a_repost_is_acknowledged_only_once_a_replica_has_it(tmp_path, redis, re
                     extra=["--replicaof", "127.0.0.1", str(redis.port)]).start()
     try:
         wait_for(lambda: "master_link_status:up" in replica.cli("INFO", "replication"), 10)
+        # and the master counts it (online once its first ACK came)
+        wait_for(lambda: "state=online" in redis.cli("INFO", "replication"), 10,
+                 what="the replica online at the master")
         t = tickd_factory(redis, env={"TICKD_REDIS_WAIT_REPLICAS": "1",
                                       "TICKD_REDIS_WAIT_TIMEOUT_MS": "200"}).start()
         task = {"callback_url": receiver.url(), "execute_at": now_ms() + 600000, "key": "again"}
