@@ -118,12 +118,9 @@ class Redis:
         self.proc = None
 
     def start(self):
-        # a replica's full sync starts at once: Redis's default waits 5 s
-        # (repl-diskless-sync-delay) for more replicas to share the transfer
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--save", "", "--appendonly", "yes",
-                "--appendfsync", "always", "--repl-diskless-sync-delay", "0",
-                "--logfile", os.path.join(self.dir, "log")]
+                "--appendfsync", "always", "--logfile", os.path.join(self.dir, "log")]
         self.proc = subprocess.Popen(args + self.extra, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         wait_for(lambda: self.ping(), 10, what=f"redis :{self.port}")
@@ -539,10 +536,13 @@ class Cluster:
     def __init__(self, tmp, masters=3, replicas=1, node_timeout_ms=2000, password=None):
         n = masters * (replicas + 1)
         auth = ["--requirepass", password, "--masterauth", password] if password else []
+        # a replica's full sync starts at once: Redis's default waits 5 s
+        # (repl-diskless-sync-delay) for more replicas to share the transfer
         self.nodes = [Redis(tmp, name="cluster", port=p, extra=[
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(node_timeout_ms),
-            "--cluster-replica-validity-factor", "0", *auth]) for p in free_cluster_ports(n)]
+            "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0",
+            *auth]) for p in free_cluster_ports(n)]
         self.auth = ["-a", password, "--no-auth-warning"] if password else []
         for r in self.nodes:
             r.auth = self.auth
