@@ -9,6 +9,41 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "timing: asserts lateness in ms; make integration runs these after the "
         "rest, one at a time, with the machine to themselves (run.py)")
+    config.addinivalue_line(
+        "markers", "long: takes 10 s or more; pytest-xdist workers are handed these first, "
+        "so that none ends the run alone in one")
+
+
+@pytest.hookimpl(trylast=True)  # after -m has deselected
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the tests marked long go first: its load
+    scheduling hands each worker a first batch of len(items) // workers // 4
+    consecutive items, then more as it runs out, so the long tests are put
+    at the heads of the first batches, a file's long tests in one batch (one
+    after another: the cron oracles would take both CPUs side by side), the
+    files dealt to the batch with the fewest. Left in file order, one could
+    start last and run on alone. Every worker collects the same order, as
+    xdist requires."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        return
+    files = {}
+    for i in items:
+        if i.get_closest_marker("long"):
+            files.setdefault(i.path, []).append(i)
+    if not files:
+        return
+    heads = [[] for _ in range(workers)]
+    for group in sorted(files.values(), key=len, reverse=True):
+        min(heads, key=len).extend(group)
+    rest = [i for i in items if not i.get_closest_marker("long")]
+    batch = max(len(items) // workers // 4, 2)
+    order = []
+    for head in heads:
+        take = max(batch - len(head), 0)
+        order += head + rest[:take]
+        rest = rest[take:]
+    items[:] = order + rest
 
 
 # quicker failure detection for the cluster tests

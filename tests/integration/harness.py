@@ -536,10 +536,14 @@ class Cluster:
     def __init__(self, tmp, masters=3, replicas=1, node_timeout_ms=2000, password=None):
         n = masters * (replicas + 1)
         auth = ["--requirepass", password, "--masterauth", password] if password else []
+        # the replicas' first full sync starts at once: Redis's default waits
+        # 5 s (repl-diskless-sync-delay) for more replicas to share the
+        # transfer; start() sets the default back once they are synced
         self.nodes = [Redis(tmp, name="cluster", port=p, extra=[
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(node_timeout_ms),
-            "--cluster-replica-validity-factor", "0", *auth]) for p in free_cluster_ports(n)]
+            "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0",
+            *auth]) for p in free_cluster_ports(n)]
         self.auth = ["-a", password, "--no-auth-warning"] if password else []
         for r in self.nodes:
             r.auth = self.auth
@@ -555,6 +559,10 @@ class Cluster:
         assert out.returncode == 0, out.stdout + out.stderr
         wait_for(self.healthy, 30, 0.2, what="cluster_state:ok on every node")
         wait_for(self.replicas_synced, 30, 0.2, what="every replica synced")
+        # a node that syncs again during a test (a master back as a replica)
+        # does it as Redis's default has it, the pace the tests' WAITs expect
+        for r in self.nodes:
+            r.cli("CONFIG", "SET", "repl-diskless-sync-delay", "5")
         return self
 
     def replicas_synced(self):

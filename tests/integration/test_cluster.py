@@ -34,11 +34,12 @@ def test_minute_spreads_over_every_master(cluster, tickd_factory, receiver):
     assert sum(len(s) for s in slices.values()) == 16  # every bucket used once
 
 
+@pytest.mark.long
 def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     start = now_ms() + 3000
     tasks = [{"callback_url": receiver.url(), "key": f"x{i}",
-              "execute_at": start + (i * 30000) // 20000} for i in range(20000)]
+              "execute_at": start + (i * 15000) // 20000} for i in range(20000)]
     ids = ingest(ts[0], tasks[:10000]) + ingest(ts[1], tasks[10000:])
     wait_for(lambda: receiver.count() >= 20000, 60, 0.2, what="20000 callbacks")
     ts[0].settled(30)
@@ -51,6 +52,7 @@ def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receive
     assert min(fired) > 20000 * 0.1, f"work not spread over the replicas: {fired}"
 
 
+@pytest.mark.long
 def test_kill9_one_replica_loses_nothing(cluster, tickd_factory, receiver):
     ts = replicas(tickd_factory, cluster)
     start = now_ms() + 2000
@@ -78,11 +80,14 @@ def test_kill9_one_replica_loses_nothing(cluster, tickd_factory, receiver):
     assert len(dups) <= max(held, 1) + 256, (len(dups), held)
 
 
-def _flow(t, receiver, n, key, delay_ms=1500, again=False):
-    """n POSTs; again: a 503 is sent again once, the same key and execute_at
-    (idempotent), as a client does with an add not yet confirmed by WAIT."""
+def _flow(t, receiver, n, key, delay_ms=1500, again=False, until=None):
+    """n POSTs, or fewer once until() holds (asked every 10); again: a 503 is
+    sent again once, the same key and execute_at (idempotent), as a client
+    does with an add not yet confirmed by WAIT."""
     out = []
     for i in range(n):
+        if until and i and i % 10 == 0 and until():
+            break
         task = {"callback_url": receiver.url(), "key": f"{key}{i}",
                 "execute_at": now_ms() + delay_ms}
         code, body = t.request("POST", "/v1/tasks", task)
@@ -94,6 +99,7 @@ def _flow(t, receiver, n, key, delay_ms=1500, again=False):
     return out
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("wait_replicas", [0, 1])
 def test_master_failover_goes_on_without_restart(cluster, tickd_factory, receiver, wait_replicas):
     # a short WAIT timeout: adds the promoted master cannot replicate get
@@ -104,8 +110,10 @@ def test_master_failover_goes_on_without_restart(cluster, tickd_factory, receive
     acked = _flow(ts[0], receiver, 100, "a")
     victim = cluster.masters()[0]
     victim.stop(signal.SIGKILL)
-    # tasks keep coming while the cluster fails over (some POSTs get 503)
-    acked += _flow(ts[1], receiver, 150, "b")
+    # tasks keep coming while the cluster fails over (some POSTs get 503),
+    # until it has: with wait_replicas, each add the promoted master takes
+    # then waits out the WAIT timeout, and "m" below makes those
+    acked += _flow(ts[1], receiver, 150, "b", until=lambda: cluster.failed_over(victim))
     wait_for(lambda: cluster.failed_over(victim), 30, 0.2, what="replica promoted")
     mid = _flow(ts[0], receiver, 60, "m", delay_ms=200)
     if wait_replicas:
@@ -145,6 +153,7 @@ def test_node_restart(cluster, tickd_factory, receiver):
     wait_for(lambda: set(before + after) <= set(receiver.by_task()), 20, what="all delivered")
 
 
+@pytest.mark.long
 def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
     """Slots migrate between masters while tasks are added and claimed: tickd
     follows MOVED (and ASK mid-migration) and every task fires once."""
@@ -178,6 +187,7 @@ def test_resharding_moves_slots_under_load(cluster, tickd_factory, receiver):
     assert all(len(calls[i]) == 1 for i in ids)
 
 
+@pytest.mark.long
 def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
     """Every node wants a password: tickd AUTHs on each node it learns of
     (the seeds, then the masters of the slot map), on both connections to
@@ -206,6 +216,7 @@ def test_cluster_with_a_password(tmp_path, tickd_factory, receiver):
         c.stop()
 
 
+@pytest.mark.long
 def test_a_frozen_master_under_load_again_and_again(tmp_path, tickd_factory, receiver):
     """A master stops answering for longer than redis.timeout_ms while
     commands wait on it (SIGSTOP, short of the cluster's node timeout; tickd

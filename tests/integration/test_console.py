@@ -114,6 +114,7 @@ def test_secrets_never_reach_a_browser(console, receiver):
     assert api(console, "GET", f"/v1/tasks/{tid}")[1]["header"]["Authorization"] == "Bearer s3cret-value"
 
 
+@pytest.mark.long
 def test_every_view_loads_accessible_and_live(console, receiver):
     tid = failed_task(console, receiver, "view-task", req={"invoice": 42, "lines": [1, 2]},
                       header={"Content-Type": "application/json", "Authorization": "Bearer hidden"})
@@ -132,6 +133,7 @@ def test_every_view_loads_accessible_and_live(console, receiver):
                                "schedule-new", "queues", "cluster"}
 
 
+@pytest.mark.long
 def test_failed_task_found_and_retried(console, receiver):
     tid = failed_task(console, receiver, "invoice-7-reminder")
     failed_task(console, receiver, "other-1")
@@ -166,6 +168,7 @@ def test_queue_paused_and_resumed_from_the_console(console, receiver):
         assert calls[tid][0]["t"] >= out["resumed_at"] - 50, (tid, calls[tid][0]["t"], out)
 
 
+@pytest.mark.long
 def test_read_only_token_sees_no_action(console, receiver):
     tid = failed_task(console, receiver, "ro-task")
     api(console, "POST", "/v1/schedules", {"key": "ro", "every_ms": 60000, "task": {"callback_url": receiver.url()}})

@@ -164,6 +164,7 @@ def check_replicas(a, b, factory, redis_addr, env):
     wait_for(lambda: listed(a) == [addr(a)], 15, what="the killed replica gone after its TTL")
 
 
+@pytest.mark.long
 def test_single_redis(redis, receiver, tickd_factory):
     a, b = tickd_factory(redis).start(), tickd_factory(redis).start()
     run_mix(a, b, receiver)
@@ -181,6 +182,7 @@ def test_single_redis(redis, receiver, tickd_factory):
     assert keys and all(0 < int(redis.cli("TTL", k)) <= 3 * 86400 for k in keys)
 
 
+@pytest.mark.long
 def test_cluster(tmp_path, receiver, tickd_factory):
     cl = Cluster(str(tmp_path)).start()
     try:

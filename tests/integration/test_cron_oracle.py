@@ -30,6 +30,12 @@ from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
 
+from harness import SANITIZED
+
+# cron_next is built from the release objects, and nothing here runs tickd:
+# tested once, by make integration
+pytestmark = pytest.mark.skipif(SANITIZED, reason="cron_next is the release build")
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(ROOT, "build", "tools", "cron_next")
 NODE_DIR = os.path.join(ROOT, "tests", "node")
@@ -272,6 +278,7 @@ def test_transitions_found():
         assert transitions(z) == [], z
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("zone", ZONES)
 def test_cron_matches_oracles(tool, croner, zone):
     checked = differ = touched_n = 0
@@ -385,6 +392,24 @@ def zone_names():
     return names
 
 
+def offset_changes(zi, t, end, step=6 * 3600, coarse=8):
+    """Each t of t, t + step, ... before end where zi's offset (zoneinfo's
+    view) at t + step is not the one at t. Read coarse steps at a time, and
+    step by step only where the offset changed: tzdata's closest changes in
+    2024-2045 are 7 days apart (Asia/Gaza), so no change and its undoing fall
+    between two reads 2 days apart; a scan step by step costs the test most
+    of its time (a million zoneinfo reads)."""
+    off = lambda u: wall_of(zi, u) - u  # noqa: E731
+    out = []
+    while t < end:
+        wide = t + coarse * step
+        if off(wide) != off(t):
+            out += [u for u in range(t, min(wide, end), step) if off(u + step) != off(u)]
+        t = wide
+    return out
+
+
+@pytest.mark.long
 def test_tz_offsets_match_zoneinfo(tool):
     names = zone_names()
     assert len(names) > 300
@@ -397,15 +422,9 @@ def test_tz_offsets_match_zoneinfo(tool):
         ts = [rng.randrange(t_lo, t_hi) for _ in range(60)]
         ts += [rng.randrange(2200000000, 4102444800) for _ in range(20)]  # past the tables (2039+)
         # around each transition of 2024-2045 (zoneinfo's own view of them)
-        t = int(dt.datetime(2024, 1, 1, tzinfo=UTC).timestamp())
-        end = int(dt.datetime(2046, 1, 1, tzinfo=UTC).timestamp())
-        prev = wall_of(zi, t) - t
-        while t < end:
-            nt = t + 6 * 3600
-            o = wall_of(zi, nt) - nt
-            if o != prev:
-                ts += [t + k * 900 for k in range(25)]
-            prev, t = o, nt
+        for t in offset_changes(zi, int(dt.datetime(2024, 1, 1, tzinfo=UTC).timestamp()),
+                                int(dt.datetime(2046, 1, 1, tzinfo=UTC).timestamp())):
+            ts += [t + k * 900 for k in range(25)]
         out = tool.ask(f"offset {z} " + " ".join(map(str, ts)))
         assert out.startswith("ok"), f"{z}: {out}"
         got = [int(x) for x in out.split()[1:]]

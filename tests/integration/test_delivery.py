@@ -141,6 +141,7 @@ def test_timeout_covers_the_wait_for_a_connection(redis, receiver, tickd_factory
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not os.path.exists(FAKETIME), reason="libfaketime (Debian: faketime) missing")
 def test_a_wall_clock_step_fires_nothing_early(redis, tickd_factory, receiver, tmp_path):
     """tickd's "now" is Redis TIME carried forward by the monotonic clock:

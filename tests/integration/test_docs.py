@@ -7,7 +7,11 @@ import subprocess
 
 import pytest
 
-from harness import ROOT
+from harness import ROOT, SANITIZED
+
+# the documents and config_reference (the release build) are the same under
+# ASan: checked once, by make integration
+pytestmark = pytest.mark.skipif(SANITIZED, reason="no tickd here: the release run checks it")
 
 REFERENCE_TOOL = os.path.join(ROOT, "build", "tools", "config_reference")
 

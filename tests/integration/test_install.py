@@ -10,7 +10,11 @@ import time
 
 import pytest
 
-from harness import ROOT, log_port, now_ms, wait_for
+from harness import ROOT, SANITIZED, log_port, now_ms, wait_for
+
+# make install builds and installs the release build: tested once, by make
+# integration
+pytestmark = pytest.mark.skipif(SANITIZED, reason="make install installs the release build")
 
 
 def make(*args):

@@ -77,6 +77,7 @@ def check_walks(t, want, limit):
     assert minutes == sorted(minutes, reverse=True)
 
 
+@pytest.mark.long
 def test_10000_tasks_in_mixed_states_each_listed_once(tickd, receiver):
     want = mixed(tickd, receiver, 10000)
     check_walks(tickd, want, 500)

@@ -3,6 +3,8 @@ scheduled is lost; duplicates happen only after a crash."""
 import signal
 import time
 
+import pytest
+
 from harness import Redis, fnv1a, now_ms, stored_keys, wait_for
 
 FAST_LEASE = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500"}
@@ -22,19 +24,21 @@ def test_kill9_with_callbacks_in_flight(redis, receiver, tickd_factory):
     assert set(ids) <= set(calls)
 
 
+@pytest.mark.long
 def test_stopped_then_overdue_tasks_fire(redis, receiver, tickd_factory):
-    """Down for 25 s, longer than the slice grace (4 s here; 60 s by
-    default) after the last task was due: the slices passed meanwhile are
-    drained from the watermark."""
-    grace = {"TICKD_SCHEDULER_SLICE_GRACE_MS": "4000"}
+    """Down for 10 s, longer than the slice grace (2 s here, the least;
+    60 s by default) after the last task was due: the slices passed
+    meanwhile are drained from the watermark."""
+    grace = {"TICKD_SCHEDULER_SLICE_GRACE_MS": "2000"}
     t1 = tickd_factory(redis, env=grace).start()
     start = now_ms()
     ids = [r["id"] for r in t1.batch(
-        [{"callback_url": receiver.url(), "execute_at": start + 3000 + i * 150, "key": f"o{i}"}
+        [{"callback_url": receiver.url(), "execute_at": start + 2000 + i * 50, "key": f"o{i}"}
          for i in range(100)])]
     assert t1.stop() == 0
     # the downtime itself, what the test is about: longer than the grace
-    time.sleep(max(0, start + 25000 - now_ms()) / 1000)
+    # after the last task was due (start + 6.95 s)
+    time.sleep(max(0, start + 10000 - now_ms()) / 1000)
     assert receiver.count() == 0
     # one connection to the receiver, so callbacks arrive in the order sent
     t2 = tickd_factory(redis, env=dict(grace, TICKD_SERVER_WORKERS="1",
@@ -85,6 +89,9 @@ def test_a_repost_is_acknowledged_only_once_a_replica_has_it(tmp_path, redis, re
                     extra=["--replicaof", "127.0.0.1", str(redis.port)]).start()
     try:
         wait_for(lambda: "master_link_status:up" in replica.cli("INFO", "replication"), 10)
+        # and the master counts it (online once its first ACK came)
+        wait_for(lambda: "state=online" in redis.cli("INFO", "replication"), 10,
+                 what="the replica online at the master")
         t = tickd_factory(redis, env={"TICKD_REDIS_WAIT_REPLICAS": "1",
                                       "TICKD_REDIS_WAIT_TIMEOUT_MS": "200"}).start()
         task = {"callback_url": receiver.url(), "execute_at": now_ms() + 600000, "key": "again"}
