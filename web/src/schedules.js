@@ -85,7 +85,9 @@ function previewQuery(v) {
 export function ScheduleNew({ admin }) {
   const [v, setV] = useState({ kind: "cron", key: "", cron: "*/5 * * * *", tz: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC",
     every_ms: "60000", times: "", callback_url: "", method: "POST", queue: "", body: "" });
-  const [preview, setPreview] = useState({ runs: null, error: null });
+  // the preview of query q: shown only while q is the form's (a preview of
+  // what was typed before would show under the new zone's heading)
+  const [preview, setPreview] = useState({ q: null, runs: null, error: null });
   const [error, setError] = useState(null);
   const set = (k) => (e) => setV({ ...v, [k]: e.target.value });
   const q = previewQuery(v);
@@ -93,8 +95,8 @@ export function ScheduleNew({ admin }) {
     let live = true;
     const t = setTimeout(() => {
       get("/v1/schedules:preview?" + q).then(
-        (r) => live && setPreview({ runs: r.next_runs || [], error: null }),
-        (e) => live && setPreview({ runs: null, error: e }));
+        (r) => live && setPreview({ q, runs: r.next_runs || [], error: null }),
+        (e) => live && setPreview({ q, runs: null, error: e }));
     }, 250);
     return () => { live = false; clearTimeout(t); };
   }, [q]);
@@ -138,7 +140,8 @@ export function ScheduleNew({ admin }) {
       </fieldset>
       <section class="preview" aria-live="polite" aria-labelledby="preview-h">
         <h2 id="preview-h">Next runs</h2>
-        ${preview.error ? html`<p class="error" role="alert">${preview.error.message}</p>`
+        ${preview.q !== q ? html`<p class="muted">…</p>`
+          : preview.error ? html`<p class="error" role="alert">${preview.error.message}</p>`
           : preview.runs ? html`<${Runs} runs=${preview.runs} tz=${v.kind === "cron" ? v.tz || "UTC" : "UTC"} label="Previewed runs" />` : html`<p class="muted">…</p>`}
       </section>
       <${ErrorBox} error=${error} />
