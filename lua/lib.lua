@@ -135,15 +135,9 @@ local function state_put(task, id, st)
   redis.call('HSET', task, 's:' .. id, cjson.encode(st))
 end
 
--- An id (src/model/task.h: "<slice>.<execute_at ms>.<key>", the slice "minute.b") split: its
--- execute_at (a number) and its key; nil, '' for what is not an id.
-local function id_at(id)
-  local at, key = string.match(id, '^[^.]*%.[^.]*%.(%d+)%.(.*)$')
-  return tonumber(at), key or ''
-end
-
--- The execute_at of an id as its digits (what id_at reads, with plain
--- finds), or nil.
+-- The execute_at of an id (src/model/task.h: "<slice>.<execute_at ms>.<key>",
+-- the slice "minute.b") as its digits, and its key (plain finds, not a
+-- pattern: the claim reads every due id); nil for what is not an id.
 local function id_at_text(id)
   local a = string.find(id, '.', 1, true)
   local b = a and string.find(id, '.', a + 1, true)
@@ -151,7 +145,13 @@ local function id_at_text(id)
   if not c then return nil end
   local at = string.sub(id, b + 1, c - 1)
   if not string.find(at, '^%d+$') then return nil end
-  return at
+  return at, string.sub(id, c + 1)
+end
+
+-- The same with execute_at a number; nil, '' for what is not an id.
+local function id_at(id)
+  local at, key = id_at_text(id)
+  return tonumber(at), key or ''
 end
 
 -- A fresh task's member in :due: member, record, due; or nil.

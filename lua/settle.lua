@@ -38,15 +38,29 @@ local function requeue(st, id, next_due, next_slice)
   end
 end
 
--- the task ends as status, indexed in ix (its slice's ok, failed or expired)
+-- the task ended in this settle, indexed in ix (its slice's ok, failed or
+-- expired)
+local function ended_now(id, ix)
+  counted[id] = true
+  finals = finals + 1
+  ix[#ix + 1] = now_text; ix[#ix + 1] = id
+end
+
+-- its state is written at the end, once
+local function write_back(id)
+  if not changed[id] then
+    changed[id] = true
+    order[#order + 1] = id
+  end
+end
+
+-- the task ends as status
 local function finish(st, id, status, ix)
   st.s = status
   st.fin = now
   st.ft = token
-  counted[id] = true
   st.cur = nil
-  finals = finals + 1
-  ix[#ix + 1] = now_text; ix[#ix + 1] = id
+  ended_now(id, ix)
   return state_queue(st) or ''
 end
 
@@ -77,11 +91,8 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     local text, queue = settle_ok1(raw[n], attempt, code, hist)
     if text then
       states[id] = text
-      counted[id] = true
-      finals = finals + 1
-      fin_ok[#fin_ok + 1] = now_text; fin_ok[#fin_ok + 1] = id
-      changed[id] = true
-      order[#order + 1] = id
+      ended_now(id, fin_ok)
+      write_back(id)
       return queue
     end
   end
@@ -134,10 +145,7 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
       else ended = finish(st, id, 'failed', fin_failed) end
     end
   end
-  if not changed[id] then
-    changed[id] = true
-    order[#order + 1] = id
-  end
+  write_back(id)
   return ended
 end
 
