@@ -295,6 +295,7 @@ steady_record() { # steady_record NAME SENT
 
 wl_steady() {
   local r
+  cc -O2 -o "$TMP/volley" "$BENCH/volley.c"
   log "steady: tickd, 100 tasks / 50 ms (2,000/s), each due 2 s after, 15 s"
   tickd_start
   rreset
@@ -312,6 +313,19 @@ wl_steady() {
   log "generator: $r"
   steady_record tickd10k "$(jq -r .sent <<<"$r")"
   tickd_stop
+
+  # the floor: the same batches sent at their exact millisecond by
+  # bench/volley.c over tickd's 64 connections, no scheduler and no store
+  local port=${CB#http://127.0.0.1:}
+  port=${port%%/*}
+  local b
+  for b in 100 500; do
+    log "steady: volley.c, $b callback-shaped requests at one instant every 50 ms, 15 s"
+    rreset
+    r=$(timeout 60 "$TMP/volley" 127.0.0.1 "$port" /cb "$b" 50 15 64)
+    log "volley: $r"
+    steady_record "volley$b" "$(jq -r .sent <<<"$r")"
+  done
 
   log "steady: BullMQ, addBulk of 100 / 50 ms, delay 2 s, 15 s, Worker concurrency 200"
   flush
@@ -489,6 +503,8 @@ b5t=$(num burst_p50_tickd); b5b=$(num burst_p50_bullmq)
 spt=$(num steady_p99_tickd); spb=$(num steady_p99_bullmq)
 s5t=$(num steady_p50_tickd); s5b=$(num steady_p50_bullmq)
 smt=$(num steady_max_tickd); smb=$(num steady_max_bullmq)
+v1p5=$(num steady_p50_volley100); v1p9=$(num steady_p99_volley100)
+v5p5=$(num steady_p50_volley500); v5p9=$(num steady_p99_volley500)
 s5k=$(num steady_p50_tickd10k); s9k=$(num steady_p99_tickd10k); smk=$(num steady_max_tickd10k)
 b5k=$(num steady_p50_bullmq10k); b9k=$(num steady_p99_bullmq10k); bmk=$(num steady_max_bullmq10k)
 sck=$(num steady_count_tickd10k); ssk=$(num steady_sent_tickd10k)
@@ -523,9 +539,11 @@ table=$(
   echo "| steady 2,000/s due +2 s, lateness p50 (ms) | $(fmt "$s5t" 1) | $(fmt "$s5b" 1) | $(ratio "$s5t" "$s5b") | — | info |"
   echo "| steady 2,000/s due +2 s, lateness p99 (ms) | $(fmt "$spt" 1) | $(fmt "$spb" 1) | $(ratio "$spt" "$spb") | ≤ 5 ms | $(judge 'a <= 5' "$spt") |"
   echo "| steady 2,000/s due +2 s, lateness max (ms) | $(fmt "$smt" 1) | $(fmt "$smb" 1) | $(ratio "$smt" "$smb") | — | info |"
+  echo "| steady 2,000/s: the receiver's floor, the same batches sent at their millisecond by volley.c (no scheduler, no store), lateness p50 / p99 (ms) | $(fmt "$s5t" 1) / $(fmt "$spt" 1) | $(fmt "$v1p5" 1) / $(fmt "$v1p9" 1) (volley) | $(ratio "$spt" "$v1p9") | — | info |"
   echo "| steady 10,000/s (500 / 50 ms) due +2 s, lateness p50 (ms) | $(fmt "$s5k" 1) | $(fmt "$b5k" 1) | $(ratio "$s5k" "$b5k") | — | info |"
   echo "| steady 10,000/s, lateness p99 (ms); all arrived | $(fmt "$s9k" 1) | $(fmt "$b9k" 1) | $(ratio "$s9k" "$b9k") | ≤ 20 ms, none lost | $(judge 'a <= 20 && b > 0' "$s9k" "$([ -n "$sck" ] && [ -n "$ssk" ] && ((sck >= ssk)) && echo 1 || echo 0)") |"
   echo "| steady 10,000/s, lateness max (ms) | $(fmt "$smk" 1) | $(fmt "$bmk" 1) | $(ratio "$smk" "$bmk") | — | info |"
+  echo "| steady 10,000/s: the receiver's floor (volley.c, 500 at one instant), lateness p50 / p99 (ms) | $(fmt "$s5k" 1) / $(fmt "$s9k" 1) | $(fmt "$v5p5" 1) / $(fmt "$v5p9" 1) (volley) | $(ratio "$s9k" "$v5p9") | — | info |"
   echo "| Redis used_memory per pending task, 200-byte body (bytes) | $(fmt "$mt") | $(fmt "$mb") | $(ratio "$mt" "$mb") | ≤ BullMQ | $(judge 'a <= b' "$mt" "$mb") |"
   echo "| $(fmt $SCHED_N) schedules every minute, runs evenly over it: run lateness p99 (ms) | $(fmt "$s9t" 1) | — | — | ≤ 50 ms | $(judge 'a <= 50' "$s9t") |"
   echo "| the same: run lateness p50 (ms) | $(fmt "$s0t" 1) | — | — | — | info |"
