@@ -78,19 +78,17 @@ void util_buf_int(util_buf *b, long long v)
     util_buf_add(b, num, (size_t)util_fmt_int(num, v));
 }
 
-int64_t util_realtime_ms(void)
+static int64_t util_clock_us(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int64_t util_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t util_realtime_ms(void) { return util_clock_us(CLOCK_REALTIME) / 1000; }
+int64_t util_mono_ms(void) { return util_clock_us(CLOCK_MONOTONIC) / 1000; }
+int64_t util_realtime_us(void) { return util_clock_us(CLOCK_REALTIME); }
+int64_t util_mono_us(void) { return util_clock_us(CLOCK_MONOTONIC); }
 
 uint32_t util_fnv1a(const void *p, size_t n)
 {

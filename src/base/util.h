@@ -39,6 +39,8 @@ void util_buf_int(util_buf *b, long long v);
 /* Clocks in ms: wall (CLOCK_REALTIME) and monotonic. */
 int64_t util_realtime_ms(void);
 int64_t util_mono_ms(void);
+int64_t util_realtime_us(void);
+int64_t util_mono_us(void);
 
 /* FNV-1a, 32 bits: task buckets and hash tables. */
 uint32_t util_fnv1a(const void *p, size_t n);

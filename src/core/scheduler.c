@@ -234,11 +234,13 @@ static void sched_wheel_arm(sched *sc)
         event_del(sc->wheel_ev);
         return;
     }
-    int64_t now = store_now_ms(sc->s);
-    int64_t delay = (int64_t)next - now;
-    if (delay < sc->backlog_until_ms - now) delay = sc->backlog_until_ms - now;
+    /* to the microsecond: the timer (libevent's precise one) runs when the
+     * store's clock reaches next.000, not up to a millisecond after */
+    int64_t now = store_now_us(sc->s);
+    int64_t delay = (int64_t)next * 1000 - now;
+    if (delay < sc->backlog_until_ms * 1000 - now) delay = sc->backlog_until_ms * 1000 - now;
     if (delay < 0) delay = 0;
-    struct timeval tv = {delay / 1000, (delay % 1000) * 1000};
+    struct timeval tv = {delay / 1000000, delay % 1000000};
     event_add(sc->wheel_ev, &tv);
 }
 

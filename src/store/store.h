@@ -390,7 +390,7 @@ typedef struct store_type {
      * ("": from the first), at most limit */
     void (*flow_list)(store *s, char kind, const char *after, int limit, store_flow_list_fn *cb,
                       void *priv);
-    int64_t (*now_ms)(const store *s);
+    int64_t (*now_us)(const store *s); /* the store's time line, in microseconds */
     void (*sync_clock)(store *s);     /* re-read the backend's clock */
     void (*stats)(const store *s, cJSON *obj);
     /* end every call in flight (their callbacks run, failed); free after */
@@ -566,7 +566,8 @@ static inline void store_flow_list(store *s, char kind, const char *after, int l
 {
     s->type->flow_list(s, kind, after, limit, cb, priv);
 }
-static inline int64_t store_now_ms(const store *s) { return s->type->now_ms(s); }
+static inline int64_t store_now_us(const store *s) { return s->type->now_us(s); }
+static inline int64_t store_now_ms(const store *s) { return store_now_us(s) / 1000; }
 static inline void store_sync_clock(store *s) { s->type->sync_clock(s); }
 static inline void store_stats(const store *s, cJSON *obj) { s->type->stats(s, obj); }
 static inline void store_close(store *s) { s->type->close(s); }

@@ -89,6 +89,12 @@ static int64_t ms_now_ms(const store *s)
     return m->clock ? m->clock(m->clock_priv) : util_realtime_ms();
 }
 
+static int64_t ms_now_us(const store *s)
+{
+    const mstore *m = MS(s);
+    return m->clock ? m->clock(m->clock_priv) * 1000 : util_realtime_us();
+}
+
 /* ---- answers, always from the loop ------------------------------------- */
 
 enum { R_ADD, R_GET, R_CANCEL, R_HEALTH, R_CLAIM, R_SETTLED, R_WM, R_COUNT, R_SCH, R_SCHLIST, R_LIST };
@@ -1024,7 +1030,7 @@ static const store_type memory_type = {
     .sch_advance = ms_sch_advance,
     .list = ms_list,
     .move = ms_move,
-    .now_ms = ms_now_ms,
+    .now_us = ms_now_us,
     .sync_clock = ms_sync_clock,
     .count = ms_count,
     .counters = ms_counters,

@@ -46,7 +46,9 @@ typedef struct rstore {
     int buckets;
     char *src[SCRIPT_COUNT];   /* lib.lua + the script */
     char sha[SCRIPT_COUNT][41];
-    int64_t clock_offset_ms;   /* Redis TIME - local monotonic clock */
+    int64_t clock_offset_us;   /* Redis TIME - local monotonic clock */
+    int64_t clock_asked_us;    /* when the TIME in flight went out; 0: none */
+    int64_t clock_set_us;      /* when the offset was last taken */
     store_add_batch *adds;     /* adds gathered in this loop turn */
     int add_bucket;            /* this turn's bucket for tasks without a key */
     struct event *flush_ev;    /* sends them at the end of the turn */
@@ -132,9 +134,14 @@ static const char *rs_err(const redisReply *r, const char *err)
  * of it (each tick): a step of the wall clock (NTP, an operator) moves
  * nothing, where carried by the wall clock it moved "now" by the step until
  * the next reading, and tasks on the wheel fired up to lookahead_ms early. */
+static int64_t rs_now_us(const store *s)
+{
+    return util_mono_us() + RS(s)->clock_offset_us;
+}
+
 static int64_t rs_now_ms(const store *s)
 {
-    return util_mono_ms() + RS(s)->clock_offset_ms;
+    return rs_now_us(s) / 1000;
 }
 
 /* ---- eval with NOSCRIPT fallback --------------------------------------- */
@@ -1331,22 +1338,40 @@ done:
 
 /* ---- clock, health ----------------------------------------------------- */
 
+/* A reading of Redis TIME asked at t0 and answered at t1 (monotonic, us)
+ * is good to half its round trip: Redis read its clock somewhere between.
+ * One that waited (Redis running a long script, this loop busy, a
+ * pipeline ahead of it) would put the time line behind by as much, and
+ * every callback as late until the next reading: it moves the clock only
+ * when no quick one came for CLOCK_STALE_US. */
+#define CLOCK_QUICK_US 2000
+#define CLOCK_STALE_US 10000000
+static void rs_clock_take(rstore *rs, const redisReply *r, int64_t t0, int64_t t1)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return;
+    int64_t redis_us = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+                       strtoll(r->element[1]->str, NULL, 10);
+    if (t1 - t0 > CLOCK_QUICK_US && rs->clock_set_us && t1 - rs->clock_set_us < CLOCK_STALE_US)
+        return;
+    rs->clock_offset_us = redis_us - (t0 + t1) / 2;
+    rs->clock_set_us = t1;
+}
+
 static void rs_time_cb(redisReply *r, const char *err, void *priv)
 {
     rstore *rs = priv;
     (void)err;
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-                           strtoll(r->element[1]->str, NULL, 10) / 1000;
-        /* the reply took a loopback round trip at most: good to the ms */
-        rs->clock_offset_ms = redis_ms - util_mono_ms();
-    }
+    rs_clock_take(rs, r, rs->clock_asked_us, util_mono_us());
+    rs->clock_asked_us = 0;
 }
 
 static void rs_sync_clock(store *s)
 {
+    rstore *rs = RS(s);
     const char *argv[] = {"TIME"};
-    rc_node_command(RS(s)->rc, 0, rs_time_cb, RS(s), 1, argv, NULL);
+    if (rs->clock_asked_us) return; /* one reading at a time: its t0 is the one asked */
+    rs->clock_asked_us = util_mono_us();
+    rc_node_command(rs->rc, 0, rs_time_cb, rs, 1, argv, NULL);
 }
 
 typedef struct health_ctx {
@@ -2647,18 +2672,17 @@ static void rs_on_connect(rcluster *rc, int node, void *priv)
 
 static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
 {
-    int64_t t0 = util_mono_ms();
+    int64_t t0 = util_mono_us();
     redisReply *r = rc_sync_command(rs->rc, NULL, err, errlen, "TIME");
-    int64_t t1 = util_mono_ms();
+    int64_t t1 = util_mono_us();
     if (!r) return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
         snprintf(err, errlen, "TIME: %s", rs_err(r, NULL));
         freeReplyObject(r);
         return -1;
     }
-    int64_t redis_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-                       strtoll(r->element[1]->str, NULL, 10) / 1000;
-    rs->clock_offset_ms = redis_ms - (t0 + t1) / 2;
+    rs->clock_set_us = 0; /* taken whatever its round trip */
+    rs_clock_take(rs, r, t0, t1);
     freeReplyObject(r);
     return 0;
 }
@@ -2799,7 +2823,7 @@ static const store_type redis_type = {
     .sch_advance = rs_sch_advance,
     .list = rs_list,
     .move = rs_move,
-    .now_ms = rs_now_ms,
+    .now_us = rs_now_us,
     .sync_clock = rs_sync_clock,
     .count = rs_count,
     .counters = rs_counters,

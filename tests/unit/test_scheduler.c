@@ -191,13 +191,13 @@ static void fk_wm_advance(store *s, int bucket, int64_t from, int64_t to, store_
     answer(f, A_WM, (void *)cb, priv)->v = f->wm[bucket];
 }
 
-static int64_t fk_now(const store *s) { return FK(s)->now; }
+static int64_t fk_now_us(const store *s) { return FK(s)->now * 1000; }
 static void fk_nothing(store *s) { (void)s; }
 static void fk_stats(const store *s, cJSON *o) { (void)s, (void)o; }
 
 static const store_type fake_type = {
     .name = "fake", .claim = fk_claim, .settle = fk_settle, .wm_init = fk_wm_init,
-    .wm_get = fk_wm_get, .wm_advance = fk_wm_advance, .now_ms = fk_now,
+    .wm_get = fk_wm_get, .wm_advance = fk_wm_advance, .now_us = fk_now_us,
     .sync_clock = fk_nothing, .stats = fk_stats, .close = fk_nothing, .free = fk_nothing,
 };
 
