@@ -603,20 +603,29 @@ static void task_buf_call(task_buf *b, const cJSON *obj, const char *method)
     }
 }
 
-int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
-                      size_t errlen)
+int task_find_fields(const cJSON *obj, const char *const *fields, size_t n,
+                     const cJSON **found, char *err, size_t errlen)
 {
+    memset(found, 0, n * sizeof(*found));
     for (const cJSON *e = obj->child; e; e = e->next) {
         size_t i = 0;
         while (i < n && strcmp(e->string, fields[i]) != 0) i++;
         if (i == n) FAIL("%.100s: unknown field", e->string);
         /* cJSON keeps both and reads the first: ambiguous, so refused */
-        for (const cJSON *d = obj->child; d != e; d = d->next)
-            if (strcmp(d->string, e->string) == 0) FAIL("%.100s: given more than once", e->string);
+        if (found[i]) FAIL("%.100s: given more than once", e->string);
+        found[i] = e;
     }
     return 0;
 fail:
     return -1;
+}
+
+int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
+                      size_t errlen)
+{
+    const cJSON *found[TASK_FIELDS_MAX];
+    log_assert(n <= TASK_FIELDS_MAX);
+    return task_find_fields(obj, fields, n, found, err, errlen);
 }
 
 /* The method a task (or its on_failure) names, or NULL + err. */
@@ -669,6 +678,11 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
                                    "on_failure", "queue", "traceparent", "tracestate",
                                    "expires_at", "ttl_ms"};
+    enum { F_KEY, F_URL, F_METHOD, F_HEADER, F_REQ, F_EXECUTE_AT, F_DELAY, F_RETRY, F_TIMEOUT,
+           F_ON_FAILURE, F_QUEUE, F_TRACEPARENT, F_TRACESTATE, F_EXPIRES_AT, F_TTL, F_N };
+    /* each member once, by the fields' order (what cJSON's lookup by name
+     * would find: a name given twice is refused) */
+    const cJSON *f[F_N];
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
     int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -676,10 +690,9 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
 
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(obj)) FAIL("task: must be a JSON object");
-    if (task_check_fields(obj, fields, sizeof(fields) / sizeof(*fields), err, errlen) != 0)
-        goto fail;
+    if (task_find_fields(obj, fields, F_N, f, err, errlen) != 0) goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
+    if ((v = f[F_KEY])) {
         if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))
             FAIL("key: must be 1-200 characters of A-Z a-z 0-9 . _ : -");
         const char *what, *pre = made ? NULL : task_key_reserved(v->valuestring, &what);
@@ -690,21 +703,21 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
         out->key_generated = 1;
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(obj, "callback_url");
+    v = f[F_URL];
     if (!v) FAIL("callback_url: required");
     if (!cJSON_IsString(v)) FAIL("callback_url: must be a string");
     if (task_check_url(v->valuestring, err, errlen) != 0) goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "method")) &&
+    if ((v = f[F_METHOD]) &&
         !(method = task_method(v, err, errlen)))
         goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header")) &&
+    if ((v = f[F_HEADER]) &&
         task_check_header(v, err, errlen) != 0)
         goto fail;
 
-    const cJSON *ea = cJSON_GetObjectItemCaseSensitive(obj, "execute_at");
-    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(obj, "delay_ms");
+    const cJSON *ea = f[F_EXECUTE_AT];
+    const cJSON *dl = f[F_DELAY];
     if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
     at = now_ms;
     char why[160];
@@ -719,7 +732,7 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     if (at > now_ms + TASK_MAX_AHEAD_MS) FAIL("execute_at: more than ten years ahead");
     if (at > TASK_TIME_MAX_MS) FAIL("execute_at: after " TASK_TIME_MAX_TEXT);
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "retry"))) {
+    if ((v = f[F_RETRY])) {
         const cJSON *r;
         if (!cJSON_IsObject(v)) FAIL("retry: must be an object");
         for (r = v->child; r; r = r->next) {
@@ -736,23 +749,23 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
             task_json_int(r, 1, 86400000, &backoff_ms) != 0)
             FAIL("retry.backoff_ms: must be an integer from 1 to 86400000");
     }
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
+    if ((v = f[F_TIMEOUT]) &&
         task_json_int(v, 1, 300000, &timeout_ms) != 0)
         FAIL("timeout_ms: must be an integer from 1 to 300000");
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "queue"))) {
+    if ((v = f[F_QUEUE])) {
         if (!cJSON_IsString(v) || !task_queue_valid(v->valuestring))
             FAIL("queue: must be 1-%d characters of A-Z a-z 0-9 . _ -", TASK_QUEUE_MAX - 1);
         /* the default queue is not written: a task without one is in it */
         if (strcmp(v->valuestring, TASK_QUEUE_DEFAULT) != 0) queue = v->valuestring;
     }
     if (queue) snprintf(out->queue, sizeof(out->queue), "%s", queue);
-    const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
+    const cJSON *onf = f[F_ON_FAILURE];
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
     /* expiry: no attempt begins after it; after execute_at, so that one can */
     int64_t expires = -1;
-    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(obj, "expires_at");
-    const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(obj, "ttl_ms");
+    const cJSON *ex = f[F_EXPIRES_AT];
+    const cJSON *ttl = f[F_TTL];
     if (ex && ttl) FAIL("expires_at: give expires_at or ttl_ms, not both");
     if (ex) {
         if (task_json_time(ex, "expires_at", &expires, err, errlen) != 0) goto fail;
@@ -772,8 +785,8 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
                  "now)");
     }
     char tparent[TRACE_PARENT_LEN + 1] = "";
-    const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "traceparent"))) {
+    const cJSON *tstate = f[F_TRACESTATE];
+    if ((v = f[F_TRACEPARENT])) {
         if (!cJSON_IsString(v)) FAIL("traceparent: must be a string");
         if (trace_parent_parse(v->valuestring, tparent, why, sizeof(why)) != 0)
             FAIL("traceparent: %s", why);
@@ -785,7 +798,7 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
             FAIL("tracestate: %s", why);
     }
     char path[TASK_PATH_MAX] = "req";
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")) &&
+    if ((v = f[F_REQ]) &&
         task_lossy_number(v, path, 3, sizeof(path), 0))
         FAIL("%s: a number that would not be stored exactly (out of range, or more "
              "digits than a double holds)", path);
@@ -797,9 +810,9 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
      * default ones left out. */
     task_buf b = {0}, r = {0}, url = {0}, onfb = {0};
     char *hdr = NULL, *req = NULL;
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header"))) hdr = task_print(v);
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req"))) req = task_print(v);
-    task_buf_str(&url, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
+    if ((v = f[F_HEADER])) hdr = task_print(v);
+    if ((v = f[F_REQ])) req = task_print(v);
+    task_buf_str(&url, f[F_URL]->valuestring);
     if (onf) {
         /* as sent, its method made explicit */
         task_buf_add(&onfb, "{", 1);
@@ -1067,11 +1080,34 @@ static void task_scan_found(task_scan *sc)
     if (sc->fn(sc->path, sc->priv)) sc->stop = 1;
 }
 
+/* 1 when c ends a token (strchr(" \t\r\n,:]}\"{[", c), NUL included) */
+static int task_scan_delim(char c)
+{
+    switch (c) {
+    case ' ': case '\t': case '\r': case '\n': case ',': case ':': case ']': case '}': case '"':
+    case '{': case '[': case '\0':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* 1 when the number token s[0..n) is read by strtod (as cJSON reads it) as
  * inf, or as 0 though a digit of its mantissa is not 0. */
 static int task_number_lost(const char *s, size_t n)
 {
     if (!n || (*s != '-' && !isdigit((unsigned char)*s))) return 0;
+    /* a plain decimal (-?digits[.digits]) of fewer than 300 characters is
+     * read as written, near enough: under 1e300, and at least 1e-300 unless
+     * every digit is 0 (the ingest's numbers: no strtod for them) */
+    size_t sign = *s == '-', ip = sign;
+    while (ip < n && task_isdigit(s[ip])) ip++;
+    if (ip > sign && n < 300) {
+        if (ip == n) return 0;
+        size_t fp = ip + 1;
+        while (fp < n && task_isdigit(s[fp])) fp++;
+        if (s[ip] == '.' && fp > ip + 1 && fp == n) return 0;
+    }
     int nonzero = 0;
     for (size_t i = 0; i < n && s[i] != 'e' && s[i] != 'E'; i++)
         nonzero |= s[i] >= '1' && s[i] <= '9';
@@ -1092,6 +1128,11 @@ static int task_scan_string(task_scan *sc, int name)
     int nul = 0;
     const char *start = sc->p;
     while (sc->p < sc->end && *sc->p != '"') {
+        /* a run of bytes that are neither a quote, an escape nor a NUL, whole */
+        const char *run = sc->p;
+        while (sc->p < sc->end && *sc->p != '"' && *sc->p != '\\' && *sc->p != '\0') sc->p++;
+        if (name && sc->p > run) task_scan_path(sc, run, (size_t)(sc->p - run));
+        if (sc->p >= sc->end || *sc->p == '"') break;
         const char *c = sc->p++;
         if (*c == '\\' && sc->p < sc->end) {
             char e = *sc->p++;
@@ -1116,7 +1157,7 @@ static int task_scan_string(task_scan *sc, int name)
      * whose own \u escapes are refused when they are lone surrogates */
     size_t bad;
     int found = nul ? TASK_SCAN_NUL : 0;
-    if (!util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
+    if ((sc->want & TASK_SCAN_UTF8) && !util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
         found |= TASK_SCAN_UTF8;
         sc->bad_byte = (unsigned char)start[bad];
         sc->bad_at = bad;
@@ -1139,7 +1180,7 @@ static void task_scan_value(task_scan *sc, int depth)
     }
     if (open != '{' && open != '[') {
         const char *tok = sc->p;
-        while (sc->p < sc->end && !strchr(" \t\r\n,:]}\"{[", *sc->p)) sc->p++;
+        while (sc->p < sc->end && !task_scan_delim(*sc->p)) sc->p++;
         if (sc->numfn && task_number_lost(tok, (size_t)(sc->p - tok))) {
             sc->found++;
             if (sc->numfn(sc->path, sc->priv)) sc->stop = 1;

@@ -140,6 +140,11 @@ int task_json_num(const cJSON *v, double min, double max, int integer, double *o
  * "name: unknown field" / "name: given more than once" in err. */
 int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
                       size_t errlen);
+/* The same, and found[0..n) each field's member (NULL: not given). n at most
+ * TASK_FIELDS_MAX for task_check_fields. */
+#define TASK_FIELDS_MAX 32
+int task_find_fields(const cJSON *obj, const char *const *fields, size_t n,
+                     const cJSON **found, char *err, size_t errlen);
 
 /* task_json_num of an integer, into an int64_t. */
 int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out);
