@@ -50,6 +50,9 @@ static int http_too_large(http_request *p)
 static int http_token_char(unsigned char ch)
 {
     static const char sep[] = "()<>@,;:\\\"/[]?={}";
+    /* letters, digits and '-' first: all of a usual field name */
+    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') return 1;
+    if ((ch >= '0' && ch <= '9') || ch == '-') return 1;
     return ch > 32 && ch < 127 && !memchr(sep, ch, sizeof(sep) - 1);
 }
 
