@@ -59,19 +59,6 @@ size_t util_copy(char *dst, size_t cap, const char *src)
     return n;
 }
 
-void util_buf_add(util_buf *b, const char *s, size_t n)
-{
-    if (b->len + n >= b->cap) n = b->cap - 1 - b->len;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void util_buf_str(util_buf *b, const char *s)
-{
-    util_buf_add(b, s, strlen(s));
-}
-
 void util_buf_int(util_buf *b, long long v)
 {
     char num[UTIL_INT_MAX];

@@ -526,14 +526,18 @@ typedef struct task_buf {
     size_t len, cap;
 } task_buf;
 
-static void task_buf_add(task_buf *b, const char *s, size_t n)
+static void task_buf_grow(task_buf *b, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1) cap *= 2;
+    b->p = xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+/* inline: a task's spec and record are some twenty pieces each */
+static inline void task_buf_add(task_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) task_buf_grow(b, n);
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
@@ -541,8 +545,8 @@ static void task_buf_add(task_buf *b, const char *s, size_t n)
 
 static void task_buf_int(task_buf *b, long long v)
 {
-    char num[UTIL_INT_MAX];
-    task_buf_add(b, num, (size_t)util_fmt_int(num, v));
+    if (b->len + UTIL_INT_MAX > b->cap) task_buf_grow(b, UTIL_INT_MAX);
+    b->len += (size_t)util_fmt_int(b->p + b->len, v);
 }
 
 /* s as a JSON string literal. */
