@@ -47,13 +47,18 @@ static int http_too_large(http_request *p)
 }
 
 /* tchar of RFC 9110 5.6.2 */
-static int http_token_char(unsigned char ch)
+static int http_token_other(unsigned char ch)
 {
     static const char sep[] = "()<>@,;:\\\"/[]?={}";
-    /* letters, digits and '-' first: all of a usual field name */
+    return ch > 32 && ch < 127 && !memchr(sep, ch, sizeof(sep) - 1);
+}
+
+/* letters, digits and '-' inline: all of a usual field name */
+static inline int http_token_char(unsigned char ch)
+{
     if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') return 1;
     if ((ch >= '0' && ch <= '9') || ch == '-') return 1;
-    return ch > 32 && ch < 127 && !memchr(sep, ch, sizeof(sep) - 1);
+    return http_token_other(ch);
 }
 
 /* field-vchar, SP and HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls

@@ -555,7 +555,8 @@ static void task_buf_str(task_buf *b, const char *s)
     task_buf_add(b, "\"", 1);
     for (const char *run = s;; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch && ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        /* past the backslash (letters, most of a URL) nothing is escaped */
+        if (ch > '\\' || (ch >= 0x20 && ch != '"' && ch != '\\')) continue;
         task_buf_add(b, run, (size_t)(s - run));
         if (!ch) break;
         char esc[8];
@@ -613,7 +614,7 @@ int task_find_fields(const cJSON *obj, const char *const *fields, size_t n,
     memset(found, 0, n * sizeof(*found));
     for (const cJSON *e = obj->child; e; e = e->next) {
         size_t i = 0;
-        while (i < n && strcmp(e->string, fields[i]) != 0) i++;
+        while (i < n && (e->string[0] != fields[i][0] || strcmp(e->string, fields[i]) != 0)) i++;
         if (i == n) FAIL("%.100s: unknown field", e->string);
         /* cJSON keeps both and reads the first: ambiguous, so refused */
         if (found[i]) FAIL("%.100s: given more than once", e->string);
@@ -812,11 +813,10 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
      * (cJSON prints numbers through printf and a scanf check). The record
      * (task.h) is written alongside: the same parts, the derived and
      * default ones left out. */
-    task_buf b = {0}, r = {0}, url = {0}, onfb = {0};
+    task_buf b = {0}, r = {0}, onfb = {0};
     char *hdr = NULL, *req = NULL;
     if ((v = f[F_HEADER])) hdr = task_print(v);
     if ((v = f[F_REQ])) req = task_print(v);
-    task_buf_str(&url, f[F_URL]->valuestring);
     if (onf) {
         /* as sent, its method made explicit */
         task_buf_add(&onfb, "{", 1);
@@ -827,7 +827,9 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_add(&b, "{\"key\":", 7);
     task_buf_str(&b, out->key);
     task_buf_add(&b, ",\"callback_url\":", 16);
-    task_buf_add(&b, url.p, url.len);
+    size_t url_at = b.len;   /* the URL as a JSON string, for the record too */
+    task_buf_str(&b, f[F_URL]->valuestring);
+    size_t url_len = b.len - url_at;
     task_buf_add(&b, ",\"method\":", 10);
     task_buf_str(&b, method);
     if (hdr) task_buf_member(&b, "header", hdr, strlen(hdr));
@@ -848,7 +850,7 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     if (onf) task_buf_member(&b, "on_failure", onfb.p, onfb.len);
     task_buf_add(&b, "}", 1);
 
-    task_buf_add(&r, url.p, url.len);
+    task_buf_add(&r, b.p + url_at, url_len);
     task_buf_add(&r, "\n", 1);
     if (strcmp(method, "POST") != 0) task_buf_add(&r, method, strlen(method));
     task_buf_add(&r, "\n", 1);
@@ -868,7 +870,6 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_add(&r, "}", 1);
     free(hdr);
     free(req);
-    free(url.p);
     free(onfb.p);
     out->rec = r.p;
     out->spec = b.p;
