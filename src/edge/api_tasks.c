@@ -187,7 +187,9 @@ void api_tasks_add(api *a, http_req *req, const api_params *p)
     (void)p;
     cJSON *body = api_body(req);
     if (!body) return;
-    api_item *it = xcalloc(1, sizeof(*it));
+    /* not zeroed: task_input_parse sets the task whole, r is set below */
+    api_item *it = xmalloc(sizeof(*it));
+    it->idx = 0;
     if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
         free(it);

@@ -1134,8 +1134,9 @@ static int task_scan_string(task_scan *sc, int name)
     const char *start = sc->p;
     while (sc->p < sc->end && *sc->p != '"') {
         /* a run of bytes that are neither a quote, an escape nor a NUL, whole */
-        const char *run = sc->p;
-        while (sc->p < sc->end && *sc->p != '"' && *sc->p != '\\' && *sc->p != '\0') sc->p++;
+        const char *run = sc->p, *q = run, *end = sc->end;   /* locals: no reload a byte */
+        while (q < end && *q != '"' && *q != '\\' && *q != '\0') q++;
+        sc->p = q;
         if (name && sc->p > run) task_scan_path(sc, run, (size_t)(sc->p - run));
         if (sc->p >= sc->end || *sc->p == '"') break;
         const char *c = sc->p++;
