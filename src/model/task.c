@@ -1131,12 +1131,18 @@ static int task_number_lost(const char *s, size_t n)
 static int task_scan_string(task_scan *sc, int name)
 {
     int nul = 0;
-    const char *start = sc->p;
+    /* the next quote (end: none), and the next backslash and NUL before it
+     * (the quote: none), each found by memchr and kept until passed, so
+     * that each byte is searched once for each */
+    const char *start = sc->p, *quote = NULL, *bs = NULL, *zero = NULL;
     while (sc->p < sc->end && *sc->p != '"') {
-        /* a run of bytes that are neither a quote, an escape nor a NUL, whole */
-        const char *run = sc->p, *q = run, *end = sc->end;   /* locals: no reload a byte */
-        while (q < end && *q != '"' && *q != '\\' && *q != '\0') q++;
-        sc->p = q;
+        /* a run of bytes that are neither a quote, an escape nor a NUL */
+        const char *run = sc->p, *lim, *x;
+        if (!quote || quote < run) quote = (x = memchr(run, '"', (size_t)(sc->end - run))) ? x : sc->end;
+        if (!bs || bs < run) bs = (x = memchr(run, '\\', (size_t)(quote - run))) ? x : quote;
+        if (!zero || zero < run) zero = (x = memchr(run, '\0', (size_t)(quote - run))) ? x : quote;
+        lim = bs < zero ? bs : zero;
+        sc->p = lim;
         if (name && sc->p > run) task_scan_path(sc, run, (size_t)(sc->p - run));
         if (sc->p >= sc->end || *sc->p == '"') break;
         const char *c = sc->p++;
