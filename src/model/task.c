@@ -568,6 +568,19 @@ static void task_buf_str(task_buf *b, const char *s)
     task_buf_add(b, "\"", 1);
 }
 
+/* s, which needs no escaping (a key, a queue, a method: checked to be of
+ * letters, digits and . _ : -), as a JSON string literal. */
+static void task_buf_word(task_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->len + n + 3 > b->cap) task_buf_grow(b, n + 2);
+    b->p[b->len] = '"';
+    memcpy(b->p + b->len + 1, s, n);
+    b->p[b->len + 1 + n] = '"';
+    b->len += n + 2;
+    b->p[b->len] = '\0';
+}
+
 static char *task_print(const cJSON *v)
 {
     char *s = cJSON_PrintUnformatted(v);
@@ -601,7 +614,7 @@ static void task_buf_call(task_buf *b, const cJSON *obj, const char *method)
     task_buf_add(b, "\"callback_url\":", 15);
     task_buf_str(b, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
     task_buf_add(b, ",\"method\":", 10);
-    task_buf_str(b, method);
+    task_buf_word(b, method);
     if (h) {
         task_buf_add(b, ",\"header\":", 10);
         task_buf_json(b, h);
@@ -825,13 +838,13 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     }
 
     task_buf_add(&b, "{\"key\":", 7);
-    task_buf_str(&b, out->key);
+    task_buf_word(&b, out->key);
     task_buf_add(&b, ",\"callback_url\":", 16);
     size_t url_at = b.len;   /* the URL as a JSON string, for the record too */
     task_buf_str(&b, f[F_URL]->valuestring);
     size_t url_len = b.len - url_at;
     task_buf_add(&b, ",\"method\":", 10);
-    task_buf_str(&b, method);
+    task_buf_word(&b, method);
     if (hdr) task_buf_member(&b, "header", hdr, strlen(hdr));
     if (req) task_buf_member(&b, "req", req, strlen(req));
     /* numbers written without a format: this is the ingest's hot path */
@@ -845,7 +858,7 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_int(&b, timeout_ms);
     if (queue) {
         task_buf_add(&b, ",\"queue\":", 9);
-        task_buf_str(&b, queue);
+        task_buf_word(&b, queue);
     }
     if (onf) task_buf_member(&b, "on_failure", onfb.p, onfb.len);
     task_buf_add(&b, "}", 1);
