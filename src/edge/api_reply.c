@@ -147,21 +147,6 @@ cJSON *api_body_parse(http_req *req)
     return j;
 }
 
-/* 1 when a text cJSON took (so without a raw NUL, each number of the form
- * -?digits[.digits][e...]) can hold nothing task_json_check finds: a NUL
- * in a string needs a backslash (\u0000), and a number read as another
- * needs an exponent, an 'e' or 'E' after a digit or a '.', or 300
- * characters. A short body with neither, as the ingest's are, is not
- * scanned again. */
-static int api_body_plain(const char *data, size_t len)
-{
-    if (len >= 300 || memchr(data, '\\', len)) return 0;
-    for (const char *e = "eE"; *e; e++)
-        for (const char *p = data; (p = memchr(p, *e, len - (size_t)(p - data))); p++)
-            if (p > data && ((p[-1] >= '0' && p[-1] <= '9') || p[-1] == '.')) return 0;
-    return 1;
-}
-
 cJSON *api_body(http_req *req)
 {
     cJSON *j = api_body_parse(req);
@@ -170,7 +155,7 @@ cJSON *api_body(http_req *req)
     char err[400];
     /* cJSON has cut a string at its NUL and read 1e-400 as 0: what it holds
      * is not what was sent */
-    if (j && !api_body_plain(data, len) && task_json_check(data, len, err, sizeof(err)) != 0) {
+    if (j && !task_json_plain(data, len) && task_json_check(data, len, err, sizeof(err)) != 0) {
         cJSON_Delete(j);
         api_error(req, 400, "invalid_argument", "%s", err);
         return NULL;

@@ -1293,6 +1293,15 @@ static int task_number_first(const char *path, void *priv)
     return 1;
 }
 
+int task_json_plain(const char *s, size_t len)
+{
+    if (len >= 300 || memchr(s, '\\', len)) return 0;
+    for (const char *e = "eE"; *e; e++)
+        for (const char *p = s; (p = memchr(p, *e, len - (size_t)(p - s))); p++)
+            if (p > s && (task_isdigit((unsigned char)p[-1]) || p[-1] == '.')) return 0;
+    return 1;
+}
+
 int task_json_check(const char *s, size_t len, char *err, size_t errlen)
 {
     task_nul_err e = {err, errlen};

@@ -94,6 +94,13 @@ size_t task_json_scan(const char *s, size_t len, task_nul_fn *nul, task_nul_fn *
  * NUL character (\u0000)" or "path: a number that would not be stored
  * exactly (...)" in err, or 0 when there is none. */
 int task_json_check(const char *s, size_t len, char *err, size_t errlen);
+/* 1 when s[0..len), a text cJSON takes whole (so with no raw NUL, and each
+ * number of the form -?digits[.digits][e...]), can hold nothing
+ * task_json_check finds: a NUL in a string needs a backslash (\u0000), a
+ * number read as another an exponent (an 'e' or 'E' after a digit or a '.')
+ * or 300 characters. A short text with neither, as the ingest's are, need
+ * not be scanned. 0 says nothing. */
+int task_json_plain(const char *s, size_t len);
 #define TASK_NUMBER_LOST "a number that would not be stored exactly (too large for a double, " \
                          "or so small it would read as 0)"
 
