@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bench/post_cpu.sh: where a single POST's CPU goes. The same wrk load as
 # make bench's single-POST row (wrk -t2 -c64, post.lua), ROUNDS times 5 s,
-# against tickd (on a fresh Redis) and against bench/noop_http.c (a server
-# that answers at once and stores nothing): CPU time a request of the
-# server, of Redis and of wrk, from /proc/PID/stat and wrk's own rusage.
+# against tickd (on a fresh Redis), against bench/noop_http.c (a server
+# that answers at once and stores nothing) and against bench/store_http.c
+# (the least a server that answers only once Redis holds the body can do:
+# one RPUSH a request, pipelined, on a Redis of its own): CPU time a request
+# of the server, of Redis and of wrk, from /proc/PID/stat and wrk's own rusage.
 # It prints a table; it writes no results file.
 #
 #   bench/post_cpu.sh            (ROUNDS=2; BENCH_TICKD as for bench/run.sh)
@@ -33,11 +35,21 @@ nport=$(free_port)
 echo $! >>"$WPIDS"
 npid=$!
 wait_until 5 "noop_http up" curl -s -o /dev/null "http://127.0.0.1:$nport/"
+cc -O2 -o "$TMP/store_http" "$BENCH/store_http.c"
+srport=$(free_port)
+redis_up "$srport" store
+srpid=$(tail -1 "$GPIDS")
+sport=$(free_port)
+"$TMP/store_http" "$sport" "$srport" &
+echo $! >>"$WPIDS"
+spid=$!
+wait_until 5 "store_http up" curl -s -o /dev/null "http://127.0.0.1:$sport/"
 tickd_start
 rpid=$(head -1 "$GPIDS")
 echo "| server | server us/request | Redis us/request | wrk us/request | requests/s |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 for r in $(seq "$ROUNDS"); do
   measure "do-nothing ($r)" "http://127.0.0.1:$nport/v1/tasks" "$npid"
+  measure "store-only ($r)" "http://127.0.0.1:$sport/v1/tasks" "$spid" "$srpid"
   measure "tickd ($r)" "$TURL/v1/tasks" "$TICKD_PID" "$rpid"
 done

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The struct holding `ptr`, a pointer to its `member` (intrusive lists). */
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
@@ -32,8 +33,18 @@ typedef struct util_buf {
     size_t len, cap;            /* cap: the buffer's size (> 0) */
 } util_buf;
 #define UTIL_BUF(arr) ((util_buf){(arr), 0, sizeof(arr)})
-void util_buf_add(util_buf *b, const char *s, size_t n);
-void util_buf_str(util_buf *b, const char *s);
+/* inline: a request's answer is a dozen of them */
+static inline void util_buf_add(util_buf *b, const char *s, size_t n)
+{
+    if (b->len + n >= b->cap) n = b->cap - 1 - b->len;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+static inline void util_buf_str(util_buf *b, const char *s)
+{
+    util_buf_add(b, s, strlen(s));
+}
 void util_buf_int(util_buf *b, long long v);
 
 /* Clocks in ms: wall (CLOCK_REALTIME) and monotonic. */

@@ -155,7 +155,7 @@ cJSON *api_body(http_req *req)
     char err[400];
     /* cJSON has cut a string at its NUL and read 1e-400 as 0: what it holds
      * is not what was sent */
-    if (j && task_json_check(data, len, err, sizeof(err)) != 0) {
+    if (j && !task_json_plain(data, len) && task_json_check(data, len, err, sizeof(err)) != 0) {
         cJSON_Delete(j);
         api_error(req, 400, "invalid_argument", "%s", err);
         return NULL;

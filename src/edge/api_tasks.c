@@ -131,13 +131,20 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
         /* the same object as api_created_body, written directly: this is
          * the hot path of ingest. Ids and keys need no JSON escaping. */
         char status[32], body[TASK_ID_MAX + TASK_KEY_MAX + 128];
-        if (st == ST_OK) snprintf(status, sizeof(status), "scheduled");
+        util_buf b = UTIL_BUF(body);
+        if (st == ST_OK) memcpy(status, "scheduled", sizeof("scheduled"));
         else api_tasks_state_status(state, status, sizeof(status));
-        int n = snprintf(body, sizeof(body),
-                         "{\"id\":\"%s\",\"key\":\"%s\",\"execute_at\":%lld,\"status\":\"%s\"}\n",
-                         id, it->t.key, (long long)it->t.execute_at_ms, status);
+        util_buf_add(&b, "{\"id\":\"", 7);
+        util_buf_str(&b, id);
+        util_buf_add(&b, "\",\"key\":\"", 9);
+        util_buf_str(&b, it->t.key);
+        util_buf_add(&b, "\",\"execute_at\":", 15);
+        util_buf_int(&b, it->t.execute_at_ms);
+        util_buf_add(&b, ",\"status\":\"", 11);
+        util_buf_str(&b, status);
+        util_buf_add(&b, "\"}\n", 3);
         http_reply(r->req, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK",
-                   "application/json", body, (size_t)n);
+                   "application/json", body, b.len);
         r->a->busy--;
         api_req_free(r);
     } else {
@@ -180,7 +187,9 @@ void api_tasks_add(api *a, http_req *req, const api_params *p)
     (void)p;
     cJSON *body = api_body(req);
     if (!body) return;
-    api_item *it = xcalloc(1, sizeof(*it));
+    /* not zeroed: task_input_parse sets the task whole, r is set below */
+    api_item *it = xmalloc(sizeof(*it));
+    it->idx = 0;
     if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
         free(it);

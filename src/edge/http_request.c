@@ -47,10 +47,18 @@ static int http_too_large(http_request *p)
 }
 
 /* tchar of RFC 9110 5.6.2 */
-static int http_token_char(unsigned char ch)
+static int http_token_other(unsigned char ch)
 {
     static const char sep[] = "()<>@,;:\\\"/[]?={}";
     return ch > 32 && ch < 127 && !memchr(sep, ch, sizeof(sep) - 1);
+}
+
+/* letters, digits and '-' inline: all of a usual field name */
+static inline int http_token_char(unsigned char ch)
+{
+    if ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') return 1;
+    if ((ch >= '0' && ch <= '9') || ch == '-') return 1;
+    return http_token_other(ch);
 }
 
 /* field-vchar, SP and HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls
@@ -99,17 +107,25 @@ const char *http_request_target(const http_request *p, const char *buf)
     return p->root ? "/" : buf + p->target;
 }
 
+/* 1 when field i is named name, in any case. The first letters are
+ * compared before the call: most fields differ there. */
+static int http_field_is(const http_request *p, const char *buf, int i, const char *name)
+{
+    const char *f = buf + p->field[i][0];
+    return (*f | 0x20) == (*name | 0x20) && strcasecmp(f, name) == 0;
+}
+
 const char *http_request_header(const http_request *p, const char *buf, const char *name)
 {
     for (int i = 0; i < p->nfields; i++)
-        if (strcasecmp(buf + p->field[i][0], name) == 0) return buf + p->field[i][1];
+        if (http_field_is(p, buf, i, name)) return buf + p->field[i][1];
     return NULL;
 }
 
 int http_request_header_count(const http_request *p, const char *buf, const char *name)
 {
     int n = 0;
-    for (int i = 0; i < p->nfields; i++) n += strcasecmp(buf + p->field[i][0], name) == 0;
+    for (int i = 0; i < p->nfields; i++) n += http_field_is(p, buf, i, name);
     return n;
 }
 
@@ -134,20 +150,29 @@ static int http_scan_head(http_request *p, char *in, size_t *len)
         if (n == 1 && in[0] == '\r') return HTTP_REQ_MORE;
         i = 1;   /* in[0] is not a line end */
     }
-    for (; i < n; i++) {
-        if (i >= HTTP_MAX_HEAD)
-            return http_refuse(p, 431, "Request Header Fields Too Large", "header_too_large",
-                               "headers: larger than 16 KiB");
-        if (in[i] == '\n') {
-            if (in[i - 1] != '\r') goto bare_lf;
+    /* in[i] after a CR must be LF; elsewhere an LF is bare. Only the bytes
+     * at a CR or an LF decide: the text between is skipped by memchr, one
+     * line at a time, as far as the head may reach. */
+    size_t stop = n < HTTP_MAX_HEAD ? n : HTTP_MAX_HEAD;
+    while (i < stop) {
+        if (in[i - 1] == '\r') {
+            if (in[i] != '\n')
+                return http_bad(p, "request: bare CR in the head (lines end with CRLF)");
             if (i >= 3 && in[i - 2] == '\n') {
                 p->scan = i + 1;
                 return HTTP_REQ_HEAD;
             }
-        } else if (in[i - 1] == '\r') {
-            return http_bad(p, "request: bare CR in the head (lines end with CRLF)");
+            i++;
+            continue;
         }
+        const char *cr = memchr(in + i, '\r', stop - i);
+        size_t k = cr ? (size_t)(cr - in) : stop;
+        if (memchr(in + i, '\n', k - i)) goto bare_lf;
+        i = k + 1;
     }
+    if (n > HTTP_MAX_HEAD)
+        return http_refuse(p, 431, "Request Header Fields Too Large", "header_too_large",
+                           "headers: larger than 16 KiB");
     p->scan = n;
     return HTTP_REQ_MORE;
 bare_lf:
@@ -247,7 +272,7 @@ static int http_parse_head(http_request *p, char *base, size_t hlen)
     /* Connection: a list of tokens, in every Connection field; close wins */
     int close_asked = 0, keep_asked = 0;
     for (int i = 0; i < p->nfields; i++) {
-        if (strcasecmp(base + p->field[i][0], "Connection") != 0) continue;
+        if (!http_field_is(p, base, i, "Connection")) continue;
         const char *l = base + p->field[i][1], *tok;
         size_t n;
         while (http_list_next(&l, &tok, &n)) {
@@ -272,9 +297,9 @@ static int http_framing(http_request *p, const char *base)
     int te = 0, cl = 0, codings = 0, chunked_at = 0, twice = 0;
     uint64_t len = 0;
     for (int i = 0; i < p->nfields; i++) {
-        const char *name = base + p->field[i][0], *l = base + p->field[i][1], *tok;
+        const char *l = base + p->field[i][1], *tok;
         size_t n;
-        if (strcasecmp(name, "Transfer-Encoding") == 0) {
+        if (http_field_is(p, base, i, "Transfer-Encoding")) {
             te = 1;
             while (http_list_next(&l, &tok, &n)) {
                 codings++;
@@ -283,7 +308,7 @@ static int http_framing(http_request *p, const char *base)
                     chunked_at = codings;
                 }
             }
-        } else if (strcasecmp(name, "Content-Length") == 0) {
+        } else if (http_field_is(p, base, i, "Content-Length")) {
             /* a list (Content-Length: 5, 5) is read as the fields repeated */
             int elems = 0;
             while (http_list_next(&l, &tok, &n)) {

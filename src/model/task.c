@@ -526,14 +526,18 @@ typedef struct task_buf {
     size_t len, cap;
 } task_buf;
 
-static void task_buf_add(task_buf *b, const char *s, size_t n)
+static void task_buf_grow(task_buf *b, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1) cap *= 2;
+    b->p = xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+/* inline: a task's spec and record are some twenty pieces each */
+static inline void task_buf_add(task_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) task_buf_grow(b, n);
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
@@ -541,8 +545,8 @@ static void task_buf_add(task_buf *b, const char *s, size_t n)
 
 static void task_buf_int(task_buf *b, long long v)
 {
-    char num[UTIL_INT_MAX];
-    task_buf_add(b, num, (size_t)util_fmt_int(num, v));
+    if (b->len + UTIL_INT_MAX > b->cap) task_buf_grow(b, UTIL_INT_MAX);
+    b->len += (size_t)util_fmt_int(b->p + b->len, v);
 }
 
 /* s as a JSON string literal. */
@@ -551,7 +555,8 @@ static void task_buf_str(task_buf *b, const char *s)
     task_buf_add(b, "\"", 1);
     for (const char *run = s;; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch && ch >= 0x20 && ch != '"' && ch != '\\') continue;
+        /* past the backslash (letters, most of a URL) nothing is escaped */
+        if (ch > '\\' || (ch >= 0x20 && ch != '"' && ch != '\\')) continue;
         task_buf_add(b, run, (size_t)(s - run));
         if (!ch) break;
         char esc[8];
@@ -561,6 +566,19 @@ static void task_buf_str(task_buf *b, const char *s)
         run = s + 1;
     }
     task_buf_add(b, "\"", 1);
+}
+
+/* s, which needs no escaping (a key, a queue, a method: checked to be of
+ * letters, digits and . _ : -), as a JSON string literal. */
+static void task_buf_word(task_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->len + n + 3 > b->cap) task_buf_grow(b, n + 2);
+    b->p[b->len] = '"';
+    memcpy(b->p + b->len + 1, s, n);
+    b->p[b->len + 1 + n] = '"';
+    b->len += n + 2;
+    b->p[b->len] = '\0';
 }
 
 static char *task_print(const cJSON *v)
@@ -596,27 +614,36 @@ static void task_buf_call(task_buf *b, const cJSON *obj, const char *method)
     task_buf_add(b, "\"callback_url\":", 15);
     task_buf_str(b, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
     task_buf_add(b, ",\"method\":", 10);
-    task_buf_str(b, method);
+    task_buf_word(b, method);
     if (h) {
         task_buf_add(b, ",\"header\":", 10);
         task_buf_json(b, h);
     }
 }
 
-int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
-                      size_t errlen)
+int task_find_fields(const cJSON *obj, const char *const *fields, size_t n,
+                     const cJSON **found, char *err, size_t errlen)
 {
+    memset(found, 0, n * sizeof(*found));
     for (const cJSON *e = obj->child; e; e = e->next) {
         size_t i = 0;
-        while (i < n && strcmp(e->string, fields[i]) != 0) i++;
+        while (i < n && (e->string[0] != fields[i][0] || strcmp(e->string, fields[i]) != 0)) i++;
         if (i == n) FAIL("%.100s: unknown field", e->string);
         /* cJSON keeps both and reads the first: ambiguous, so refused */
-        for (const cJSON *d = obj->child; d != e; d = d->next)
-            if (strcmp(d->string, e->string) == 0) FAIL("%.100s: given more than once", e->string);
+        if (found[i]) FAIL("%.100s: given more than once", e->string);
+        found[i] = e;
     }
     return 0;
 fail:
     return -1;
+}
+
+int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
+                      size_t errlen)
+{
+    const cJSON *found[TASK_FIELDS_MAX];
+    log_assert(n <= TASK_FIELDS_MAX);
+    return task_find_fields(obj, fields, n, found, err, errlen);
 }
 
 /* The method a task (or its on_failure) names, or NULL + err. */
@@ -669,6 +696,11 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
                                    "execute_at", "delay_ms", "retry", "timeout_ms",
                                    "on_failure", "queue", "traceparent", "tracestate",
                                    "expires_at", "ttl_ms"};
+    enum { F_KEY, F_URL, F_METHOD, F_HEADER, F_REQ, F_EXECUTE_AT, F_DELAY, F_RETRY, F_TIMEOUT,
+           F_ON_FAILURE, F_QUEUE, F_TRACEPARENT, F_TRACESTATE, F_EXPIRES_AT, F_TTL, F_N };
+    /* each member once, by the fields' order (what cJSON's lookup by name
+     * would find: a name given twice is refused) */
+    const cJSON *f[F_N];
     const cJSON *v;
     const char *method = "POST", *queue = NULL;
     int64_t max_attempts = TASK_DEFAULT_ATTEMPTS, backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -676,10 +708,9 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
 
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(obj)) FAIL("task: must be a JSON object");
-    if (task_check_fields(obj, fields, sizeof(fields) / sizeof(*fields), err, errlen) != 0)
-        goto fail;
+    if (task_find_fields(obj, fields, F_N, f, err, errlen) != 0) goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "key"))) {
+    if ((v = f[F_KEY])) {
         if (!cJSON_IsString(v) || !task_key_valid(v->valuestring))
             FAIL("key: must be 1-200 characters of A-Z a-z 0-9 . _ : -");
         const char *what, *pre = made ? NULL : task_key_reserved(v->valuestring, &what);
@@ -690,21 +721,21 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
         out->key_generated = 1;
     }
 
-    v = cJSON_GetObjectItemCaseSensitive(obj, "callback_url");
+    v = f[F_URL];
     if (!v) FAIL("callback_url: required");
     if (!cJSON_IsString(v)) FAIL("callback_url: must be a string");
     if (task_check_url(v->valuestring, err, errlen) != 0) goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "method")) &&
+    if ((v = f[F_METHOD]) &&
         !(method = task_method(v, err, errlen)))
         goto fail;
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header")) &&
+    if ((v = f[F_HEADER]) &&
         task_check_header(v, err, errlen) != 0)
         goto fail;
 
-    const cJSON *ea = cJSON_GetObjectItemCaseSensitive(obj, "execute_at");
-    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(obj, "delay_ms");
+    const cJSON *ea = f[F_EXECUTE_AT];
+    const cJSON *dl = f[F_DELAY];
     if (ea && dl) FAIL("execute_at: give execute_at or delay_ms, not both");
     at = now_ms;
     char why[160];
@@ -719,7 +750,7 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     if (at > now_ms + TASK_MAX_AHEAD_MS) FAIL("execute_at: more than ten years ahead");
     if (at > TASK_TIME_MAX_MS) FAIL("execute_at: after " TASK_TIME_MAX_TEXT);
 
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "retry"))) {
+    if ((v = f[F_RETRY])) {
         const cJSON *r;
         if (!cJSON_IsObject(v)) FAIL("retry: must be an object");
         for (r = v->child; r; r = r->next) {
@@ -736,23 +767,23 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
             task_json_int(r, 1, 86400000, &backoff_ms) != 0)
             FAIL("retry.backoff_ms: must be an integer from 1 to 86400000");
     }
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
+    if ((v = f[F_TIMEOUT]) &&
         task_json_int(v, 1, 300000, &timeout_ms) != 0)
         FAIL("timeout_ms: must be an integer from 1 to 300000");
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "queue"))) {
+    if ((v = f[F_QUEUE])) {
         if (!cJSON_IsString(v) || !task_queue_valid(v->valuestring))
             FAIL("queue: must be 1-%d characters of A-Z a-z 0-9 . _ -", TASK_QUEUE_MAX - 1);
         /* the default queue is not written: a task without one is in it */
         if (strcmp(v->valuestring, TASK_QUEUE_DEFAULT) != 0) queue = v->valuestring;
     }
     if (queue) snprintf(out->queue, sizeof(out->queue), "%s", queue);
-    const cJSON *onf = cJSON_GetObjectItemCaseSensitive(obj, "on_failure");
+    const cJSON *onf = f[F_ON_FAILURE];
     const char *onf_method = "POST";
     if (onf && task_on_failure_check(onf, &onf_method, err, errlen) != 0) goto fail;
     /* expiry: no attempt begins after it; after execute_at, so that one can */
     int64_t expires = -1;
-    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(obj, "expires_at");
-    const cJSON *ttl = cJSON_GetObjectItemCaseSensitive(obj, "ttl_ms");
+    const cJSON *ex = f[F_EXPIRES_AT];
+    const cJSON *ttl = f[F_TTL];
     if (ex && ttl) FAIL("expires_at: give expires_at or ttl_ms, not both");
     if (ex) {
         if (task_json_time(ex, "expires_at", &expires, err, errlen) != 0) goto fail;
@@ -772,8 +803,8 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
                  "now)");
     }
     char tparent[TRACE_PARENT_LEN + 1] = "";
-    const cJSON *tstate = cJSON_GetObjectItemCaseSensitive(obj, "tracestate");
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "traceparent"))) {
+    const cJSON *tstate = f[F_TRACESTATE];
+    if ((v = f[F_TRACEPARENT])) {
         if (!cJSON_IsString(v)) FAIL("traceparent: must be a string");
         if (trace_parent_parse(v->valuestring, tparent, why, sizeof(why)) != 0)
             FAIL("traceparent: %s", why);
@@ -785,7 +816,7 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
             FAIL("tracestate: %s", why);
     }
     char path[TASK_PATH_MAX] = "req";
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req")) &&
+    if ((v = f[F_REQ]) &&
         task_lossy_number(v, path, 3, sizeof(path), 0))
         FAIL("%s: a number that would not be stored exactly (out of range, or more "
              "digits than a double holds)", path);
@@ -795,11 +826,10 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
      * (cJSON prints numbers through printf and a scanf check). The record
      * (task.h) is written alongside: the same parts, the derived and
      * default ones left out. */
-    task_buf b = {0}, r = {0}, url = {0}, onfb = {0};
+    task_buf b = {0}, r = {0}, onfb = {0};
     char *hdr = NULL, *req = NULL;
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "header"))) hdr = task_print(v);
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "req"))) req = task_print(v);
-    task_buf_str(&url, cJSON_GetObjectItemCaseSensitive(obj, "callback_url")->valuestring);
+    if ((v = f[F_HEADER])) hdr = task_print(v);
+    if ((v = f[F_REQ])) req = task_print(v);
     if (onf) {
         /* as sent, its method made explicit */
         task_buf_add(&onfb, "{", 1);
@@ -808,11 +838,13 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     }
 
     task_buf_add(&b, "{\"key\":", 7);
-    task_buf_str(&b, out->key);
+    task_buf_word(&b, out->key);
     task_buf_add(&b, ",\"callback_url\":", 16);
-    task_buf_add(&b, url.p, url.len);
+    size_t url_at = b.len;   /* the URL as a JSON string, for the record too */
+    task_buf_str(&b, f[F_URL]->valuestring);
+    size_t url_len = b.len - url_at;
     task_buf_add(&b, ",\"method\":", 10);
-    task_buf_str(&b, method);
+    task_buf_word(&b, method);
     if (hdr) task_buf_member(&b, "header", hdr, strlen(hdr));
     if (req) task_buf_member(&b, "req", req, strlen(req));
     /* numbers written without a format: this is the ingest's hot path */
@@ -826,12 +858,12 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_int(&b, timeout_ms);
     if (queue) {
         task_buf_add(&b, ",\"queue\":", 9);
-        task_buf_str(&b, queue);
+        task_buf_word(&b, queue);
     }
     if (onf) task_buf_member(&b, "on_failure", onfb.p, onfb.len);
     task_buf_add(&b, "}", 1);
 
-    task_buf_add(&r, url.p, url.len);
+    task_buf_add(&r, b.p + url_at, url_len);
     task_buf_add(&r, "\n", 1);
     if (strcmp(method, "POST") != 0) task_buf_add(&r, method, strlen(method));
     task_buf_add(&r, "\n", 1);
@@ -851,7 +883,6 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     task_buf_add(&r, "}", 1);
     free(hdr);
     free(req);
-    free(url.p);
     free(onfb.p);
     out->rec = r.p;
     out->spec = b.p;
@@ -1067,11 +1098,34 @@ static void task_scan_found(task_scan *sc)
     if (sc->fn(sc->path, sc->priv)) sc->stop = 1;
 }
 
+/* 1 when c ends a token (strchr(" \t\r\n,:]}\"{[", c), NUL included) */
+static int task_scan_delim(char c)
+{
+    switch (c) {
+    case ' ': case '\t': case '\r': case '\n': case ',': case ':': case ']': case '}': case '"':
+    case '{': case '[': case '\0':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* 1 when the number token s[0..n) is read by strtod (as cJSON reads it) as
  * inf, or as 0 though a digit of its mantissa is not 0. */
 static int task_number_lost(const char *s, size_t n)
 {
     if (!n || (*s != '-' && !isdigit((unsigned char)*s))) return 0;
+    /* a plain decimal (-?digits[.digits]) of fewer than 300 characters is
+     * read as written, near enough: under 1e300, and at least 1e-300 unless
+     * every digit is 0 (the ingest's numbers: no strtod for them) */
+    size_t sign = *s == '-', ip = sign;
+    while (ip < n && task_isdigit(s[ip])) ip++;
+    if (ip > sign && n < 300) {
+        if (ip == n) return 0;
+        size_t fp = ip + 1;
+        while (fp < n && task_isdigit(s[fp])) fp++;
+        if (s[ip] == '.' && fp > ip + 1 && fp == n) return 0;
+    }
     int nonzero = 0;
     for (size_t i = 0; i < n && s[i] != 'e' && s[i] != 'E'; i++)
         nonzero |= s[i] >= '1' && s[i] <= '9';
@@ -1090,8 +1144,20 @@ static int task_number_lost(const char *s, size_t n)
 static int task_scan_string(task_scan *sc, int name)
 {
     int nul = 0;
-    const char *start = sc->p;
+    /* the next quote (end: none), and the next backslash and NUL before it
+     * (the quote: none), each found by memchr and kept until passed, so
+     * that each byte is searched once for each */
+    const char *start = sc->p, *quote = NULL, *bs = NULL, *zero = NULL;
     while (sc->p < sc->end && *sc->p != '"') {
+        /* a run of bytes that are neither a quote, an escape nor a NUL */
+        const char *run = sc->p, *lim, *x;
+        if (!quote || quote < run) quote = (x = memchr(run, '"', (size_t)(sc->end - run))) ? x : sc->end;
+        if (!bs || bs < run) bs = (x = memchr(run, '\\', (size_t)(quote - run))) ? x : quote;
+        if (!zero || zero < run) zero = (x = memchr(run, '\0', (size_t)(quote - run))) ? x : quote;
+        lim = bs < zero ? bs : zero;
+        sc->p = lim;
+        if (name && sc->p > run) task_scan_path(sc, run, (size_t)(sc->p - run));
+        if (sc->p >= sc->end || *sc->p == '"') break;
         const char *c = sc->p++;
         if (*c == '\\' && sc->p < sc->end) {
             char e = *sc->p++;
@@ -1116,7 +1182,7 @@ static int task_scan_string(task_scan *sc, int name)
      * whose own \u escapes are refused when they are lone surrogates */
     size_t bad;
     int found = nul ? TASK_SCAN_NUL : 0;
-    if (!util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
+    if ((sc->want & TASK_SCAN_UTF8) && !util_utf8_valid(start, (size_t)(sc->p - start), &bad)) {
         found |= TASK_SCAN_UTF8;
         sc->bad_byte = (unsigned char)start[bad];
         sc->bad_at = bad;
@@ -1139,7 +1205,7 @@ static void task_scan_value(task_scan *sc, int depth)
     }
     if (open != '{' && open != '[') {
         const char *tok = sc->p;
-        while (sc->p < sc->end && !strchr(" \t\r\n,:]}\"{[", *sc->p)) sc->p++;
+        while (sc->p < sc->end && !task_scan_delim(*sc->p)) sc->p++;
         if (sc->numfn && task_number_lost(tok, (size_t)(sc->p - tok))) {
             sc->found++;
             if (sc->numfn(sc->path, sc->priv)) sc->stop = 1;
@@ -1224,6 +1290,15 @@ static int task_number_first(const char *path, void *priv)
 {
     task_nul_err *e = priv;
     snprintf(e->err, e->errlen, "%s: " TASK_NUMBER_LOST, *path ? path : "body");
+    return 1;
+}
+
+int task_json_plain(const char *s, size_t len)
+{
+    if (len >= 300 || memchr(s, '\\', len)) return 0;
+    for (const char *e = "eE"; *e; e++)
+        for (const char *p = s; (p = memchr(p, *e, len - (size_t)(p - s))); p++)
+            if (p > s && (task_isdigit((unsigned char)p[-1]) || p[-1] == '.')) return 0;
     return 1;
 }
 

@@ -94,6 +94,13 @@ size_t task_json_scan(const char *s, size_t len, task_nul_fn *nul, task_nul_fn *
  * NUL character (\u0000)" or "path: a number that would not be stored
  * exactly (...)" in err, or 0 when there is none. */
 int task_json_check(const char *s, size_t len, char *err, size_t errlen);
+/* 1 when s[0..len), a text cJSON takes whole (so with no raw NUL, and each
+ * number of the form -?digits[.digits][e...]), can hold nothing
+ * task_json_check finds: a NUL in a string needs a backslash (\u0000), a
+ * number read as another an exponent (an 'e' or 'E' after a digit or a '.')
+ * or 300 characters. A short text with neither, as the ingest's are, need
+ * not be scanned. 0 says nothing. */
+int task_json_plain(const char *s, size_t len);
 #define TASK_NUMBER_LOST "a number that would not be stored exactly (too large for a double, " \
                          "or so small it would read as 0)"
 
@@ -140,6 +147,11 @@ int task_json_num(const cJSON *v, double min, double max, int integer, double *o
  * "name: unknown field" / "name: given more than once" in err. */
 int task_check_fields(const cJSON *obj, const char *const *fields, size_t n, char *err,
                       size_t errlen);
+/* The same, and found[0..n) each field's member (NULL: not given). n at most
+ * TASK_FIELDS_MAX for task_check_fields. */
+#define TASK_FIELDS_MAX 32
+int task_find_fields(const cJSON *obj, const char *const *fields, size_t n,
+                     const cJSON **found, char *err, size_t errlen);
 
 /* task_json_num of an integer, into an int64_t. */
 int task_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *out);

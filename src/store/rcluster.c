@@ -588,8 +588,7 @@ static char *rc_resp_len(char *p, char type, size_t n)
     char buf[24], *b = buf + sizeof(buf);
     do *--b = (char)('0' + n % 10); while (n /= 10);
     *p++ = type;
-    memcpy(p, b, (size_t)(buf + sizeof(buf) - b));
-    p += buf + sizeof(buf) - b;
+    while (b < buf + sizeof(buf)) *p++ = *b++;   /* a few digits: no memcpy call */
     *p++ = '\r';
     *p++ = '\n';
     return p;

@@ -1831,7 +1831,12 @@ static void rs_add_send(store_op *op)
 
 static void rs_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
 {
-    store_op *op = xcalloc(1, sizeof(*op));
+    /* not zeroed whole (the task and the id are most of it, and written
+     * below): what rs_add_send does not set */
+    store_op *op = xmalloc(sizeof(*op));
+    op->tries = 0;
+    op->exists = 0;
+    op->state = NULL;
     op->rs = RS(s);
     op->t = *t;
     op->cb = (void *)cb;

@@ -1535,6 +1535,29 @@ static void test_json_nul_counts_and_survives_garbage(void **state)
     assert_string_equal(nul_err(deep, sizeof(deep)), "");
 }
 
+/* task_json_plain passes only what the scan would pass: no backslash, no
+ * exponent, shorter than 300 */
+static void test_json_plain(void **state)
+{
+    (void)state;
+    static const char *plain[] = {
+        "{\"callback_url\":\"http://127.0.0.1:9/cb\",\"method\":\"POST\",\"delay_ms\":3600000}",
+        "{\"req\":{\"e\":\"ee\",\"n\":[-1.5,0,12]}}", "[]"};
+    static const char *not_plain[] = {"{\"a\":1e400}", "{\"a\":1E-400}", "{\"a\":1.e5}",
+                                      "{\"a\":\"\\u0000\"}", "{\"x2e\":0}"};
+    for (size_t i = 0; i < sizeof(plain) / sizeof(*plain); i++) {
+        assert_int_equal(task_json_plain(plain[i], strlen(plain[i])), 1);
+        assert_string_equal(nul_err(plain[i], strlen(plain[i])), "");
+    }
+    for (size_t i = 0; i < sizeof(not_plain) / sizeof(*not_plain); i++)
+        assert_int_equal(task_json_plain(not_plain[i], strlen(not_plain[i])), 0);
+    char big[400];
+    memset(big, ' ', sizeof(big));
+    big[0] = '[';
+    big[sizeof(big) - 1] = ']';
+    assert_int_equal(task_json_plain(big, sizeof(big)), 0);
+}
+
 /* The first string that is not UTF-8 as api_body reports it; "" when none. */
 #define UTF8_ERR(lit) json_err(task_json_check_utf8, (lit), sizeof(lit) - 1)
 
@@ -1920,6 +1943,7 @@ int main(void)
         cmocka_unit_test(test_input_error_leaves_out_clean),
         cmocka_unit_test(test_json_nul_found_everywhere),
         cmocka_unit_test(test_json_nul_counts_and_survives_garbage),
+        cmocka_unit_test(test_json_plain),
         cmocka_unit_test(test_json_utf8_found_everywhere),
         cmocka_unit_test(test_input_header_control_and_duplicates),
         cmocka_unit_test(test_input_req_numbers_exact_or_refused),
