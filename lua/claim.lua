@@ -5,20 +5,23 @@
 -- with a lease deadline.
 -- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
 -- lease_margin_ms, near_ms, far_limit (the last two: no such cap when absent)
--- Returns {due_left, run_left, taken, id, due_ms, attempt, spec, ...}: spec
--- (the task's record, or its spec as schema 1 stored it) is nil for a retry
--- pointer (read it from the home slice with fetch); `taken`
--- counts every id consumed, delivered or dropped, so taken == limit means
--- there may be more.
+-- Returns {due_left, run_left, taken, then per task leased either its :due
+-- member "id\nrecord" (a fresh task, lib.lua: its first attempt, due at the
+-- execute_at its id holds) or due_ms, id, attempt, spec}: due_ms an integer,
+-- the member a string, so each tells its form; spec (the task's record, or
+-- its spec as schema 1 stored it) is nil for a retry pointer (read it from
+-- the home slice with fetch); `taken` counts every id consumed, delivered
+-- or dropped, so taken == limit means there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
 -- not one command per id; every read and check comes before the first write.
 local now = now_ms()
+local now_text = int_text(now)
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
-local ids, dues, reclaim, taken_due, recs, due_text = {}, {}, {}, {}, {}, {}
+local ids, dues, reclaim, taken_due, recs, due_text, member = {}, {}, {}, {}, {}, {}, {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(exp) do
   ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
@@ -56,10 +59,14 @@ if #ids < limit then
       at = id_at_text(id)
     end
     ids[#ids + 1] = id; reclaim[#ids] = false
-    if not at then at = redis.call('ZSCORE', KEYS[1], m) end
-    dues[#ids] = tonumber(at)
+    -- (a fresh one's due as a number only when needed: below)
+    if not at then
+      at = redis.call('ZSCORE', KEYS[1], m)
+      dues[#ids] = tonumber(at)
+    end
     due_text[#ids] = at
     recs[#ids] = rec
+    if rec then member[#ids] = m end
     taken_due[#taken_due + 1] = m
   end
 end
@@ -74,9 +81,10 @@ local ptr = {}
 if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
 -- one HMGET: each task's state, then a full task's spec (a fresh one holds
 -- its record in its member)
-local fields = {}
+local fields, sfield = {}, {}
 for i = 1, taken do
-  fields[#fields + 1] = 's:' .. ids[i]
+  sfield[i] = 's:' .. ids[i]
+  fields[#fields + 1] = sfield[i]
   if not recs[i] then fields[#fields + 1] = ids[i] end
 end
 local got = bulk_read('HMGET', KEYS[2], fields)
@@ -97,6 +105,9 @@ end
 
 local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
 local dropped = 0
+-- what a burst repeats, made once a call: a timeout's number, a queue's
+-- JSON, a lease deadline's digits
+local to_num, q_json, deadline_text = {}, {}, {}
 for i = 1, taken do
   local id = ids[i]
   if seen[id] then
@@ -108,20 +119,32 @@ for i = 1, taken do
     srem[#srem + 1] = id
     zrem[#zrem + 1] = id
   elseif ptr[i] then
-    zadd[#zadd + 1] = math.max(dues[i], now) + tonumber(ptr[i]) + margin
+    local due = dues[i] or tonumber(due_text[i])
+    zadd[#zadd + 1] = math.max(due, now) + tonumber(ptr[i]) + margin
     zadd[#zadd + 1] = id
-    out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 0; out[#out + 1] = false
+    out[#out + 1] = due; out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = false
   elseif fresh[i] then
-    -- its first attempt: the state is written as text (lib.lua: state_run1)
+    -- its first attempt: the state is written as text (lib.lua: state_run1).
+    -- Its due is read as a number only when later than now (digits of the
+    -- same length compare as numbers do).
     local to, q = rec_to_queue(recs[i])
-    hset[#hset + 1] = 's:' .. id
-    hset[#hset + 1] = state_run1(due_text[i], to, q)
+    local at = due_text[i]
+    local from = now
+    if #at ~= #now_text or at > now_text then from = tonumber(at) end
+    local ton = to_num[to]
+    if not ton then ton = tonumber(to); to_num[to] = ton end
+    local qj = q_json[q or '']
+    if not qj then qj = state_run1_queue(q); q_json[q or ''] = qj end
+    local dl = from + ton + margin
+    local dlt = deadline_text[dl]
+    if not dlt then dlt = int_text(dl); deadline_text[dl] = dlt end
+    hset[#hset + 1] = sfield[i]
+    hset[#hset + 1] = state_run1(at, to, qj)
     hset[#hset + 1] = id
     hset[#hset + 1] = recs[i]
-    zadd[#zadd + 1] = int_text(math.max(dues[i], now) + tonumber(to) + margin)
+    zadd[#zadd + 1] = dlt
     zadd[#zadd + 1] = id
-    out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 1
-    out[#out + 1] = recs[i]
+    out[#out + 1] = member[i]
   else
     local st = states[i]
     if type(st) == 'string' then st = cjson.decode(st) end
@@ -134,11 +157,11 @@ for i = 1, taken do
       local due = st.w and dues[i] or st.due
       st.s = 'running'
       st.w = nil
-      hset[#hset + 1] = 's:' .. id
+      hset[#hset + 1] = sfield[i]
       hset[#hset + 1] = cjson.encode(st)
       zadd[#zadd + 1] = int_text(math.max(due, now) + st.to + margin)
       zadd[#zadd + 1] = id
-      out[#out + 1] = id; out[#out + 1] = due; out[#out + 1] = st.a + 1
+      out[#out + 1] = due; out[#out + 1] = id; out[#out + 1] = st.a + 1
       out[#out + 1] = specs[i]
     end
   end

@@ -136,8 +136,9 @@ local function state_put(task, id, st)
 end
 
 -- The execute_at of an id (src/model/task.h: "<slice>.<execute_at ms>.<key>",
--- the slice "minute.b") as its digits, and its key (plain finds, not a
--- pattern: the claim reads every due id); nil for what is not an id.
+-- the slice "minute.b") as its digits, and where its key begins (plain
+-- finds, not a pattern: the claim reads every due id); nil for what is not
+-- an id.
 local function id_at_text(id)
   local a = string.find(id, '.', 1, true)
   local b = a and string.find(id, '.', a + 1, true)
@@ -145,13 +146,14 @@ local function id_at_text(id)
   if not c then return nil end
   local at = string.sub(id, b + 1, c - 1)
   if not string.find(at, '^%d+$') then return nil end
-  return at, string.sub(id, c + 1)
+  return at, c + 1
 end
 
--- The same with execute_at a number; nil, '' for what is not an id.
+-- The execute_at as a number, and the key; nil, '' for what is not an id.
 local function id_at(id)
-  local at, key = id_at_text(id)
-  return tonumber(at), key or ''
+  local at, k = id_at_text(id)
+  if not at then return nil, '' end
+  return tonumber(at), string.sub(id, k)
 end
 
 -- A fresh task's member in :due: member, record, due; or nil.
@@ -193,16 +195,21 @@ end
 -- and with the decode and encode of the settle that was the largest part of
 -- what a task cost Redis. Any other state goes through cjson; the two forms
 -- are the same JSON to every reader. settle reads a state of the first form
--- with STATE_RUN1 (due, to, q as JSON text) and writes STATE_OK1 from it.
-local STATE_RUN1 = '^{"s":"running","a":0,"due":(%d+),"to":(%d+),"q":(.*)}$'
+-- as STATE_RUN1_HEAD (a plain find) then STATE_RUN1_TAIL from the byte after
+-- it (due, to, q as JSON text), and writes the succeeded one from it.
+local STATE_RUN1_HEAD = '{"s":"running","a":0,"due":'
+local STATE_RUN1_TAIL = '^(%d+),"to":(%d+),"q":(.*)}$'
 
--- due, to: digits; q: the queue of the record ('' = the default)
-local function state_run1(due, to, q)
-  local qj
-  if q == nil or q == '' then qj = '1'
-  elseif string.find(q, '^[%w._-]+$') then qj = '"' .. q .. '"'
-  else qj = cjson.encode(q) end
-  return '{"s":"running","a":0,"due":' .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
+-- The JSON of q, the queue of a record ('' = the default), in such a state.
+local function state_run1_queue(q)
+  if q == nil or q == '' then return '1' end
+  if string.find(q, '^[%w._-]+$') then return '"' .. q .. '"' end
+  return cjson.encode(q)
+end
+
+-- due, to: digits; qj: state_run1_queue's
+local function state_run1(due, to, qj)
+  return STATE_RUN1_HEAD .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
 end
 
 -- A time in ms, or another integer below 2^53, as its digits.
