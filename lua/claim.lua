@@ -21,12 +21,15 @@ local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
-local ids, dues, reclaim, taken_due, recs, due_text, member = {}, {}, {}, {}, {}, {}, {}
+-- (a table grown in a loop by a count kept beside it: each #t is a search)
+local ids, dues, reclaim, recs, due_text, member = {}, {}, {}, {}, {}, {}
+local taken_due = {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
-for _, id in ipairs(exp) do
-  ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
+for i, id in ipairs(exp) do
+  ids[i] = id; dues[i] = now; reclaim[i] = true
 end
-if #ids < limit then
+local taken = #ids
+if taken < limit then
   -- no WITHSCORES (Redis writes each score with snprintf): a fresh entry is
   -- due at the execute_at its id holds (add.lua), the others' scores are
   -- read one by one (retries and tasks held back: few in a batch).
@@ -53,24 +56,24 @@ if #ids < limit then
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)
     local m, id, rec, at = due[i], due[i], nil, nil
-    local nl = string.find(m, '\n', 1, true)
+    local nl = str_find(m, '\n', 1, true)
     if nl then
-      id, rec = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
+      id, rec = str_sub(m, 1, nl - 1), str_sub(m, nl + 1)
       at = id_at_text(id)
     end
-    ids[#ids + 1] = id; reclaim[#ids] = false
+    taken = taken + 1
+    ids[taken] = id
     -- (a fresh one's due as a number only when needed: below)
     if not at then
       at = redis.call('ZSCORE', KEYS[1], m)
-      dues[#ids] = tonumber(at)
+      dues[taken] = tonumber(at)
     end
-    due_text[#ids] = at
-    recs[#ids] = rec
-    if rec then member[#ids] = m end
-    taken_due[#taken_due + 1] = m
+    due_text[taken] = at
+    if rec then recs[taken] = rec; member[taken] = m end
   end
+  -- every entry read is taken (delivered or dropped)
+  taken_due = due
 end
-local taken = #ids
 
 -- cancellations are rare: most slices have an empty :del and skip this
 local deleted = {}
@@ -81,11 +84,13 @@ local ptr = {}
 if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
 -- one HMGET: each task's state, then a full task's spec (a fresh one holds
 -- its record in its member)
-local fields, sfield = {}, {}
+local fields, sfield, nf = {}, {}, 0
 for i = 1, taken do
-  sfield[i] = 's:' .. ids[i]
-  fields[#fields + 1] = sfield[i]
-  if not recs[i] then fields[#fields + 1] = ids[i] end
+  local f = 's:' .. ids[i]
+  sfield[i] = f
+  nf = nf + 1
+  fields[nf] = f
+  if not recs[i] then nf = nf + 1; fields[nf] = ids[i] end
 end
 local got = bulk_read('HMGET', KEYS[2], fields)
 local states, specs, fresh = {}, {}, {}
@@ -99,12 +104,12 @@ for i = 1, taken do
   elseif not states[i] then
     -- (a state already there: a task of the same id was stored in full
     -- since, a key given that tickd once made; that one stands)
-    specs[i], fresh[i] = recs[i], true
+    fresh[i] = true
   end
 end
 
 local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
-local dropped = 0
+local dropped, nh, nz, no = 0, 0, 0, 3
 -- what a burst repeats, made once a call: a timeout's number, a queue's
 -- JSON, a lease deadline's digits
 local to_num, q_json, deadline_text = {}, {}, {}
@@ -120,9 +125,10 @@ for i = 1, taken do
     zrem[#zrem + 1] = id
   elseif ptr[i] then
     local due = dues[i] or tonumber(due_text[i])
-    zadd[#zadd + 1] = math.max(due, now) + tonumber(ptr[i]) + margin
-    zadd[#zadd + 1] = id
-    out[#out + 1] = due; out[#out + 1] = id; out[#out + 1] = 0; out[#out + 1] = false
+    nz = nz + 1; zadd[nz] = math.max(due, now) + tonumber(ptr[i]) + margin
+    nz = nz + 1; zadd[nz] = id
+    out[no + 1], out[no + 2], out[no + 3], out[no + 4] = due, id, 0, false
+    no = no + 4
   elseif fresh[i] then
     -- its first attempt: the state is written as text (lib.lua: state_run1).
     -- Its due is read as a number only when later than now (digits of the
@@ -138,13 +144,13 @@ for i = 1, taken do
     local dl = from + ton + margin
     local dlt = deadline_text[dl]
     if not dlt then dlt = int_text(dl); deadline_text[dl] = dlt end
-    hset[#hset + 1] = sfield[i]
-    hset[#hset + 1] = state_run1(at, to, qj)
-    hset[#hset + 1] = id
-    hset[#hset + 1] = recs[i]
-    zadd[#zadd + 1] = dlt
-    zadd[#zadd + 1] = id
-    out[#out + 1] = member[i]
+    nh = nh + 1; hset[nh] = sfield[i]
+    nh = nh + 1; hset[nh] = state_run1(at, to, qj)
+    nh = nh + 1; hset[nh] = id
+    nh = nh + 1; hset[nh] = recs[i]
+    nz = nz + 1; zadd[nz] = dlt
+    nz = nz + 1; zadd[nz] = id
+    no = no + 1; out[no] = member[i]
   else
     local st = states[i]
     if type(st) == 'string' then st = cjson.decode(st) end
@@ -157,12 +163,12 @@ for i = 1, taken do
       local due = st.w and dues[i] or st.due
       st.s = 'running'
       st.w = nil
-      hset[#hset + 1] = sfield[i]
-      hset[#hset + 1] = cjson.encode(st)
-      zadd[#zadd + 1] = int_text(math.max(due, now) + st.to + margin)
-      zadd[#zadd + 1] = id
-      out[#out + 1] = due; out[#out + 1] = id; out[#out + 1] = st.a + 1
-      out[#out + 1] = specs[i]
+      nh = nh + 1; hset[nh] = sfield[i]
+      nh = nh + 1; hset[nh] = cjson.encode(st)
+      nz = nz + 1; zadd[nz] = int_text(math.max(due, now) + st.to + margin)
+      nz = nz + 1; zadd[nz] = id
+      out[no + 1], out[no + 2], out[no + 3], out[no + 4] = due, id, st.a + 1, specs[i]
+      no = no + 4
     end
   end
   seen[id] = true

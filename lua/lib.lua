@@ -77,6 +77,10 @@
 --            most 16); list: ARGV limit (at most 200) entries of idx, each a
 --            handful of single-key reads
 --
+-- The string functions the per-task paths call, as locals (string.find
+-- is two table reads a call).
+local str_find, str_sub, str_match, str_byte = string.find, string.sub, string.match, string.byte
+
 -- The queue a task's state counts it in (add.lua): nil for a task stored
 -- before states named it (never counted, so never counted off).
 local function state_queue(st)
@@ -140,12 +144,12 @@ end
 -- finds, not a pattern: the claim reads every due id); nil for what is not
 -- an id.
 local function id_at_text(id)
-  local a = string.find(id, '.', 1, true)
-  local b = a and string.find(id, '.', a + 1, true)
-  local c = b and string.find(id, '.', b + 1, true)
+  local a = str_find(id, '.', 1, true)
+  local b = a and str_find(id, '.', a + 1, true)
+  local c = b and str_find(id, '.', b + 1, true)
   if not c then return nil end
-  local at = string.sub(id, b + 1, c - 1)
-  if not string.find(at, '^%d+$') then return nil end
+  local at = str_sub(id, b + 1, c - 1)
+  if not str_find(at, '^%d+$') then return nil end
   return at, c + 1
 end
 
@@ -171,14 +175,14 @@ end
 -- plain finds of the line ends (src/model/task.h: url, method, timeout_ms,
 -- queue, ...); nil when it holds no timeout.
 local function rec_to_queue(rec)
-  local a = string.find(rec, '\n', 1, true)
-  local b = a and string.find(rec, '\n', a + 1, true)
-  local c = b and string.find(rec, '\n', b + 1, true)
-  local d = c and string.find(rec, '\n', c + 1, true)
+  local a = str_find(rec, '\n', 1, true)
+  local b = a and str_find(rec, '\n', a + 1, true)
+  local c = b and str_find(rec, '\n', b + 1, true)
+  local d = c and str_find(rec, '\n', c + 1, true)
   if not d then return nil end
-  local to = string.sub(rec, b + 1, c - 1)
-  if not string.find(to, '^%d+$') then return nil end
-  return to, string.sub(rec, c + 1, d - 1)
+  local to = str_sub(rec, b + 1, c - 1)
+  if not str_find(to, '^%d+$') then return nil end
+  return to, str_sub(rec, c + 1, d - 1)
 end
 
 -- The state a fresh task has (its record: src/model/task.h).
@@ -235,7 +239,8 @@ end
 -- values fails. bulk_write(cmd, key, list) sends list after key (pairs stay
 -- together: the piece size is even); bulk_read does the same for commands
 -- that answer one value per argument (HMGET) and joins the
--- answers. An empty list sends nothing.
+-- answers (one piece's answer is returned as it came). An empty list sends
+-- nothing.
 local BULK = 4000
 
 local function bulk_write(cmd, key, list)
@@ -245,6 +250,10 @@ local function bulk_write(cmd, key, list)
 end
 
 local function bulk_read(cmd, key, list)
+  if #list <= BULK then
+    if #list == 0 then return {} end
+    return redis.call(cmd, key, unpack(list))
+  end
   local res = {}
   for i = 1, #list, BULK do
     local r = redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))

@@ -27,13 +27,15 @@ local now = now_ms()
 local now_text = int_text(now)
 
 -- the groups: where each starts, and its state's field
-local starts, sfields = {}, {}
-local nargv = #ARGV
+local argv = ARGV
+local starts, sfields, ngroups = {}, {}, 0
+local nargv = #argv
 local g = 4
 while g <= nargv do
-  starts[#starts + 1] = g
-  sfields[#sfields + 1] = 's:' .. ARGV[g]
-  if OUTCOMES[ARGV[g + 1]] then g = g + 12 else g = g + 2 end
+  ngroups = ngroups + 1
+  starts[ngroups] = g
+  sfields[ngroups] = 's:' .. argv[g]
+  if OUTCOMES[argv[g + 1]] then g = g + 12 else g = g + 2 end
 end
 local raw = bulk_read('HMGET', KEYS[2], sfields)
 local states, changed, order, ofields = {}, {}, {}, {}
@@ -87,8 +89,8 @@ end
 local canon_token = string.find(token, '^%w*$') ~= nil
 local queues = {['1'] = 'default'}
 local function settle_ok1(rawst, attempt, t, ms, c)
-  if not canon_token or string.find(rawst, STATE_RUN1_HEAD, 1, true) ~= 1 then return nil end
-  local due, to, q = string.match(rawst, STATE_RUN1_TAIL, #STATE_RUN1_HEAD + 1)
+  if not canon_token or str_find(rawst, STATE_RUN1_HEAD, 1, true) ~= 1 then return nil end
+  local due, to, q = str_match(rawst, STATE_RUN1_TAIL, #STATE_RUN1_HEAD + 1)
   if not due then return nil end
   local queue = queues[q]
   if not queue then
@@ -108,7 +110,7 @@ local OK1_ARGS = '^([1-9]%d*) ([1-9]%d*) (%d+) ([1-9]%d*)$'
 -- match OK1_ARGS): written back as settle_ok1's text. Returns its queue;
 -- nil when this does not apply.
 local function settled_ok1(n, id, a, t, ms, c)
-  if not a or states[id] ~= nil or not raw[n] or (#ms > 1 and string.byte(ms) == 48) then
+  if not a or states[id] ~= nil or not raw[n] or (#ms > 1 and str_byte(ms) == 48) then
     return nil
   end
   local text, queue = settle_ok1(raw[n], a, t, ms, c)
@@ -184,7 +186,7 @@ end
 -- (its state as the claim wrote it) is written without a table; any other
 -- goes the general way.
 local function settle_success(n, id, p)
-  local a, t, ms, c = string.match(p, OK1_ARGS)
+  local a, t, ms, c = str_match(p, OK1_ARGS)
   local queue = settled_ok1(n, id, a, t, ms, c)
   if queue then
     zrem[#zrem + 1] = id
@@ -197,14 +199,15 @@ end
 
 -- the queues whose counts the tasks ended here leave
 local qn, qorder = {}, {}
-for n, i in ipairs(starts) do
+for n = 1, ngroups do
+  local i = starts[n]
   ended = ''
   local q
-  if OUTCOMES[ARGV[i + 1]] then
-    q = settle(n, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-               ARGV[i + 6], ARGV[i + 7], {ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]})
+  if OUTCOMES[argv[i + 1]] then
+    q = settle(n, argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
+               argv[i + 6], argv[i + 7], {argv[i + 8], argv[i + 9], argv[i + 10], argv[i + 11]})
   else
-    q = settle_success(n, ARGV[i], ARGV[i + 1])
+    q = settle_success(n, argv[i], argv[i + 1])
     if type(q) == 'table' then return q end
   end
   if q ~= '' then

@@ -570,6 +570,22 @@ static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, 
     step_int(st, to);
 }
 
+/* The home slice of attempt a's task into home (TASK_SLICE_MAX): the
+ * lease's own slice when the id begins with it (a task claimed where it
+ * lives, as every first attempt is: nothing to parse), else read from the
+ * id. Returns 0, or -1 for what is not an id tickd made. */
+static int rs_home(const store_attempt *a, char *home)
+{
+    size_t n = strlen(a->src);
+    if (n < TASK_SLICE_MAX && strncmp(a->id, a->src, n) == 0 && a->id[n] == '.') {
+        memcpy(home, a->src, n + 1);
+        return 0;
+    }
+    char key[TASK_KEY_MAX + 1];
+    int64_t at;
+    return task_id_parse(a->id, home, &at, key);
+}
+
 /* An attempt is recorded as ordered steps on one slice each. A crash between
  * steps can repeat an attempt, never lose one: the retry's pointer is written
  * before the home record says so, and the lease is dropped last. Outcomes
@@ -581,9 +597,8 @@ static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn
     chain *open = NULL;
     for (int i = 0; i < n; i++) {
         const store_attempt *a = &as[i];
-        char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1], next[TASK_SLICE_MAX] = "";
-        int64_t at;
-        if (task_id_parse(a->id, home, &at, key) != 0) {
+        char home[TASK_SLICE_MAX], next[TASK_SLICE_MAX] = "";
+        if (rs_home(a, home) != 0) {
             chain_run(chain_new(rs, a, cb, priv));
             continue;
         }
