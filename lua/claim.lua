@@ -5,25 +5,31 @@
 -- with a lease deadline.
 -- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
 -- lease_margin_ms, near_ms, far_limit (the last two: no such cap when absent)
--- Returns {due_left, run_left, taken, id, due_ms, attempt, spec, ...}: spec
--- (the task's record, or its spec as schema 1 stored it) is nil for a retry
--- pointer (read it from the home slice with fetch); `taken`
--- counts every id consumed, delivered or dropped, so taken == limit means
--- there may be more.
+-- Returns {due_left, run_left, taken, then per task leased either its :due
+-- member "id\nrecord" (a fresh task, lib.lua: its first attempt, due at the
+-- execute_at its id holds) or due_ms, id, attempt, spec}: due_ms an integer,
+-- the member a string, so each tells its form; spec (the task's record, or
+-- its spec as schema 1 stored it) is nil for a retry pointer (read it from
+-- the home slice with fetch); `taken` counts every id consumed, delivered
+-- or dropped, so taken == limit means there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
 -- not one command per id; every read and check comes before the first write.
 local now = now_ms()
+local now_text = int_text(now)
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
-local ids, dues, reclaim, taken_due, recs, due_text = {}, {}, {}, {}, {}, {}
+-- (a table grown in a loop by a count kept beside it: each #t is a search)
+local ids, dues, reclaim, recs, due_text, member = {}, {}, {}, {}, {}, {}
+local taken_due = {}
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
-for _, id in ipairs(exp) do
-  ids[#ids + 1] = id; dues[#ids] = now; reclaim[#ids] = true
+for i, id in ipairs(exp) do
+  ids[i] = id; dues[i] = now; reclaim[i] = true
 end
-if #ids < limit then
+local taken = #ids
+if taken < limit then
   -- no WITHSCORES (Redis writes each score with snprintf): a fresh entry is
   -- due at the execute_at its id holds (add.lua), the others' scores are
   -- read one by one (retries and tasks held back: few in a batch).
@@ -50,20 +56,24 @@ if #ids < limit then
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)
     local m, id, rec, at = due[i], due[i], nil, nil
-    local nl = string.find(m, '\n', 1, true)
+    local nl = str_find(m, '\n', 1, true)
     if nl then
-      id, rec = string.sub(m, 1, nl - 1), string.sub(m, nl + 1)
+      id, rec = str_sub(m, 1, nl - 1), str_sub(m, nl + 1)
       at = id_at_text(id)
     end
-    ids[#ids + 1] = id; reclaim[#ids] = false
-    if not at then at = redis.call('ZSCORE', KEYS[1], m) end
-    dues[#ids] = tonumber(at)
-    due_text[#ids] = at
-    recs[#ids] = rec
-    taken_due[#taken_due + 1] = m
+    taken = taken + 1
+    ids[taken] = id
+    -- (a fresh one's due as a number only when needed: below)
+    if not at then
+      at = redis.call('ZSCORE', KEYS[1], m)
+      dues[taken] = tonumber(at)
+    end
+    due_text[taken] = at
+    if rec then recs[taken] = rec; member[taken] = m end
   end
+  -- every entry read is taken (delivered or dropped)
+  taken_due = due
 end
-local taken = #ids
 
 -- cancellations are rare: most slices have an empty :del and skip this
 local deleted = {}
@@ -74,10 +84,13 @@ local ptr = {}
 if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
 -- one HMGET: each task's state, then a full task's spec (a fresh one holds
 -- its record in its member)
-local fields = {}
+local fields, sfield, nf = {}, {}, 0
 for i = 1, taken do
-  fields[#fields + 1] = 's:' .. ids[i]
-  if not recs[i] then fields[#fields + 1] = ids[i] end
+  local f = 's:' .. ids[i]
+  sfield[i] = f
+  nf = nf + 1
+  fields[nf] = f
+  if not recs[i] then nf = nf + 1; fields[nf] = ids[i] end
 end
 local got = bulk_read('HMGET', KEYS[2], fields)
 local states, specs, fresh = {}, {}, {}
@@ -91,12 +104,15 @@ for i = 1, taken do
   elseif not states[i] then
     -- (a state already there: a task of the same id was stored in full
     -- since, a key given that tickd once made; that one stands)
-    specs[i], fresh[i] = recs[i], true
+    fresh[i] = true
   end
 end
 
 local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
-local dropped = 0
+local dropped, nh, nz, no = 0, 0, 0, 3
+-- what a burst repeats, made once a call: a timeout's number, a queue's
+-- JSON, a lease deadline's digits
+local to_num, q_json, deadline_text = {}, {}, {}
 for i = 1, taken do
   local id = ids[i]
   if seen[id] then
@@ -108,20 +124,33 @@ for i = 1, taken do
     srem[#srem + 1] = id
     zrem[#zrem + 1] = id
   elseif ptr[i] then
-    zadd[#zadd + 1] = math.max(dues[i], now) + tonumber(ptr[i]) + margin
-    zadd[#zadd + 1] = id
-    out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 0; out[#out + 1] = false
+    local due = dues[i] or tonumber(due_text[i])
+    nz = nz + 1; zadd[nz] = math.max(due, now) + tonumber(ptr[i]) + margin
+    nz = nz + 1; zadd[nz] = id
+    out[no + 1], out[no + 2], out[no + 3], out[no + 4] = due, id, 0, false
+    no = no + 4
   elseif fresh[i] then
-    -- its first attempt: the state is written as text (lib.lua: state_run1)
+    -- its first attempt: the state is written as text (lib.lua: state_run1).
+    -- Its due is read as a number only when later than now (digits of the
+    -- same length compare as numbers do).
     local to, q = rec_to_queue(recs[i])
-    hset[#hset + 1] = 's:' .. id
-    hset[#hset + 1] = state_run1(due_text[i], to, q)
-    hset[#hset + 1] = id
-    hset[#hset + 1] = recs[i]
-    zadd[#zadd + 1] = int_text(math.max(dues[i], now) + tonumber(to) + margin)
-    zadd[#zadd + 1] = id
-    out[#out + 1] = id; out[#out + 1] = dues[i]; out[#out + 1] = 1
-    out[#out + 1] = recs[i]
+    local at = due_text[i]
+    local from = now
+    if #at ~= #now_text or at > now_text then from = tonumber(at) end
+    local ton = to_num[to]
+    if not ton then ton = tonumber(to); to_num[to] = ton end
+    local qj = q_json[q or '']
+    if not qj then qj = state_run1_queue(q); q_json[q or ''] = qj end
+    local dl = from + ton + margin
+    local dlt = deadline_text[dl]
+    if not dlt then dlt = int_text(dl); deadline_text[dl] = dlt end
+    nh = nh + 1; hset[nh] = sfield[i]
+    nh = nh + 1; hset[nh] = state_run1(at, to, qj)
+    nh = nh + 1; hset[nh] = id
+    nh = nh + 1; hset[nh] = recs[i]
+    nz = nz + 1; zadd[nz] = dlt
+    nz = nz + 1; zadd[nz] = id
+    no = no + 1; out[no] = member[i]
   else
     local st = states[i]
     if type(st) == 'string' then st = cjson.decode(st) end
@@ -134,12 +163,12 @@ for i = 1, taken do
       local due = st.w and dues[i] or st.due
       st.s = 'running'
       st.w = nil
-      hset[#hset + 1] = 's:' .. id
-      hset[#hset + 1] = cjson.encode(st)
-      zadd[#zadd + 1] = int_text(math.max(due, now) + st.to + margin)
-      zadd[#zadd + 1] = id
-      out[#out + 1] = id; out[#out + 1] = due; out[#out + 1] = st.a + 1
-      out[#out + 1] = specs[i]
+      nh = nh + 1; hset[nh] = sfield[i]
+      nh = nh + 1; hset[nh] = cjson.encode(st)
+      nz = nz + 1; zadd[nz] = int_text(math.max(due, now) + st.to + margin)
+      nz = nz + 1; zadd[nz] = id
+      out[no + 1], out[no + 2], out[no + 3], out[no + 4] = due, id, st.a + 1, specs[i]
+      no = no + 4
     end
   end
   seen[id] = true

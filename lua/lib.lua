@@ -77,6 +77,10 @@
 --            most 16); list: ARGV limit (at most 200) entries of idx, each a
 --            handful of single-key reads
 --
+-- The string functions the per-task paths call, as locals (string.find
+-- is two table reads a call).
+local str_find, str_sub, str_match, str_byte = string.find, string.sub, string.match, string.byte
+
 -- The queue a task's state counts it in (add.lua): nil for a task stored
 -- before states named it (never counted, so never counted off).
 local function state_queue(st)
@@ -136,22 +140,24 @@ local function state_put(task, id, st)
 end
 
 -- The execute_at of an id (src/model/task.h: "<slice>.<execute_at ms>.<key>",
--- the slice "minute.b") as its digits, and its key (plain finds, not a
--- pattern: the claim reads every due id); nil for what is not an id.
+-- the slice "minute.b") as its digits, and where its key begins (plain
+-- finds, not a pattern: the claim reads every due id); nil for what is not
+-- an id.
 local function id_at_text(id)
-  local a = string.find(id, '.', 1, true)
-  local b = a and string.find(id, '.', a + 1, true)
-  local c = b and string.find(id, '.', b + 1, true)
+  local a = str_find(id, '.', 1, true)
+  local b = a and str_find(id, '.', a + 1, true)
+  local c = b and str_find(id, '.', b + 1, true)
   if not c then return nil end
-  local at = string.sub(id, b + 1, c - 1)
-  if not string.find(at, '^%d+$') then return nil end
-  return at, string.sub(id, c + 1)
+  local at = str_sub(id, b + 1, c - 1)
+  if not str_find(at, '^%d+$') then return nil end
+  return at, c + 1
 end
 
--- The same with execute_at a number; nil, '' for what is not an id.
+-- The execute_at as a number, and the key; nil, '' for what is not an id.
 local function id_at(id)
-  local at, key = id_at_text(id)
-  return tonumber(at), key or ''
+  local at, k = id_at_text(id)
+  if not at then return nil, '' end
+  return tonumber(at), string.sub(id, k)
 end
 
 -- A fresh task's member in :due: member, record, due; or nil.
@@ -169,14 +175,14 @@ end
 -- plain finds of the line ends (src/model/task.h: url, method, timeout_ms,
 -- queue, ...); nil when it holds no timeout.
 local function rec_to_queue(rec)
-  local a = string.find(rec, '\n', 1, true)
-  local b = a and string.find(rec, '\n', a + 1, true)
-  local c = b and string.find(rec, '\n', b + 1, true)
-  local d = c and string.find(rec, '\n', c + 1, true)
+  local a = str_find(rec, '\n', 1, true)
+  local b = a and str_find(rec, '\n', a + 1, true)
+  local c = b and str_find(rec, '\n', b + 1, true)
+  local d = c and str_find(rec, '\n', c + 1, true)
   if not d then return nil end
-  local to = string.sub(rec, b + 1, c - 1)
-  if not string.find(to, '^%d+$') then return nil end
-  return to, string.sub(rec, c + 1, d - 1)
+  local to = str_sub(rec, b + 1, c - 1)
+  if not str_find(to, '^%d+$') then return nil end
+  return to, str_sub(rec, c + 1, d - 1)
 end
 
 -- The state a fresh task has (its record: src/model/task.h).
@@ -193,16 +199,21 @@ end
 -- and with the decode and encode of the settle that was the largest part of
 -- what a task cost Redis. Any other state goes through cjson; the two forms
 -- are the same JSON to every reader. settle reads a state of the first form
--- with STATE_RUN1 (due, to, q as JSON text) and writes STATE_OK1 from it.
-local STATE_RUN1 = '^{"s":"running","a":0,"due":(%d+),"to":(%d+),"q":(.*)}$'
+-- as STATE_RUN1_HEAD (a plain find) then STATE_RUN1_TAIL from the byte after
+-- it (due, to, q as JSON text), and writes the succeeded one from it.
+local STATE_RUN1_HEAD = '{"s":"running","a":0,"due":'
+local STATE_RUN1_TAIL = '^(%d+),"to":(%d+),"q":(.*)}$'
 
--- due, to: digits; q: the queue of the record ('' = the default)
-local function state_run1(due, to, q)
-  local qj
-  if q == nil or q == '' then qj = '1'
-  elseif string.find(q, '^[%w._-]+$') then qj = '"' .. q .. '"'
-  else qj = cjson.encode(q) end
-  return '{"s":"running","a":0,"due":' .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
+-- The JSON of q, the queue of a record ('' = the default), in such a state.
+local function state_run1_queue(q)
+  if q == nil or q == '' then return '1' end
+  if string.find(q, '^[%w._-]+$') then return '"' .. q .. '"' end
+  return cjson.encode(q)
+end
+
+-- due, to: digits; qj: state_run1_queue's
+local function state_run1(due, to, qj)
+  return STATE_RUN1_HEAD .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
 end
 
 -- A time in ms, or another integer below 2^53, as its digits.
@@ -228,7 +239,8 @@ end
 -- values fails. bulk_write(cmd, key, list) sends list after key (pairs stay
 -- together: the piece size is even); bulk_read does the same for commands
 -- that answer one value per argument (HMGET) and joins the
--- answers. An empty list sends nothing.
+-- answers (one piece's answer is returned as it came). An empty list sends
+-- nothing.
 local BULK = 4000
 
 local function bulk_write(cmd, key, list)
@@ -238,6 +250,10 @@ local function bulk_write(cmd, key, list)
 end
 
 local function bulk_read(cmd, key, list)
+  if #list <= BULK then
+    if #list == 0 then return {} end
+    return redis.call(cmd, key, unpack(list))
+  end
   local res = {}
   for i = 1, #list, BULK do
     local r = redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))

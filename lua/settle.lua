@@ -1,28 +1,44 @@
 -- settle: record the outcomes of attempts of tasks homed in this slice.
 -- KEYS: due, task, del, run, ok, failed, cancelled, expired (home slice)
 -- ARGV: retention_ms, failed_retention_ms, token (this settle's, the same
---       when it is sent again), then per task a group of 12: id,
---       outcome (ok|fail|retry|release|park|expire), attempt, status_code, error,
---       next_due_ms, local (1 when the lease is in this slice), next_slice
---       (retry: the slice holding the retry pointer, '' = here), and the
---       attempt's history entry: sent_at_ms (0: none), took_ms, the answer's
---       status (0: none) and the start of a failed answer's body
+--       when it is sent again), then per task a group in one of two forms:
+--   general (12): id, outcome (ok|fail|retry|release|park|expire), attempt,
+--       status_code, error, next_due_ms, local (1 when the lease is in this
+--       slice), next_slice (retry: the slice holding the retry pointer, '' =
+--       here), and the attempt's history entry: sent_at_ms (0: none), took_ms,
+--       the answer's status (0: none) and the start of a failed answer's body
+--   success (2): id, "attempt sent_at_ms took_ms status" (decimal, one space
+--       apart): an attempt that succeeded, with no error and no body, its
+--       lease in this slice. The same as the general group id, 'ok', attempt,
+--       '', '', 0, 1, '', sent_at_ms, took_ms, status, '' (what is stored
+--       does not depend on the form); told apart by its second argument,
+--       which is not an outcome's name.
 -- The task keeps its last HISTORY attempts in st.h: {t, ms, c, e, b}.
--- Returns per task, in order, the queue whose count it leaves when this
--- settle ended it (succeeded or failed; also when this settle is sent again
--- after its answer was lost: st.ft), else ''.
+-- Returns, for the tasks this settle ended (succeeded or failed; also when
+-- this settle is sent again after its answer was lost: st.ft), each queue
+-- once with how many of them it counted: {queue, n, queue, n, ...}.
 -- States are read with one HMGET and written with one HSET; an id given
 -- twice sees its first outcome, as if the groups had come one call each.
 local HISTORY = 10
+local OUTCOMES = {ok = true, fail = true, retry = true, release = true, park = true,
+                  expire = true}
 local retention, failed_retention, token = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 local now_text = int_text(now)
-local out = {}
 
-local sfields = {}
-for i = 4, #ARGV, 12 do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+-- the groups: where each starts, and its state's field
+local argv = ARGV
+local starts, sfields, ngroups = {}, {}, 0
+local nargv = #argv
+local g = 4
+while g <= nargv do
+  ngroups = ngroups + 1
+  starts[ngroups] = g
+  sfields[ngroups] = 's:' .. argv[g]
+  if OUTCOMES[argv[g + 1]] then g = g + 12 else g = g + 2 end
+end
 local raw = bulk_read('HMGET', KEYS[2], sfields)
-local states, changed, order = {}, {}, {}
+local states, changed, order, ofields = {}, {}, {}, {}
 local zrem, zadd, finals = {}, {}, 0
 local counted, ended = {}, ''
 local fin_ok, fin_failed, fin_expired = {}, {}, {}
@@ -46,11 +62,12 @@ local function ended_now(id, ix)
   ix[#ix + 1] = now_text; ix[#ix + 1] = id
 end
 
--- its state is written at the end, once
-local function write_back(id)
+-- its state (group n's) is written at the end, once
+local function write_back(id, n)
   if not changed[id] then
     changed[id] = true
     order[#order + 1] = id
+    ofields[#order] = sfields[n]
   end
 end
 
@@ -65,41 +82,57 @@ local function finish(st, id, status, ix)
 end
 
 -- A first attempt that succeeded, its state in the form the claim wrote
--- (lib.lua: STATE_RUN1): the succeeded state is written as text too, from
--- the digits given. Returns the state and its queue; nil when any part is
--- not of the forms this expects (the general path then takes it).
+-- (lib.lua: STATE_RUN1_HEAD): the succeeded state is written as text too, from
+-- the digits given (attempt, sent_at and status: digits without a leading
+-- zero; took: the same, or 0). Returns the state and its queue; nil when
+-- the state is not of that form (the general path then takes it).
 local canon_token = string.find(token, '^%w*$') ~= nil
-local function settle_ok1(rawst, attempt, code, hist)
-  if not canon_token or code ~= '' or hist[4] ~= '' then return nil end
-  local due, to, q = string.match(rawst, STATE_RUN1)
+local queues = {['1'] = 'default'}
+local function settle_ok1(rawst, attempt, t, ms, c)
+  if not canon_token or str_find(rawst, STATE_RUN1_HEAD, 1, true) ~= 1 then return nil end
+  local due, to, q = str_match(rawst, STATE_RUN1_TAIL, #STATE_RUN1_HEAD + 1)
   if not due then return nil end
-  local ms = string.match(attempt .. ' ' .. hist[1] .. ' ' .. hist[2] .. ' ' .. hist[3],
-                          '^[1-9]%d* [1-9]%d* (%d+) [1-9]%d*$')
-  if not ms or (#ms > 1 and string.sub(ms, 1, 1) == '0') then return nil end
-  local queue
-  if q == '1' then queue = 'default'
-  else queue = string.match(q, '^"([%w._-]+)"$') or cjson.decode(q) end
+  local queue = queues[q]
+  if not queue then
+    queue = string.match(q, '^"([%w._-]+)"$') or cjson.decode(q)
+    queues[q] = queue
+  end
   return '{"s":"succeeded","a":' .. attempt .. ',"due":' .. due .. ',"to":' .. to .. ',"q":' .. q ..
-         ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":[{"t":' .. hist[1] .. ',"ms":' ..
-         ms .. ',"c":' .. hist[3] .. '}]}', queue
+         ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":[{"t":' .. t .. ',"ms":' ..
+         ms .. ',"c":' .. c .. '}]}', queue
+end
+
+-- the digits settle_ok1 takes: attempt, sent_at, took, status
+local OK1_ARGS = '^([1-9]%d*) ([1-9]%d*) (%d+) ([1-9]%d*)$'
+
+-- Group n's task (id), its state as the claim wrote it and given first in
+-- this settle, ended by a success of those digits (nil when they did not
+-- match OK1_ARGS): written back as settle_ok1's text. Returns its queue;
+-- nil when this does not apply.
+local function settled_ok1(n, id, a, t, ms, c)
+  if not a or states[id] ~= nil or not raw[n] or (#ms > 1 and str_byte(ms) == 48) then
+    return nil
+  end
+  local text, queue = settle_ok1(raw[n], a, t, ms, c)
+  if not text then return nil end
+  states[id] = text
+  ended_now(id, fin_ok)
+  write_back(id, n)
+  return queue
 end
 
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
   local st = states[id]
   if loc == '1' then zrem[#zrem + 1] = id end
-  if st == nil and o == 'ok' and err == '' and raw[n] then
-    local text, queue = settle_ok1(raw[n], attempt, code, hist)
-    if text then
-      states[id] = text
-      ended_now(id, fin_ok)
-      write_back(id)
-      return queue
-    end
+  if st == nil and o == 'ok' and err == '' and code == '' and hist[4] == '' then
+    local queue = settled_ok1(n, id, string.match(attempt .. ' ' .. hist[1] .. ' ' .. hist[2] ..
+                                                   ' ' .. hist[3], OK1_ARGS))
+    if queue then return queue end
   end
   if type(st) == 'string' then
-    -- given again in this settle, after the first took the path above
+    -- given again in this settle, after the first took the path above: that
+    -- one ended it, so nothing below changes it, and its text is kept
     st = cjson.decode(st)
-    states[id] = st
   end
   if st == nil then
     st = raw[n] and cjson.decode(raw[n]) or false
@@ -145,22 +178,49 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
       else ended = finish(st, id, 'failed', fin_failed) end
     end
   end
-  write_back(id)
+  write_back(id, n)
   return ended
 end
 
-for i = 4, #ARGV, 12 do
+-- A group of the success form (n, its id and digits). The common case
+-- (its state as the claim wrote it) is written without a table; any other
+-- goes the general way.
+local function settle_success(n, id, p)
+  local a, t, ms, c = str_match(p, OK1_ARGS)
+  local queue = settled_ok1(n, id, a, t, ms, c)
+  if queue then
+    zrem[#zrem + 1] = id
+    return queue
+  end
+  if not a then a, t, ms, c = string.match(p, '^(%d+) (%d+) (%d+) (%d+)$') end
+  if not a then return redis.error_reply('settle: not a success group: ' .. p) end
+  return settle(n, id, 'ok', a, '', '', '0', '1', '', {t, ms, c, ''})
+end
+
+-- the queues whose counts the tasks ended here leave
+local qn, qorder = {}, {}
+for n = 1, ngroups do
+  local i = starts[n]
   ended = ''
-  out[#out + 1] = settle((i - 4) / 12 + 1, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-                         ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
-                         {ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]})
+  local q
+  if OUTCOMES[argv[i + 1]] then
+    q = settle(n, argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
+               argv[i + 6], argv[i + 7], {argv[i + 8], argv[i + 9], argv[i + 10], argv[i + 11]})
+  else
+    q = settle_success(n, argv[i], argv[i + 1])
+    if type(q) == 'table' then return q end
+  end
+  if q ~= '' then
+    if not qn[q] then qn[q] = 0; qorder[#qorder + 1] = q end
+    qn[q] = qn[q] + 1
+  end
 end
 -- The id goes back to :due and the state is written before the lease ends:
 -- a write refused midway leaves the lease, never the task without one.
 bulk_write('ZADD', KEYS[1], zadd)
 local hset = {}
-for _, id in ipairs(order) do
-  hset[#hset + 1] = 's:' .. id
+for k, id in ipairs(order) do
+  hset[#hset + 1] = ofields[k]
   local st = states[id]
   hset[#hset + 1] = type(st) == 'string' and st or cjson.encode(st)
 end
@@ -173,4 +233,6 @@ if finals > 0 then
               failed_retention)
 end
 bulk_write('ZREM', KEYS[4], zrem)
+local out = {}
+for _, q in ipairs(qorder) do out[#out + 1] = q; out[#out + 1] = qn[q] end
 return out

@@ -430,10 +430,11 @@ static void chain_cb(redisReply *r, const char *err, void *priv)
     }
     c->tries = 0;
     if (c->steps[c->at].sc == SCRIPT_SETTLE && r->type == REDIS_REPLY_ARRAY) {
-        /* the tasks this step ended leave their queue's count */
-        for (size_t i = 0; i < r->elements; i++)
-            if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len)
-                qcount_add(rs, r->element[i]->str, -1);
+        /* the tasks this step ended leave their queue's count: {queue, n, ...} */
+        for (size_t i = 0; i + 1 < r->elements; i += 2)
+            if (r->element[i]->type == REDIS_REPLY_STRING && r->element[i]->len &&
+                r->element[i + 1]->type == REDIS_REPLY_INTEGER)
+                qcount_add(rs, r->element[i]->str, -r->element[i + 1]->integer);
     }
     if (++c->at < c->nsteps) chain_run(c);
     else chain_done(c, NULL);
@@ -527,11 +528,26 @@ static step *chain_settle_step(chain *c, const char *home)
     return st;
 }
 
-/* The settle step's record of attempt a (settle.lua takes groups of 8). */
+/* The settle step's record of attempt a (settle.lua's groups). */
 static void step_settle(step *st, const store_attempt *a, int local, const char *next_slice)
 {
     static const char *names[] = {"ok", "fail", "retry", "release", "park", "expire"};
     step_str(st, a->id);
+    if (a->outcome == OUT_OK && !a->err[0] && local && !next_slice[0] &&
+        (!a->answer || !a->answer_len) && a->attempt >= 0 && a->sent_at_ms >= 0 &&
+        a->took_ms >= 0 && a->status_code >= 0) {
+        /* a success: the short group, "attempt sent_at took status" */
+        char buf[4 * UTIL_INT_MAX], *p = buf;
+        p += util_fmt_int(p, a->attempt);
+        *p++ = ' ';
+        p += util_fmt_int(p, a->sent_at_ms);
+        *p++ = ' ';
+        p += util_fmt_int(p, a->took_ms);
+        *p++ = ' ';
+        p += util_fmt_int(p, a->status_code);
+        step_arg(st, buf, (size_t)(p - buf));
+        return;
+    }
     step_str(st, names[a->outcome]);
     step_int(st, a->attempt);
     /* a success keeps its status only when something went wrong after it
@@ -561,6 +577,22 @@ static void chain_ptr(chain *c, const char *slice, const char *op, int64_t due, 
     step_int(st, to);
 }
 
+/* The home slice of attempt a's task into home (TASK_SLICE_MAX): the
+ * lease's own slice when the id begins with it (a task claimed where it
+ * lives, as every first attempt is: nothing to parse), else read from the
+ * id. Returns 0, or -1 for what is not an id tickd made. */
+static int rs_home(const store_attempt *a, char *home)
+{
+    size_t n = strlen(a->src);
+    if (n < TASK_SLICE_MAX && strncmp(a->id, a->src, n) == 0 && a->id[n] == '.') {
+        memcpy(home, a->src, n + 1);
+        return 0;
+    }
+    char key[TASK_KEY_MAX + 1];
+    int64_t at;
+    return task_id_parse(a->id, home, &at, key);
+}
+
 /* An attempt is recorded as ordered steps on one slice each. A crash between
  * steps can repeat an attempt, never lose one: the retry's pointer is written
  * before the home record says so, and the lease is dropped last. Outcomes
@@ -572,9 +604,8 @@ static void rs_settle(store *s, const store_attempt *as, int n, store_settled_fn
     chain *open = NULL;
     for (int i = 0; i < n; i++) {
         const store_attempt *a = &as[i];
-        char home[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1], next[TASK_SLICE_MAX] = "";
-        int64_t at;
-        if (task_id_parse(a->id, home, &at, key) != 0) {
+        char home[TASK_SLICE_MAX], next[TASK_SLICE_MAX] = "";
+        if (rs_home(a, home) != 0) {
             chain_run(chain_new(rs, a, cb, priv));
             continue;
         }
@@ -711,12 +742,45 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
     if (--cl->fetching == 0) claim_answer(cl);
 }
 
+/* 1 if a claim's reply after its three counts is all of claim.lua's forms:
+ * a fresh task's member (a string holding a newline), or a group of four
+ * (due, id, attempt, spec or nil). */
+static int rs_claim_reply_ok(const redisReply *r)
+{
+    for (size_t i = 3; i < r->elements;) {
+        redisReply **e = &r->element[i];
+        if (e[0]->type == REDIS_REPLY_STRING) {
+            if (!memchr(e[0]->str, '\n', e[0]->len)) return 0;
+            i++;
+        } else if (e[0]->type == REDIS_REPLY_INTEGER && i + 4 <= r->elements &&
+                   e[1]->type == REDIS_REPLY_STRING && e[2]->type == REDIS_REPLY_INTEGER) {
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The execute_at (ms) an id holds (task.h: "<slice>.<execute_at>.<key>",
+ * the slice "minute.b"), or 0 for what is not an id (claim.lua took its
+ * due from it, so it is one). */
+static int64_t rs_id_due(const char *id)
+{
+    const char *p = strchr(id, '.');
+    p = p ? strchr(p + 1, '.') : NULL;
+    if (!p) return 0;
+    int64_t v = 0;
+    for (p++; *p >= '0' && *p <= '9'; p++) v = v * 10 + (*p - '0');
+    return v;
+}
+
 static void rs_claim_cb(redisReply *r, const char *err, void *priv)
 {
     claim_ctx *cl = priv;
     rstore *rs = cl->rs;
     store_claim *res = &cl->res;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || (r->elements - 3) % 4) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || !rs_claim_reply_ok(r)) {
         res->err = rs_err(r, err);
         cl->cb(res, cl->priv);
         free(cl);
@@ -725,19 +789,34 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
     res->due_left = r->element[0]->integer;
     res->run_left = r->element[1]->integer;
     res->taken = (int)r->element[2]->integer;
-    res->n = (int)((r->elements - 3) / 4);
-    res->leases = xmalloc(sizeof(*res->leases) * (size_t)(res->n ? res->n : 1));
+    res->leases = xmalloc(sizeof(*res->leases) * (r->elements - 3 ? r->elements - 3 : 1));
+    res->n = 0;
     int pointers = 0;
     size_t idbytes = 0;
-    for (int i = 0; i < res->n; i++) {
-        redisReply **e = &r->element[3 + 4 * i];
-        store_lease *l = &res->leases[i];
-        l->id = e[0]->str;
-        l->due_ms = e[1]->integer;
+    for (size_t i = 3; i < r->elements;) {
+        redisReply **e = &r->element[i];
+        store_lease *l = &res->leases[res->n++];
+        if (e[0]->type == REDIS_REPLY_STRING) {
+            /* a fresh task's member "id\nrecord": its first attempt, due
+             * at the execute_at its id holds; the id ends where the record
+             * begins (the reply is this callback's until it returns) */
+            char *nl = memchr(e[0]->str, '\n', e[0]->len);
+            *nl = '\0';
+            l->id = e[0]->str;
+            l->due_ms = rs_id_due(l->id);
+            l->attempt = 1;
+            l->spec = task_spec_read(nl + 1, e[0]->len - (size_t)(nl + 1 - e[0]->str));
+            idbytes += (size_t)(nl - e[0]->str) + 1;
+            i++;
+            continue;
+        }
+        l->due_ms = e[0]->integer;
+        l->id = e[1]->str;
         l->attempt = (int)e[2]->integer;
         l->spec = e[3]->type == REDIS_REPLY_STRING ? rs_spec(e[3]) : NULL;
         pointers += !l->spec;
-        idbytes += e[0]->len + 1;
+        idbytes += e[1]->len + 1;
+        i += 4;
     }
     if (!pointers) {
         claim_answer(cl);
