@@ -15,7 +15,6 @@
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
 -- not one command per id; every read and check comes before the first write.
 local now = now_ms()
-local now_text = int_text(now)
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
 local out = {0, 0, 0}
@@ -131,12 +130,11 @@ for i = 1, taken do
     no = no + 4
   elseif fresh[i] then
     -- its first attempt: the state is written as text (lib.lua: state_run1).
-    -- Its due is read as a number only when later than now (digits of the
-    -- same length compare as numbers do).
+    -- (Its due compared as a number: Lua compares strings with strcoll, in
+    -- the locale Redis was started in.)
     local to, q = rec_to_queue(recs[i])
     local at = due_text[i]
-    local from = now
-    if #at ~= #now_text or at > now_text then from = tonumber(at) end
+    local from = math.max(tonumber(at), now)
     local ton = to_num[to]
     if not ton then ton = tonumber(to); to_num[to] = ton end
     local qj = q_json[q or '']
