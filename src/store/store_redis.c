@@ -1417,12 +1417,15 @@ done:
 
 /* ---- clock, health ----------------------------------------------------- */
 
-/* A reading of Redis TIME asked at t0 and answered at t1 (monotonic, us)
- * is good to half its round trip: Redis read its clock somewhere between.
- * One that waited (Redis running a long script, this loop busy, a
- * pipeline ahead of it) would put the time line behind by as much, and
- * every callback as late until the next reading: it moves the clock only
- * when no quick one came for CLOCK_STALE_US. */
+/* A reading of Redis TIME asked at t0 and answered at t1 (monotonic, us).
+ * Redis read its clock somewhere between, so the time line is taken from
+ * t1: never ahead of Redis's clock (a task never fires early), behind by
+ * as much as the reply waited. One that waited long (Redis running a long
+ * script, this loop busy, a pipeline or a stalled link ahead of it) would
+ * put every callback as late until the next reading: it moves the clock
+ * only when no quick one came for CLOCK_STALE_US. (The midpoint of t0 and
+ * t1 is no better: a request held on its way and answered at once puts it
+ * ahead by half the wait.) */
 #define CLOCK_QUICK_US 2000
 #define CLOCK_STALE_US 10000000
 static void rs_clock_take(rstore *rs, const redisReply *r, int64_t t0, int64_t t1)
@@ -1432,7 +1435,7 @@ static void rs_clock_take(rstore *rs, const redisReply *r, int64_t t0, int64_t t
                        strtoll(r->element[1]->str, NULL, 10);
     if (t1 - t0 > CLOCK_QUICK_US && rs->clock_set_us && t1 - rs->clock_set_us < CLOCK_STALE_US)
         return;
-    rs->clock_offset_us = redis_us - (t0 + t1) / 2;
+    rs->clock_offset_us = redis_us - t1;
     rs->clock_set_us = t1;
 }
 
