@@ -107,16 +107,30 @@ static void api_answer_task(api_req *r, const char *id, const char *spec, const 
     cJSON_Delete(body);
 }
 
-static cJSON *api_created_body(const char *id, const task_input *t, const char *state)
+/* A created (or found) task's answer {id, key, execute_at, status}, as
+ * cJSON would print it: ids, keys and status words need no JSON escaping,
+ * and execute_at is a whole number of milliseconds (printed by cJSON as
+ * such). This is the hot path of ingest, one and batch. */
+static void api_created_text(util_buf *b, const char *id, const char *key, int64_t at_ms,
+                             const char *status)
 {
-    cJSON *o = cJSON_CreateObject();
-    char status[32];
-    api_tasks_state_status(state, status, sizeof(status));
-    cJSON_AddStringToObject(o, "id", id);
-    cJSON_AddStringToObject(o, "key", t->key);
-    cJSON_AddNumberToObject(o, "execute_at", (double)t->execute_at_ms);
-    cJSON_AddStringToObject(o, "status", status);
-    return o;
+    util_buf_add(b, "{\"id\":\"", 7);
+    util_buf_str(b, id);
+    util_buf_add(b, "\",\"key\":\"", 9);
+    util_buf_str(b, key);
+    util_buf_add(b, "\",\"execute_at\":", 15);
+    util_buf_int(b, at_ms);
+    util_buf_add(b, ",\"status\":\"", 11);
+    util_buf_str(b, status);
+    util_buf_add(b, "\"}", 2);
+}
+
+/* The status of a task add() answered: a stored one is scheduled (add.lua
+ * writes that state), one found has its state's. */
+static void api_added_status(store_status st, const char *state, char *out, size_t outlen)
+{
+    if (st == ST_OK) util_copy(out, outlen, "scheduled");
+    else api_tasks_state_status(state, out, outlen);
 }
 
 /* ---- POST /v1/tasks ---------------------------------------------------- */
@@ -128,21 +142,11 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     api_req *r = it->r;
     if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
-        /* the same object as api_created_body, written directly: this is
-         * the hot path of ingest. Ids and keys need no JSON escaping. */
         char status[32], body[TASK_ID_MAX + TASK_KEY_MAX + 128];
         util_buf b = UTIL_BUF(body);
-        if (st == ST_OK) memcpy(status, "scheduled", sizeof("scheduled"));
-        else api_tasks_state_status(state, status, sizeof(status));
-        util_buf_add(&b, "{\"id\":\"", 7);
-        util_buf_str(&b, id);
-        util_buf_add(&b, "\",\"key\":\"", 9);
-        util_buf_str(&b, it->t.key);
-        util_buf_add(&b, "\",\"execute_at\":", 15);
-        util_buf_int(&b, it->t.execute_at_ms);
-        util_buf_add(&b, ",\"status\":\"", 11);
-        util_buf_str(&b, status);
-        util_buf_add(&b, "\"}\n", 3);
+        api_added_status(st, state, status, sizeof(status));
+        api_created_text(&b, id, it->t.key, it->t.execute_at_ms, status);
+        util_buf_add(&b, "\n", 1);
         http_reply(r->req, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK",
                    "application/json", body, b.len);
         r->a->busy--;
@@ -246,15 +250,45 @@ static int api_batch_num_cb(const char *path, void *priv)
     return api_batch_found(priv, path, TASK_NUMBER_LOST);
 }
 
+/* A result's text: o printed as api_send_json would print it within the
+ * answer (then freed). Its pieces are cut at ASCII, so cleaning each one
+ * to UTF-8 is cleaning the whole. */
+static char *api_batch_json(cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    if (!util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
+    return s;
+}
+
+static char *api_batch_error(const char *code, const char *msg)
+{
+    return api_batch_json(api_error_body(code, msg));
+}
+
+/* {"results":[...]} from each result's text, in index order: the text of
+ * the same object printed by cJSON, with no second UTF-8 check (each
+ * result was checked when it was made). */
 static void api_batch_done(api_req *r)
 {
-    cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "results");
-    for (int i = 0; i < r->n; i++) {
-        cJSON_AddItemToArray(arr, r->results[i]);
-        r->results[i] = NULL;
+    size_t len = sizeof("{\"results\":[]}\n");
+    for (int i = 0; i < r->n; i++) len += (r->results[i] ? strlen(r->results[i]) : 0) + 1;
+    char *out = xmalloc(len);
+    util_buf b = {out, 0, len};
+    util_buf_add(&b, "{\"results\":[", 12);
+    for (int i = 0, first = 1; i < r->n; i++) {
+        if (!r->results[i]) continue;   /* cJSON could not print it (no memory) */
+        if (!first) util_buf_add(&b, ",", 1);
+        util_buf_str(&b, r->results[i]);
+        first = 0;
     }
-    api_finish(r, 200, "OK", body);
-    cJSON_Delete(body);
+    util_buf_add(&b, "]}\n", 3);
+    http_reply(r->req, 200, "OK", "application/json", out, b.len);
+    free(out);
+    r->a->busy--;
+    api_req_free(r);
 }
 
 static void api_batch_add_cb(store_status st, const char *id, const char *state, const char *err,
@@ -264,16 +298,21 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
     api_req *r = it->r;
     if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
-        r->results[it->idx] = api_created_body(id, &it->t, state);
+        char status[32], text[TASK_ID_MAX + TASK_KEY_MAX + 128];
+        util_buf b = UTIL_BUF(text);
+        api_added_status(st, state, status, sizeof(status));
+        api_created_text(&b, id, it->t.key, it->t.execute_at_ms, status);
+        r->results[it->idx] = memcpy(xmalloc(b.len + 1), text, b.len + 1);
     } else if (id) {
         /* stored, but not confirmed by the replicas: err says so, and the
          * id lets the client check on it */
-        r->results[it->idx] = api_error_body("unavailable", err);
-        cJSON_AddStringToObject(r->results[it->idx], "id", id);
+        cJSON *o = api_error_body("unavailable", err);
+        cJSON_AddStringToObject(o, "id", id);
+        r->results[it->idx] = api_batch_json(o);
     } else {
         char msg[400];
         snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
-        r->results[it->idx] = api_error_body("unavailable", msg);
+        r->results[it->idx] = api_batch_error("unavailable", msg);
     }
     task_input_free(&it->t);
     free(it);
@@ -317,7 +356,7 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     }
     api_req *r = api_req_new(a, req);
     r->n = n;
-    r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
+    r->results = xcalloc((size_t)(n ? n : 1), sizeof(char *));
     int64_t now = store_now_ms(a->s);
     char tp[TRACE_PARENT_LEN + 1];
     const char *ts;
@@ -326,14 +365,14 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
         if (nuls.why[i]) {
-            r->results[i] = api_error_body("invalid_argument", nuls.why[i]);
+            r->results[i] = api_batch_error("invalid_argument", nuls.why[i]);
             continue;
         }
         api_item *it = xcalloc(1, sizeof(*it));
         if (task_input_parse(e, now, &it->t, err, sizeof(err)) != 0) {
             char msg[450];
             snprintf(msg, sizeof(msg), "tasks[%d].%s", i, err);
-            r->results[i] = api_error_body("invalid_argument", msg);
+            r->results[i] = api_batch_error("invalid_argument", msg);
             free(it);
             continue;
         }
