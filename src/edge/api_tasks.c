@@ -332,7 +332,8 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     size_t len;
     const char *data = http_body(req, &len);
     api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
-    task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
+    if (!task_json_plain(data, len))
+        task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
     if (nuls.whole[0]) {
         util_copy(why, sizeof(why), nuls.whole);
         goto refuse;
