@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/metrics.h"
 #include "base/trace.h"
 #include "base/util.h"
@@ -257,7 +258,7 @@ static char *api_batch_json(cJSON *o)
 {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    if (!s) return NULL;
+    log_assert(s); /* out of memory */
     size_t n = strlen(s);
     if (!util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
     return s;
@@ -268,23 +269,33 @@ static char *api_batch_error(const char *code, const char *msg)
     return api_batch_json(api_error_body(code, msg));
 }
 
-/* {"results":[...]} from each result's text, in index order: the text of
- * the same object printed by cJSON, with no second UTF-8 check (each
- * result was checked when it was made). */
-static void api_batch_done(api_req *r)
+/* A task of a batch, in one array of them all (by index): a created (or
+ * found) task's answer is kept as its parts until all are in. */
+typedef struct api_batch_item {
+    api_item it;
+    char id[TASK_ID_MAX];
+    char status[32];
+} api_batch_item;
+
+/* {"results":[...]}, in index order: the text cJSON would print of the same
+ * object, with no second UTF-8 check (each error's text was checked when
+ * it was made, and ids, keys and status words are ASCII). Frees items. */
+static void api_batch_done(api_req *r, api_batch_item *items)
 {
     size_t len = sizeof("{\"results\":[]}\n");
-    for (int i = 0; i < r->n; i++) len += (r->results[i] ? strlen(r->results[i]) : 0) + 1;
+    for (int i = 0; i < r->n; i++)
+        len += (r->results[i] ? strlen(r->results[i]) : TASK_ID_MAX + TASK_KEY_MAX + 128) + 1;
     char *out = xmalloc(len);
     util_buf b = {out, 0, len};
     util_buf_add(&b, "{\"results\":[", 12);
-    for (int i = 0, first = 1; i < r->n; i++) {
-        if (!r->results[i]) continue;   /* cJSON could not print it (no memory) */
-        if (!first) util_buf_add(&b, ",", 1);
-        util_buf_str(&b, r->results[i]);
-        first = 0;
+    for (int i = 0; i < r->n; i++) {
+        const api_batch_item *x = &items[i];
+        if (i) util_buf_add(&b, ",", 1);
+        if (r->results[i]) util_buf_str(&b, r->results[i]);
+        else api_created_text(&b, x->id, x->it.t.key, x->it.t.execute_at_ms, x->status);
     }
     util_buf_add(&b, "]}\n", 3);
+    free(items);
     http_reply(r->req, 200, "OK", "application/json", out, b.len);
     free(out);
     r->a->busy--;
@@ -294,29 +305,26 @@ static void api_batch_done(api_req *r)
 static void api_batch_add_cb(store_status st, const char *id, const char *state, const char *err,
                              void *priv)
 {
-    api_item *it = priv;
-    api_req *r = it->r;
+    api_batch_item *x = priv;
+    api_req *r = x->it.r;
     if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
-        char status[32], text[TASK_ID_MAX + TASK_KEY_MAX + 128];
-        util_buf b = UTIL_BUF(text);
-        api_added_status(st, state, status, sizeof(status));
-        api_created_text(&b, id, it->t.key, it->t.execute_at_ms, status);
-        r->results[it->idx] = memcpy(xmalloc(b.len + 1), text, b.len + 1);
+        util_copy(x->id, sizeof(x->id), id);
+        api_added_status(st, state, x->status, sizeof(x->status));
     } else if (id) {
         /* stored, but not confirmed by the replicas: err says so, and the
          * id lets the client check on it */
         cJSON *o = api_error_body("unavailable", err);
         cJSON_AddStringToObject(o, "id", id);
-        r->results[it->idx] = api_batch_json(o);
+        r->results[x->it.idx] = api_batch_json(o);
     } else {
         char msg[400];
         snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
-        r->results[it->idx] = api_batch_error("unavailable", msg);
+        r->results[x->it.idx] = api_batch_error("unavailable", msg);
     }
-    task_input_free(&it->t);
-    free(it);
-    if (--r->waiting == 0) api_batch_done(r);
+    task_input_free(&x->it.t);
+    /* the items are one array: the first is idx items before this one */
+    if (--r->waiting == 0) api_batch_done(r, x - x->it.idx);
 }
 
 void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
@@ -362,39 +370,37 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     char tp[TRACE_PARENT_LEN + 1];
     const char *ts;
     int traced = api_trace_context(req, tp, &ts);
-    api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
+    /* not zeroed: task_input_parse sets a task whole, the callback its answer */
+    api_batch_item *items = xmalloc((size_t)(n ? n : 1) * sizeof(*items));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
+        api_item *it = &items[i].it;
+        it->r = r;
+        it->idx = i;
         if (nuls.why[i]) {
             r->results[i] = api_batch_error("invalid_argument", nuls.why[i]);
             continue;
         }
-        api_item *it = xcalloc(1, sizeof(*it));
         if (task_input_parse(e, now, &it->t, err, sizeof(err)) != 0) {
             char msg[450];
             snprintf(msg, sizeof(msg), "tasks[%d].%s", i, err);
             r->results[i] = api_batch_error("invalid_argument", msg);
-            free(it);
             continue;
         }
         api_trace_default(e, &it->t, traced ? tp : NULL, ts);
-        it->r = r;
-        it->idx = i;
-        items[i] = it;
         r->waiting++;
     }
     for (int k = 0; k < n; k++) free(nuls.why[k]);
     free(nuls.why);
     cJSON_Delete(body);
     if (r->waiting == 0) {
-        free(items);
-        api_batch_done(r);
+        api_batch_done(r, items);
         return;
     }
-    /* no answer comes back before add() returns, so waiting is final here */
+    /* no answer comes back before add() returns, so waiting is final here;
+     * a task that was refused has its error */
     for (i = 0; i < n; i++)
-        if (items[i]) store_add(a->s, &items[i]->t, api_batch_add_cb, items[i]);
-    free(items);
+        if (!r->results[i]) store_add(a->s, &items[i].it.t, api_batch_add_cb, &items[i]);
     return;
 refuse:
     for (int k = 0; k < n; k++) free(nuls.why[k]);
