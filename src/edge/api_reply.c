@@ -25,7 +25,7 @@ api_req *api_req_new(api *a, http_req *req)
 void api_req_free(api_req *r)
 {
     if (r->results) {
-        for (int i = 0; i < r->n; i++) cJSON_Delete(r->results[i]);
+        for (int i = 0; i < r->n; i++) free(r->results[i]);
         free(r->results);
     }
     free(r);

@@ -17,7 +17,7 @@ typedef struct api_req {
     int waiting;              /* store answers still to come */
     /* batch */
     int n;
-    cJSON **results;
+    char **results;           /* each result's JSON text, malloc'd */
 } api_req;
 
 /* A request waiting for the store: counted busy until api_finish*. */

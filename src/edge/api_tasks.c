@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/metrics.h"
 #include "base/trace.h"
 #include "base/util.h"
@@ -85,9 +86,64 @@ done:
     return out;
 }
 
+/* Past the string whose opening quote is before p, when it holds no
+ * escape and no control byte; NULL otherwise. */
+static const char *api_flat_string(const char *p)
+{
+    while ((unsigned char)*p >= 0x20 && *p != '"' && *p != '\\') p++;
+    return *p == '"' ? p + 1 : NULL;
+}
+
+/* Past the number at p (-?digits[.digits][e[+-]digits]); NULL if none,
+ * or if it is 40 characters or more (cJSON reads 63 at most). */
+static const char *api_flat_number(const char *p)
+{
+    const char *d, *start = p;
+    p += *p == '-';
+    for (d = p; *p >= '0' && *p <= '9'; p++) {}
+    if (p == d) return NULL;
+    if (*p == '.') {
+        for (d = ++p; *p >= '0' && *p <= '9'; p++) {}
+        if (p == d) return NULL;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        for (d = p; *p >= '0' && *p <= '9'; p++) {}
+        if (p == d) return NULL;
+    }
+    return p - start < 40 ? p : NULL;
+}
+
+/* 1 with the status (*st, *n bytes) when state is the object as the Lua
+ * scripts write a state with no nested member: {"s":"<status>"} and then
+ * only members "name":"string" or "name":number, no escape, no space.
+ * Every such text is JSON and cJSON reads that status from it; for any
+ * other, 0 (cJSON reads it). */
+static int api_state_flat(const char *state, const char **st, size_t *n)
+{
+    const char *p;
+    if (strncmp(state, "{\"s\":\"", 6) != 0 || !(p = api_flat_string(state + 6))) return 0;
+    *st = state + 6;
+    *n = (size_t)(p - 1 - *st);
+    while (*p == ',') {
+        if (p[1] != '"' || !(p = api_flat_string(p + 2)) || *p++ != ':') return 0;
+        p = *p == '"' ? api_flat_string(p + 1) : api_flat_number(p);
+        if (!p) return 0;
+    }
+    return p[0] == '}' && p[1] == '\0';
+}
+
 /* The status word of a state JSON ("scheduled" when it has none). */
 void api_tasks_state_status(const char *state, char *out, size_t outlen)
 {
+    const char *word;
+    size_t n;
+    if (state && outlen && api_state_flat(state, &word, &n)) {
+        n = n < outlen - 1 ? n : outlen - 1;
+        memcpy(out, word, n);
+        out[n] = '\0';
+        return;
+    }
     cJSON *st = state ? cJSON_Parse(state) : NULL;
     cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
     util_copy(out, outlen, cJSON_IsString(s) ? s->valuestring : "scheduled");
@@ -107,16 +163,30 @@ static void api_answer_task(api_req *r, const char *id, const char *spec, const 
     cJSON_Delete(body);
 }
 
-static cJSON *api_created_body(const char *id, const task_input *t, const char *state)
+/* A created (or found) task's answer {id, key, execute_at, status}, as
+ * cJSON would print it: ids, keys and status words need no JSON escaping,
+ * and execute_at is a whole number of milliseconds (printed by cJSON as
+ * such). This is the hot path of ingest, one and batch. */
+static void api_created_text(util_buf *b, const char *id, const char *key, int64_t at_ms,
+                             const char *status)
 {
-    cJSON *o = cJSON_CreateObject();
-    char status[32];
-    api_tasks_state_status(state, status, sizeof(status));
-    cJSON_AddStringToObject(o, "id", id);
-    cJSON_AddStringToObject(o, "key", t->key);
-    cJSON_AddNumberToObject(o, "execute_at", (double)t->execute_at_ms);
-    cJSON_AddStringToObject(o, "status", status);
-    return o;
+    util_buf_add(b, "{\"id\":\"", 7);
+    util_buf_str(b, id);
+    util_buf_add(b, "\",\"key\":\"", 9);
+    util_buf_str(b, key);
+    util_buf_add(b, "\",\"execute_at\":", 15);
+    util_buf_int(b, at_ms);
+    util_buf_add(b, ",\"status\":\"", 11);
+    util_buf_str(b, status);
+    util_buf_add(b, "\"}", 2);
+}
+
+/* The status of a task add() answered: a stored one is scheduled (add.lua
+ * writes that state), one found has its state's. */
+static void api_added_status(store_status st, const char *state, char *out, size_t outlen)
+{
+    if (st == ST_OK) util_copy(out, outlen, "scheduled");
+    else api_tasks_state_status(state, out, outlen);
 }
 
 /* ---- POST /v1/tasks ---------------------------------------------------- */
@@ -128,21 +198,11 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
     api_req *r = it->r;
     if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
-        /* the same object as api_created_body, written directly: this is
-         * the hot path of ingest. Ids and keys need no JSON escaping. */
         char status[32], body[TASK_ID_MAX + TASK_KEY_MAX + 128];
         util_buf b = UTIL_BUF(body);
-        if (st == ST_OK) memcpy(status, "scheduled", sizeof("scheduled"));
-        else api_tasks_state_status(state, status, sizeof(status));
-        util_buf_add(&b, "{\"id\":\"", 7);
-        util_buf_str(&b, id);
-        util_buf_add(&b, "\",\"key\":\"", 9);
-        util_buf_str(&b, it->t.key);
-        util_buf_add(&b, "\",\"execute_at\":", 15);
-        util_buf_int(&b, it->t.execute_at_ms);
-        util_buf_add(&b, ",\"status\":\"", 11);
-        util_buf_str(&b, status);
-        util_buf_add(&b, "\"}\n", 3);
+        api_added_status(st, state, status, sizeof(status));
+        api_created_text(&b, id, it->t.key, it->t.execute_at_ms, status);
+        util_buf_add(&b, "\n", 1);
         http_reply(r->req, st == ST_OK ? 201 : 200, st == ST_OK ? "Created" : "OK",
                    "application/json", body, b.len);
         r->a->busy--;
@@ -246,38 +306,80 @@ static int api_batch_num_cb(const char *path, void *priv)
     return api_batch_found(priv, path, TASK_NUMBER_LOST);
 }
 
-static void api_batch_done(api_req *r)
+/* A result's text: o printed as api_send_json would print it within the
+ * answer (then freed). Its pieces are cut at ASCII, so cleaning each one
+ * to UTF-8 is cleaning the whole. */
+static char *api_batch_json(cJSON *o)
 {
-    cJSON *body = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(body, "results");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    log_assert(s); /* out of memory */
+    size_t n = strlen(s);
+    if (!util_utf8_valid(s, n, NULL)) util_text_clean(s, n);
+    return s;
+}
+
+static char *api_batch_error(const char *code, const char *msg)
+{
+    return api_batch_json(api_error_body(code, msg));
+}
+
+/* A task of a batch, in one array of them all (by index): a created (or
+ * found) task's answer is kept as its parts until all are in. */
+typedef struct api_batch_item {
+    api_item it;
+    char id[TASK_ID_MAX];
+    char status[32];
+} api_batch_item;
+
+/* {"results":[...]}, in index order: the text cJSON would print of the same
+ * object, with no second UTF-8 check (each error's text was checked when
+ * it was made, and ids, keys and status words are ASCII). Frees items. */
+static void api_batch_done(api_req *r, api_batch_item *items)
+{
+    size_t len = sizeof("{\"results\":[]}\n");
+    for (int i = 0; i < r->n; i++)
+        len += (r->results[i] ? strlen(r->results[i]) : TASK_ID_MAX + TASK_KEY_MAX + 128) + 1;
+    char *out = xmalloc(len);
+    util_buf b = {out, 0, len};
+    util_buf_add(&b, "{\"results\":[", 12);
     for (int i = 0; i < r->n; i++) {
-        cJSON_AddItemToArray(arr, r->results[i]);
-        r->results[i] = NULL;
+        const api_batch_item *x = &items[i];
+        if (i) util_buf_add(&b, ",", 1);
+        if (r->results[i]) util_buf_str(&b, r->results[i]);
+        else api_created_text(&b, x->id, x->it.t.key, x->it.t.execute_at_ms, x->status);
     }
-    api_finish(r, 200, "OK", body);
-    cJSON_Delete(body);
+    util_buf_add(&b, "]}\n", 3);
+    free(items);
+    http_reply(r->req, 200, "OK", "application/json", out, b.len);
+    free(out);
+    r->a->busy--;
+    api_req_free(r);
 }
 
 static void api_batch_add_cb(store_status st, const char *id, const char *state, const char *err,
                              void *priv)
 {
-    api_item *it = priv;
-    api_req *r = it->r;
+    api_batch_item *x = priv;
+    api_req *r = x->it.r;
     if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
-        r->results[it->idx] = api_created_body(id, &it->t, state);
+        util_copy(x->id, sizeof(x->id), id);
+        api_added_status(st, state, x->status, sizeof(x->status));
     } else if (id) {
         /* stored, but not confirmed by the replicas: err says so, and the
          * id lets the client check on it */
-        r->results[it->idx] = api_error_body("unavailable", err);
-        cJSON_AddStringToObject(r->results[it->idx], "id", id);
+        cJSON *o = api_error_body("unavailable", err);
+        cJSON_AddStringToObject(o, "id", id);
+        r->results[x->it.idx] = api_batch_json(o);
     } else {
         char msg[400];
         snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
-        r->results[it->idx] = api_error_body("unavailable", msg);
+        r->results[x->it.idx] = api_batch_error("unavailable", msg);
     }
-    task_input_free(&it->t);
-    free(it);
-    if (--r->waiting == 0) api_batch_done(r);
+    task_input_free(&x->it.t);
+    /* the items are one array: the first is idx items before this one */
+    if (--r->waiting == 0) api_batch_done(r, x - x->it.idx);
 }
 
 void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
@@ -293,7 +395,8 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     size_t len;
     const char *data = http_body(req, &len);
     api_batch_nul nuls = {n, xcalloc((size_t)(n ? n : 1), sizeof(char *)), ""};
-    task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
+    if (!task_json_plain(data, len))
+        task_json_scan(data, len, api_batch_nul_cb, api_batch_num_cb, &nuls);
     if (nuls.whole[0]) {
         util_copy(why, sizeof(why), nuls.whole);
         goto refuse;
@@ -317,44 +420,42 @@ void api_tasks_add_batch(api *a, http_req *req, const api_params *p)
     }
     api_req *r = api_req_new(a, req);
     r->n = n;
-    r->results = xcalloc((size_t)(n ? n : 1), sizeof(cJSON *));
+    r->results = xcalloc((size_t)(n ? n : 1), sizeof(char *));
     int64_t now = store_now_ms(a->s);
     char tp[TRACE_PARENT_LEN + 1];
     const char *ts;
     int traced = api_trace_context(req, tp, &ts);
-    api_item **items = xcalloc((size_t)(n ? n : 1), sizeof(api_item *));
+    /* not zeroed: task_input_parse sets a task whole, the callback its answer */
+    api_batch_item *items = xmalloc((size_t)(n ? n : 1) * sizeof(*items));
     int i = 0;
     for (cJSON *e = tasks->child; e; e = e->next, i++) {
+        api_item *it = &items[i].it;
+        it->r = r;
+        it->idx = i;
         if (nuls.why[i]) {
-            r->results[i] = api_error_body("invalid_argument", nuls.why[i]);
+            r->results[i] = api_batch_error("invalid_argument", nuls.why[i]);
             continue;
         }
-        api_item *it = xcalloc(1, sizeof(*it));
         if (task_input_parse(e, now, &it->t, err, sizeof(err)) != 0) {
             char msg[450];
             snprintf(msg, sizeof(msg), "tasks[%d].%s", i, err);
-            r->results[i] = api_error_body("invalid_argument", msg);
-            free(it);
+            r->results[i] = api_batch_error("invalid_argument", msg);
             continue;
         }
         api_trace_default(e, &it->t, traced ? tp : NULL, ts);
-        it->r = r;
-        it->idx = i;
-        items[i] = it;
         r->waiting++;
     }
     for (int k = 0; k < n; k++) free(nuls.why[k]);
     free(nuls.why);
     cJSON_Delete(body);
     if (r->waiting == 0) {
-        free(items);
-        api_batch_done(r);
+        api_batch_done(r, items);
         return;
     }
-    /* no answer comes back before add() returns, so waiting is final here */
+    /* no answer comes back before add() returns, so waiting is final here;
+     * a task that was refused has its error */
     for (i = 0; i < n; i++)
-        if (items[i]) store_add(a->s, &items[i]->t, api_batch_add_cb, items[i]);
-    free(items);
+        if (!r->results[i]) store_add(a->s, &items[i].it.t, api_batch_add_cb, &items[i]);
     return;
 refuse:
     for (int k = 0; k < n; k++) free(nuls.why[k]);

@@ -1293,12 +1293,28 @@ static int task_number_first(const char *path, void *priv)
     return 1;
 }
 
+static inline int task_number_char(char c)
+{
+    return task_isdigit((unsigned char)c) || c == '.' || c == '-';
+}
+
 int task_json_plain(const char *s, size_t len)
 {
-    if (len >= 300 || memchr(s, '\\', len)) return 0;
+    if (memchr(s, '\\', len)) return 0;
     for (const char *e = "eE"; *e; e++)
         for (const char *p = s; (p = memchr(p, *e, len - (size_t)(p - s))); p++)
             if (p > s && (task_isdigit((unsigned char)p[-1]) || p[-1] == '.')) return 0;
+    /* a number with no exponent is read as another only from 300
+     * characters (task_number_lost): a run of 300 of - . and digits (in a
+     * string too) says maybe. Such a run holds a multiple of 299: only the
+     * runs at those bytes are measured. */
+    for (size_t at = 0; at < len; at += 299) {
+        size_t a = at, b = at;
+        while (b < len && task_number_char(s[b])) b++;
+        if (b == at) continue;
+        while (a > 0 && task_number_char(s[a - 1])) a--;
+        if (b - a >= 300) return 0;
+    }
     return 1;
 }
 

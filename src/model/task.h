@@ -98,8 +98,9 @@ int task_json_check(const char *s, size_t len, char *err, size_t errlen);
  * number of the form -?digits[.digits][e...]), can hold nothing
  * task_json_check finds: a NUL in a string needs a backslash (\u0000), a
  * number read as another an exponent (an 'e' or 'E' after a digit or a '.')
- * or 300 characters. A short text with neither, as the ingest's are, need
- * not be scanned. 0 says nothing. */
+ * or 300 characters. A text with neither (no run of 300 of - . and digits),
+ * as the ingest's are, one task or a batch, need not be scanned. 0 says
+ * nothing. */
 int task_json_plain(const char *s, size_t len);
 #define TASK_NUMBER_LOST "a number that would not be stored exactly (too large for a double, " \
                          "or so small it would read as 0)"

@@ -407,3 +407,101 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     assert again[0] == "0" and '"cancelled"' in again[1], again
     assert redis.cli("HGET", k[1], "#open") == "0"
     assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]  # no fresh member again
+
+
+def test_batch_answer_text(tickd, receiver):
+    """The whole text of a batch's answer: each result in index order, a new
+    task's id, key, execute_at and status, a reused key's task with its
+    state as stored (scheduled, running, succeeded, failed, cancelled), and
+    each invalid task's error naming its index and field, quoted as sent
+    (escaped, and cleaned to UTF-8), in JSON as compact as cJSON prints it."""
+    import urllib.error
+    import urllib.request
+    at = now_ms() + 3600 * 1000
+
+    def keyed(key, url, when, **more):
+        return dict({"callback_url": url, "key": key, "execute_at": when}, **more)
+    ids, whens, soon = {}, {}, now_ms()
+    for name, path, when, more in (("sched", "/ok", at, {}), ("cancel", "/ok", at, {}),
+                                   ("ok", "/ok", soon, {}),
+                                   ("fail", "/status/500", soon, {"retry": {"max_attempts": 1}}),
+                                   ("run", "/slow/20000", soon, {"timeout_ms": 30000})):
+        ids[name] = tickd.post(keyed(f"bt-{name}", receiver.url(path), when, **more))["id"]
+        whens[name] = when
+    assert tickd.delete(ids["cancel"])[0] == 204
+    tickd.final(ids["ok"])
+    tickd.final(ids["fail"])
+    wait_for(lambda: tickd.get(ids["run"])[1]["status"] == "running", 10, what="running")
+    states = {"sched": "scheduled", "cancel": "cancelled", "ok": "succeeded",
+              "fail": "failed", "run": "running"}
+    url = "http://127.0.0.1:9/cb"
+    parts, want = [], []
+    for i in range(12):
+        parts.append(json.dumps({"callback_url": url, "execute_at": at + i}))
+        want.append(("new", None, at + i))
+    for name in ("sched", "cancel", "ok", "fail", "run"):
+        parts.append(json.dumps({"callback_url": url, "key": f"bt-{name}",
+                                 "execute_at": whens[name]}))
+        want.append(("old", name, None))
+    parts.append(json.dumps({"callback_url": url, "key": "bt-new", "execute_at": at + 7}))
+    want.append(("new", "bt-new", at + 7))
+    bad = [
+        '{"callback_url": "%s", "execute_at": %d, "bogus": 1}' % (url, at),
+        '{"callback_url": "%s", "execute_at": "soon"}' % url,
+        '{"callback_url": "%s", "execute_at": 1e400}' % url,
+        '{"callback_url": "%s", "execute_at": %d, "method": "PO\\u0000ST"}' % (url, at),
+        '{"callback_url": "%s", "execute_at": %d, "a\\"b\\n\\u0001\\u00e9\\u007f": 1}'
+        % (url, at),
+        '{"callback_url": 5}',
+        '[]',
+    ]
+    parts += bad
+    want += [("bad", None, None)] * len(bad)
+    # a key given twice in the batch, and one stored before given again
+    parts.append(json.dumps({"callback_url": url, "key": "bt-new", "execute_at": at + 7}))
+    want.append(("again", "bt-new", at + 7))
+    parts.append(json.dumps({"callback_url": url, "key": "bt-sched", "execute_at": at}))
+    want.append(("old", "sched", None))
+    parts.append(json.dumps({"callback_url": url, "execute_at": at + 99}))
+    want.append(("new", None, at + 99))
+    body = ('{"tasks": [' + ", ".join(parts) + "]}").encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{tickd.port}/v1/tasks/batch", data=body,
+                                 method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            code, text = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        code, text = e.code, e.read()
+    assert code == 200, text
+    got = json.loads(text)["results"]
+    assert len(got) == len(want)
+    messages = []
+    for i, ((kind, name, when), res) in enumerate(zip(want, got)):
+        if kind == "new":
+            assert list(res) == ["id", "key", "execute_at", "status"], (i, res)
+            assert res["execute_at"] == when and res["status"] == "scheduled", (i, res)
+            assert res["key"] == (name or res["key"]) and res["id"].endswith(res["key"]), res
+        elif kind == "again":
+            assert res == got[17], (i, res)
+        elif kind == "old":
+            assert res == {"id": ids[name], "key": f"bt-{name}", "execute_at": whens[name],
+                           "status": states[name]}, (i, res)
+            assert list(res) == ["id", "key", "execute_at", "status"]
+        else:
+            assert list(res) == ["error"] and list(res["error"]) == ["code", "message"], (i, res)
+            assert res["error"]["code"] == "invalid_argument", (i, res)
+            messages.append(res["error"]["message"])
+    assert messages == [
+        "tasks[18].bogus: unknown field",
+        "tasks[19].execute_at: not an RFC 3339 timestamp (want 2006-01-02T15:04:05Z)",
+        "tasks[20].execute_at: a number that would not be stored exactly (too large for a "
+        "double, or so small it would read as 0)",
+        "tasks[21].method: contains a NUL character (\\u0000)",
+        "tasks[22].a\"b\n?\u00e9?: unknown field",
+        "tasks[23].callback_url: must be a string",
+        "tasks[24].task: must be a JSON object",
+    ], messages
+    # the text, as cJSON prints it: compact, members in order, non-ASCII
+    # as is, control characters escaped (\u00XX in lower case)
+    assert text == json.dumps({"results": got}, separators=(",", ":"),
+                              ensure_ascii=False).encode() + b"\n", text

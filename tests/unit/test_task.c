@@ -1536,7 +1536,7 @@ static void test_json_nul_counts_and_survives_garbage(void **state)
 }
 
 /* task_json_plain passes only what the scan would pass: no backslash, no
- * exponent, shorter than 300 */
+ * exponent, no run of 300 number characters */
 static void test_json_plain(void **state)
 {
     (void)state;
@@ -1551,11 +1551,25 @@ static void test_json_plain(void **state)
     }
     for (size_t i = 0; i < sizeof(not_plain) / sizeof(*not_plain); i++)
         assert_int_equal(task_json_plain(not_plain[i], strlen(not_plain[i])), 0);
+    /* long: plain but for a number of 300 characters (1e310 written out:
+     * read as inf), or a string that long of digits */
     char big[400];
     memset(big, ' ', sizeof(big));
     big[0] = '[';
     big[sizeof(big) - 1] = ']';
-    assert_int_equal(task_json_plain(big, sizeof(big)), 0);
+    assert_int_equal(task_json_plain(big, sizeof(big)), 1);
+    for (int n = 299; n <= 311; n++) {
+        memset(big + 1, '1', (size_t)n);
+        memset(big + 1 + n, ' ', sizeof(big) - 2 - (size_t)n);
+        assert_int_equal(task_json_plain(big, sizeof(big)), n < 300);
+        assert_string_equal(nul_err(big, sizeof(big)),
+                            n < 310 ? "" : "[0]: " TASK_NUMBER_LOST);
+        big[0] = '[';
+        big[1] = '"';
+        big[n] = '"';
+        assert_int_equal(task_json_plain(big, sizeof(big)), n - 2 < 300);
+        big[1] = big[n] = '1';
+    }
 }
 
 /* The first string that is not UTF-8 as api_body reports it; "" when none. */
