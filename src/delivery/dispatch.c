@@ -94,7 +94,9 @@ struct xfer {
     char method[8];
     char *hblk;                 /* the task's header lines, "Name: value\r\n" each */
     size_t hlen, hcap;
-    char *body;
+    const char *body;           /* what task_spec_body gave (body_len bytes) */
+    size_t body_len;
+    char *body_buf;             /* its malloc'd copy when it had to be unescaped */
     char errbuf[CURL_ERROR_SIZE];
     int64_t queued_ms;          /* monotonic: when the worker took it */
     int nopen, ndenied;         /* addresses tried, and refused by the policy */
@@ -350,7 +352,9 @@ static void xfer_free(xfer *x)
     free(x->keep);
     free(x->ahead);
     free(x->head.keep);
-    free(x->body);
+    free(x->body_buf);
+    x->body_buf = NULL;
+    x->body = NULL;
     if (w && w->nxspare < XFER_SPARE && x->hcap <= XFER_HBLK_KEEP) {
         x->next = w->xspare;
         w->xspare = x;
@@ -418,7 +422,7 @@ static void worker_start(worker *w, xfer *x)
     if (!x->easy) {
         int get = strcmp(x->method, "GET") == 0;
         x->call = h1_call_start(x->hq->h1, x->method, x->url, x->hblk ? x->hblk : "", x->hlen,
-                                get ? NULL : x->body, get ? 0 : strlen(x->body), left,
+                                get ? NULL : x->body, get ? 0 : x->body_len, left,
                                 worker_h1_done, x);
         return;
     }
@@ -883,7 +887,8 @@ static int xfer_build(xfer *x)
     int get = strcmp(m, "GET") == 0, json = 0;
     size_t body_len = 0;
     if (!get) {
-        x->body = task_spec_body(spec, &body_len, &json);
+        x->body = task_spec_body(spec, &body_len, &json, &x->body_buf);
+        x->body_len = body_len;
         if (json && !has_ctype) xfer_header(x, "Content-Type", "application/json");
     }
     const webhook_keys *keys = x->w->d->keys;
@@ -895,8 +900,8 @@ static int xfer_build(xfer *x)
         /* an event about the task is a message of its own */
         snprintf(msg, sizeof(msg), "%s%s%s", j->id, j->event[0] ? TASK_EVENT_SEP : "", j->event);
         if (!x->w->sig) x->w->sig = webhook_ctx_new();
-        webhook_sign(keys, x->w->sig, msg, ts, x->body ? x->body : "",
-                     x->body ? strlen(x->body) : 0, sig);
+        webhook_sign(keys, x->w->sig, msg, ts, x->body ? x->body : "", x->body ? x->body_len : 0,
+                     sig);
         xfer_header(x, "webhook-id", msg);
         xfer_header_int(x, "webhook-timestamp", ts);
         xfer_header(x, "webhook-signature", sig);

@@ -95,14 +95,42 @@ static int64_t spec_int(task_span v)
     return *end || !(d > -9.2e18 && d < 9.2e18) ? 0 : (int64_t)d;
 }
 
+/* The string a span holds, unescaped, into out (room for v.n - 1 bytes: an
+ * escape is never shorter than what it stands for): its length, or -1 when
+ * the span holds no string. */
+static long span_unescape(task_span v, char *out)
+{
+    if (v.n < 2 || v.p[0] != '"' || v.p[v.n - 1] != '"') return -1;
+    if (!memchr(v.p, '\\', v.n)) {
+        memcpy(out, v.p + 1, v.n - 2);
+        out[v.n - 2] = '\0';
+        return (long)(v.n - 2);
+    }
+    cJSON *o = cJSON_ParseWithLength(v.p, v.n);
+    long n = -1;
+    if (cJSON_IsString(o)) {
+        n = (long)strlen(o->valuestring);
+        memcpy(out, o->valuestring, (size_t)n + 1);
+    }
+    cJSON_Delete(o);
+    return n;
+}
+
 char *task_span_string(task_span v)
 {
-    if (v.n < 2 || v.p[0] != '"' || v.p[v.n - 1] != '"') return NULL;
-    if (!memchr(v.p, '\\', v.n)) return xstrndup(v.p + 1, v.n - 2);
-    cJSON *o = cJSON_ParseWithLength(v.p, v.n);
-    char *s = cJSON_IsString(o) ? xstrdup(o->valuestring) : NULL;
-    cJSON_Delete(o);
+    if (v.n < 2) return NULL;
+    char *s = xmalloc(v.n - 1);
+    if (span_unescape(v, s) < 0) {
+        free(s);
+        return NULL;
+    }
     return s;
+}
+
+/* The spec's room for its callback_url, after its text (task_spec_read). */
+static char *spec_url_room(task_spec *s)
+{
+    return (char *)(s + 1) + s->len + 1;
 }
 
 /* A short string span into out (outlen), "" when it is none or too long. */
@@ -149,7 +177,7 @@ static void spec_member(task_spec *s, const char *name, size_t nlen, task_span v
 /* The parts a spec ('{') holds as members, once every member is known. */
 static void spec_fixed(task_spec *s)
 {
-    s->url = task_span_string(s->callback_url);
+    if (span_unescape(s->callback_url, spec_url_room(s)) >= 0) s->url = spec_url_room(s);
     spec_word(s->method_v, s->method, sizeof(s->method));
     spec_word(s->queue_v, s->queue, sizeof(s->queue));
     if (s->timeout_v.n) s->timeout_ms = spec_int(s->timeout_v);
@@ -165,8 +193,13 @@ static int64_t spec_digits(const char *p, size_t n)
 
 task_spec *task_spec_read(const char *text, size_t len)
 {
-    task_spec *s = xcalloc(1, sizeof(*s));
-    s->text = xstrndup(text, len);
+    /* one allocation: the spec, its text, and room for its callback_url
+     * (no longer than the text) */
+    task_spec *s = xmalloc(sizeof(*s) + 2 * (len + 1));
+    memset(s, 0, sizeof(*s));
+    s->text = (char *)(s + 1);
+    memcpy(s->text, text, len);
+    s->text[len] = '\0';
     s->len = len;
     s->timeout_ms = TASK_DEFAULT_TIMEOUT_MS;
     s->backoff_ms = TASK_DEFAULT_BACKOFF_MS;
@@ -184,9 +217,10 @@ task_spec *task_spec_read(const char *text, size_t len)
         if (task_rec_split(t, len, part, plen) != 0 ||
             task_rec_retry(part[4], plen[4], &a, &bo) != 0 ||
             spec_members(s, part[5], plen[5], spec_member) != 0 ||
-            !(s->url = task_span_string((task_span){part[0], plen[0]}))) {
+            span_unescape((task_span){part[0], plen[0]}, spec_url_room(s)) < 0) {
             s->bad = "stored task is not valid JSON";
         } else {
+            s->url = spec_url_room(s);
             memcpy(s->method, plen[1] ? part[1] : "POST", plen[1] ? plen[1] : 4);
             memcpy(s->queue, part[3], plen[3]);
             s->timeout_ms = spec_digits(part[2], plen[2]);
@@ -197,16 +231,16 @@ task_spec *task_spec_read(const char *text, size_t len)
     if (s->expires_at.n) s->expires_ms = spec_int(s->expires_at);
     if (s->bad) {
         s->max_attempts = 1;
-        if (!s->url) s->url = xstrdup("");
+        if (!s->url) {
+            s->url = spec_url_room(s);
+            s->url[0] = '\0';
+        }
     }
     return s;
 }
 
 void task_spec_free(task_spec *s)
 {
-    if (!s) return;
-    free(s->text);
-    free(s->url);
     free(s);
 }
 
@@ -216,16 +250,25 @@ char *task_spec_json(const task_spec *s, const char *id)
     return task_rec_spec(s->text, s->len, id);
 }
 
-char *task_spec_body(const task_spec *s, size_t *len, int *json)
+const char *task_spec_body(const task_spec *s, size_t *len, int *json, char **buf)
 {
     *json = 0;
-    char *b = NULL;
-    if (s->req.n && s->req.p[0] == '"') b = task_span_string(s->req);
-    else if (s->req.n) {
-        b = xstrndup(s->req.p, s->req.n);
+    *buf = NULL;
+    *len = 0;
+    if (s->req.n && s->req.p[0] == '"') {
+        if (s->req.n >= 2 && !memchr(s->req.p, '\\', s->req.n)) {
+            /* no escape: the text between the quotes, as it is */
+            *len = s->req.n - 2;
+            return s->req.p + 1;
+        }
+        if ((*buf = task_span_string(s->req)) != NULL) {
+            *len = strlen(*buf);
+            return *buf;
+        }
+    } else if (s->req.n) {
         *json = 1;
+        *len = s->req.n;
+        return s->req.p;
     }
-    if (!b) b = xstrdup("");
-    *len = strlen(b);
-    return b;
+    return "";
 }

@@ -31,10 +31,10 @@ typedef struct task_span {
 } task_span;
 
 typedef struct task_spec {
-    char *text;                 /* the stored form, owned (NUL-terminated) */
+    char *text;                 /* the stored form (NUL-terminated; in the spec's allocation) */
     size_t len;
     const char *bad;            /* why it cannot be called (static text), or NULL */
-    char *url;                  /* callback_url, unescaped (malloc'd; "" when bad) */
+    char *url;                  /* callback_url, unescaped ("" when bad; in the spec's allocation) */
     char method[8];
     char queue[TASK_QUEUE_MAX]; /* "" = the default queue */
     int64_t timeout_ms;
@@ -63,9 +63,10 @@ char *task_spec_json(const task_spec *s, const char *id);
  * string. */
 char *task_span_string(task_span v);
 
-/* The body to send (malloc'd; "" when the task has none) and its length;
- * *json set when req was JSON other than a string (sent as
- * application/json unless a header says otherwise). */
-char *task_spec_body(const task_spec *s, size_t *len, int *json);
+/* The body to send and its length (not NUL-terminated: in the spec's text,
+ * or in *buf, malloc'd, when req was a string that had to be unescaped;
+ * "" when the task has none); *json set when req was JSON other than a
+ * string (sent as application/json unless a header says otherwise). */
+const char *task_spec_body(const task_spec *s, size_t *len, int *json, char **buf);
 
 #endif
