@@ -47,7 +47,7 @@ typedef struct rstore {
     char *src[SCRIPT_COUNT];   /* lib.lua + the script */
     char sha[SCRIPT_COUNT][41];
     int64_t clock_offset_us;   /* Redis TIME - local monotonic clock */
-    int64_t clock_asked_us;    /* when the TIME in flight went out; 0: none */
+    int64_t clock_asked_us;    /* when the last TIME in flight was asked; 0: none */
     int64_t clock_set_us;      /* when the offset was last taken */
     store_add_batch *adds;     /* adds gathered in this loop turn */
     int add_bucket;            /* this turn's bucket for tasks without a key */
@@ -1439,21 +1439,33 @@ static void rs_clock_take(rstore *rs, const redisReply *r, int64_t t0, int64_t t
     rs->clock_set_us = t1;
 }
 
+/* A reading in flight: the time it was asked goes with it. */
+typedef struct clock_ask {
+    rstore *rs;
+    int64_t t0;
+} clock_ask;
+
 static void rs_time_cb(redisReply *r, const char *err, void *priv)
 {
-    rstore *rs = priv;
+    clock_ask *a = priv;
     (void)err;
-    rs_clock_take(rs, r, rs->clock_asked_us, util_mono_us());
-    rs->clock_asked_us = 0;
+    rs_clock_take(a->rs, r, a->t0, util_mono_us());
+    if (a->rs->clock_asked_us == a->t0) a->rs->clock_asked_us = 0;
+    free(a);
 }
 
 static void rs_sync_clock(store *s)
 {
     rstore *rs = RS(s);
     const char *argv[] = {"TIME"};
-    if (rs->clock_asked_us) return; /* one reading at a time: its t0 is the one asked */
-    rs->clock_asked_us = util_mono_us();
-    rc_node_command(rs->rc, 0, rs_time_cb, rs, 1, argv, NULL);
+    int64_t now = util_mono_us();
+    /* one at a time while the last is on its way (a reply that never came
+     * holds the next back for CLOCK_STALE_US at most) */
+    if (rs->clock_asked_us && now - rs->clock_asked_us < CLOCK_STALE_US) return;
+    clock_ask *a = xmalloc(sizeof(*a));
+    a->rs = rs;
+    a->t0 = rs->clock_asked_us = now;
+    rc_node_command(rs->rc, 0, rs_time_cb, a, 1, argv, NULL);
 }
 
 typedef struct health_ctx {
