@@ -355,6 +355,7 @@ static void xfer_free(xfer *x)
     free(x->body_buf);
     x->body_buf = NULL;
     x->body = NULL;
+    x->body_len = 0;
     if (w && w->nxspare < XFER_SPARE && x->hcap <= XFER_HBLK_KEEP) {
         x->next = w->xspare;
         w->xspare = x;

@@ -86,64 +86,9 @@ done:
     return out;
 }
 
-/* Past the string whose opening quote is before p, when it holds no
- * escape and no control byte; NULL otherwise. */
-static const char *api_flat_string(const char *p)
-{
-    while ((unsigned char)*p >= 0x20 && *p != '"' && *p != '\\') p++;
-    return *p == '"' ? p + 1 : NULL;
-}
-
-/* Past the number at p (-?digits[.digits][e[+-]digits]); NULL if none,
- * or if it is 40 characters or more (cJSON reads 63 at most). */
-static const char *api_flat_number(const char *p)
-{
-    const char *d, *start = p;
-    p += *p == '-';
-    for (d = p; *p >= '0' && *p <= '9'; p++) {}
-    if (p == d) return NULL;
-    if (*p == '.') {
-        for (d = ++p; *p >= '0' && *p <= '9'; p++) {}
-        if (p == d) return NULL;
-    }
-    if (*p == 'e' || *p == 'E') {
-        p += 1 + (p[1] == '+' || p[1] == '-');
-        for (d = p; *p >= '0' && *p <= '9'; p++) {}
-        if (p == d) return NULL;
-    }
-    return p - start < 40 ? p : NULL;
-}
-
-/* 1 with the status (*st, *n bytes) when state is the object as the Lua
- * scripts write a state with no nested member: {"s":"<status>"} and then
- * only members "name":"string" or "name":number, no escape, no space.
- * Every such text is JSON and cJSON reads that status from it; for any
- * other, 0 (cJSON reads it). */
-static int api_state_flat(const char *state, const char **st, size_t *n)
-{
-    const char *p;
-    if (strncmp(state, "{\"s\":\"", 6) != 0 || !(p = api_flat_string(state + 6))) return 0;
-    *st = state + 6;
-    *n = (size_t)(p - 1 - *st);
-    while (*p == ',') {
-        if (p[1] != '"' || !(p = api_flat_string(p + 2)) || *p++ != ':') return 0;
-        p = *p == '"' ? api_flat_string(p + 1) : api_flat_number(p);
-        if (!p) return 0;
-    }
-    return p[0] == '}' && p[1] == '\0';
-}
-
 /* The status word of a state JSON ("scheduled" when it has none). */
 void api_tasks_state_status(const char *state, char *out, size_t outlen)
 {
-    const char *word;
-    size_t n;
-    if (state && outlen && api_state_flat(state, &word, &n)) {
-        n = n < outlen - 1 ? n : outlen - 1;
-        memcpy(out, word, n);
-        out[n] = '\0';
-        return;
-    }
     cJSON *st = state ? cJSON_Parse(state) : NULL;
     cJSON *s = st ? cJSON_GetObjectItemCaseSensitive(st, "s") : NULL;
     util_copy(out, outlen, cJSON_IsString(s) ? s->valuestring : "scheduled");

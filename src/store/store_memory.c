@@ -83,16 +83,15 @@ static void ms_console_free(mstore *m);
 #define MS(s) container_of(s, mstore, base)
 
 /* The store's one clock: every "now" below is read here. */
-static int64_t ms_now_ms(const store *s)
-{
-    const mstore *m = MS(s);
-    return m->clock ? m->clock(m->clock_priv) : util_realtime_ms();
-}
-
 static int64_t ms_now_us(const store *s)
 {
     const mstore *m = MS(s);
     return m->clock ? m->clock(m->clock_priv) * 1000 : util_realtime_us();
+}
+
+static int64_t ms_now_ms(const store *s)
+{
+    return ms_now_us(s) / 1000;
 }
 
 /* ---- answers, always from the loop ------------------------------------- */
