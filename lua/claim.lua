@@ -4,7 +4,7 @@
 -- (the room's last places are kept for tasks due soon); each moves to :run
 -- with a lease deadline.
 -- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
--- lease_margin_ms, near_ms, far_limit (the last two: no such cap when absent)
+-- lease_margin_ms, near_ms, far_limit
 -- Returns {due_left, run_left, taken, then per task leased either its :due
 -- member "id\nrecord" (a fresh task, lib.lua: its first attempt, due at the
 -- execute_at its id holds) or due_ms, id, attempt, spec}: due_ms an integer,
@@ -32,24 +32,18 @@ if taken < limit then
   -- no WITHSCORES (Redis writes each score with snprintf): a fresh entry is
   -- due at the execute_at its id holds (add.lua), the others' scores are
   -- read one by one (retries and tasks held back: few in a batch).
-  -- Oldest first; with far_limit, those due at or after now + near_ms are
-  -- taken after every one due sooner, and at most far_limit of them.
+  -- Oldest first: those due at or after now + near_ms are taken after every
+  -- one due sooner, and at most far_limit of them.
   local reach = '(' .. int_text(now + tonumber(ARGV[1]))
-  local far = tonumber(ARGV[5])
-  local due
-  if far then
-    local near = now + tonumber(ARGV[4])
-    due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. int_text(near), 'LIMIT', 0,
-                     limit - #ids)
-    local more = math.min(far, limit - #ids - #due)
-    if more > 0 then
-      for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], int_text(near), reach, 'LIMIT', 0,
-                                    more)) do
-        due[#due + 1] = m
-      end
+  local near = now + tonumber(ARGV[4])
+  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. int_text(near), 'LIMIT', 0,
+                         limit - #ids)
+  local more = math.min(tonumber(ARGV[5]), limit - #ids - #due)
+  if more > 0 then
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], int_text(near), reach, 'LIMIT', 0,
+                                  more)) do
+      due[#due + 1] = m
     end
-  else
-    due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', reach, 'LIMIT', 0, limit - #ids)
   end
   for i = 1, #due do
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks

@@ -157,7 +157,7 @@ end
 local function id_at(id)
   local at, k = id_at_text(id)
   if not at then return nil, '' end
-  return tonumber(at), string.sub(id, k)
+  return tonumber(at), str_sub(id, k)
 end
 
 -- A fresh task's member in :due: member, record, due; or nil.

@@ -226,6 +226,16 @@ int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key
     return 0;
 }
 
+int64_t task_id_at(const char *id)
+{
+    const char *p = strchr(id, '.');
+    p = p ? strchr(p + 1, '.') : NULL;
+    if (!p || !task_isdigit((unsigned char)p[1])) return -1;
+    int64_t v = 0;
+    for (p++; task_isdigit((unsigned char)*p); p++) v = v * 10 + (*p - '0');
+    return v;
+}
+
 int task_cursor_valid(const char *s)
 {
     const char *a = strchr(s, '~'), *b = a ? strchr(a + 1, '~') : NULL;

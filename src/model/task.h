@@ -203,6 +203,10 @@ int task_input_add_json(task_input *t, const char *name, const char *json, size_
 void task_id_make(const char *slice, int64_t execute_at_ms, const char *key,
                   char *out, size_t outlen);
 int task_id_parse(const char *id, char *slice, int64_t *execute_at_ms, char *key);
+/* The execute_at an id holds, read without checking its slice or key (an id
+ * claim.lua read the same way: lua/lib.lua id_at_text), or -1 when it holds
+ * no digits there. */
+int64_t task_id_at(const char *id);
 
 /* 1 if s is a listing's cursor as next_cursor gives it (store.h),
  * "<slice>~<score>~<id>": a slice name as task_slice_name makes, an integer

@@ -762,19 +762,6 @@ static int rs_claim_reply_ok(const redisReply *r)
     return 1;
 }
 
-/* The execute_at (ms) an id holds (task.h: "<slice>.<execute_at>.<key>",
- * the slice "minute.b"), or 0 for what is not an id (claim.lua took its
- * due from it, so it is one). */
-static int64_t rs_id_due(const char *id)
-{
-    const char *p = strchr(id, '.');
-    p = p ? strchr(p + 1, '.') : NULL;
-    if (!p) return 0;
-    int64_t v = 0;
-    for (p++; *p >= '0' && *p <= '9'; p++) v = v * 10 + (*p - '0');
-    return v;
-}
-
 static void rs_claim_cb(redisReply *r, const char *err, void *priv)
 {
     claim_ctx *cl = priv;
@@ -803,7 +790,7 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
             char *nl = memchr(e[0]->str, '\n', e[0]->len);
             *nl = '\0';
             l->id = e[0]->str;
-            l->due_ms = rs_id_due(l->id);
+            l->due_ms = task_id_at(l->id); /* claim.lua took its due from it */
             l->attempt = 1;
             l->spec = task_spec_read(nl + 1, e[0]->len - (size_t)(nl + 1 - e[0]->str));
             idbytes += (size_t)(nl - e[0]->str) + 1;

@@ -257,7 +257,10 @@ static void test_id_round_trip(void **state)
         assert_string_equal(s2, slice);
         assert_int_equal(at, T0_MS + 250);
         assert_string_equal(k2, keys[i]);
+        assert_int_equal(task_id_at(id), T0_MS + 250);
     }
+    assert_int_equal(task_id_at("202611220500.3"), -1);
+    assert_int_equal(task_id_at("202611220500.3.k"), -1);
 
     task_id_make("202611220500.3", T0_MS, "order-42", id, sizeof(id));
     assert_string_equal(id, "202611220500.3.1795323600000.order-42");
