@@ -45,6 +45,13 @@ if taken < limit then
       due[#due + 1] = m
     end
   end
+  -- a fresh member's id is "<this slice>.<execute_at>.<key>" (add.lua
+  -- writes it to its home slice only): its execute_at's 13 digits (every
+  -- time from 2001 to 2286) are read at a known place, any other by
+  -- id_at_text
+  local at_from = #str_match(KEYS[1], '{([^}]*)}') + 2
+  local at_dot = at_from + 13
+  local at_digits = {}
   for i = 1, #due do
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)
@@ -52,7 +59,14 @@ if taken < limit then
     local nl = str_find(m, '\n', 1, true)
     if nl then
       id, rec = str_sub(m, 1, nl - 1), str_sub(m, nl + 1)
-      at = id_at_text(id)
+      if str_byte(id, at_dot) == 46 then
+        at = str_sub(id, at_from, at_dot - 1)
+        local digits = at_digits[at]
+        if digits == nil then digits = str_find(at, '^%d+$') ~= nil; at_digits[at] = digits end
+        if not digits then at = nil end
+      else
+        at = id_at_text(id)
+      end
     end
     taken = taken + 1
     ids[taken] = id
@@ -105,7 +119,8 @@ local srem, zrem, zadd, hset, seen = {}, {}, {}, {}, {}
 local dropped, nh, nz, no = 0, 0, 0, 3
 -- what a burst repeats, made once a call: a timeout's number, a queue's
 -- JSON, a lease deadline's digits
-local to_num, q_json, deadline_text = {}, {}, {}
+local to_num, q_json, deadline_text, at_num = {}, {}, {}, {}
+local run1_at, run1_to, run1_qj, run1_text
 for i = 1, taken do
   local id = ids[i]
   if seen[id] then
@@ -128,7 +143,8 @@ for i = 1, taken do
     -- the locale Redis was started in.)
     local to, q = rec_to_queue(recs[i])
     local at = due_text[i]
-    local from = math.max(tonumber(at), now)
+    local from = at_num[at]
+    if not from then from = math.max(tonumber(at), now); at_num[at] = from end
     local ton = to_num[to]
     if not ton then ton = tonumber(to); to_num[to] = ton end
     local qj = q_json[q or '']
@@ -136,8 +152,12 @@ for i = 1, taken do
     local dl = from + ton + margin
     local dlt = deadline_text[dl]
     if not dlt then dlt = int_text(dl); deadline_text[dl] = dlt end
+    -- (tasks due on the same ms share their state's text)
+    if at ~= run1_at or to ~= run1_to or qj ~= run1_qj then
+      run1_at, run1_to, run1_qj, run1_text = at, to, qj, state_run1(at, to, qj)
+    end
     nh = nh + 1; hset[nh] = sfield[i]
-    nh = nh + 1; hset[nh] = state_run1(at, to, qj)
+    nh = nh + 1; hset[nh] = run1_text
     nh = nh + 1; hset[nh] = id
     nh = nh + 1; hset[nh] = recs[i]
     nz = nz + 1; zadd[nz] = dlt

@@ -171,18 +171,14 @@ local function fresh_find(due, id)
   return nil
 end
 
--- A record's timeout (its digits) and queue ('' = the default), found with
--- plain finds of the line ends (src/model/task.h: url, method, timeout_ms,
--- queue, ...); nil when it holds no timeout.
+-- A record's timeout (its digits) and queue ('' = the default)
+-- (src/model/task.h: url, method, timeout_ms, queue, ...); nil when it holds
+-- no timeout. The url, the longest line, is passed by a plain find; the
+-- pattern reads the short lines after it.
 local function rec_to_queue(rec)
   local a = str_find(rec, '\n', 1, true)
-  local b = a and str_find(rec, '\n', a + 1, true)
-  local c = b and str_find(rec, '\n', b + 1, true)
-  local d = c and str_find(rec, '\n', c + 1, true)
-  if not d then return nil end
-  local to = str_sub(rec, b + 1, c - 1)
-  if not str_find(to, '^%d+$') then return nil end
-  return to, str_sub(rec, c + 1, d - 1)
+  if not a then return nil end
+  return str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n', a + 1)
 end
 
 -- The state a fresh task has (its record: src/model/task.h).
@@ -200,7 +196,8 @@ end
 -- what a task cost Redis. Any other state goes through cjson; the two forms
 -- are the same JSON to every reader. settle reads a state of the first form
 -- as STATE_RUN1_HEAD (a plain find) then STATE_RUN1_TAIL from the byte after
--- it (due, to, q as JSON text), and writes the succeeded one from it.
+-- it (due, to, q as JSON text), and writes the succeeded one with that text
+-- as it is.
 local STATE_RUN1_HEAD = '{"s":"running","a":0,"due":'
 local STATE_RUN1_TAIL = '^(%d+),"to":(%d+),"q":(.*)}$'
 

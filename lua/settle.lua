@@ -7,12 +7,12 @@
 --       slice), next_slice (retry: the slice holding the retry pointer, '' =
 --       here), and the attempt's history entry: sent_at_ms (0: none), took_ms,
 --       the answer's status (0: none) and the start of a failed answer's body
---   success (2): id, "attempt sent_at_ms took_ms status" (decimal, one space
---       apart): an attempt that succeeded, with no error and no body, its
---       lease in this slice. The same as the general group id, 'ok', attempt,
---       '', '', 0, 1, '', sent_at_ms, took_ms, status, '' (what is stored
---       does not depend on the form); told apart by its second argument,
---       which is not an outcome's name.
+--   success (2): id, '{"t":sent_at_ms,"ms":took_ms,"c":status}' (decimal):
+--       a first attempt that succeeded, with no error and no body, its lease
+--       in this slice, as the history entry it adds. The same as the general
+--       group id, 'ok', 1, '', '', 0, 1, '', sent_at_ms, took_ms, status, ''
+--       (what is stored does not depend on the form); told apart by its
+--       second argument, which is not an outcome's name.
 -- The task keeps its last HISTORY attempts in st.h: {t, ms, c, e, b}.
 -- Returns, for the tasks this settle ended (succeeded or failed; also when
 -- this settle is sent again after its answer was lost: st.ft), each queue
@@ -82,51 +82,61 @@ local function finish(st, id, status, ix)
 end
 
 -- A first attempt that succeeded, its state in the form the claim wrote
--- (lib.lua: STATE_RUN1_HEAD): the succeeded state is written as text too, from
--- the digits given (attempt, sent_at and status: digits without a leading
--- zero; took: the same, or 0). Returns the state and its queue; nil when
--- the state is not of that form (the general path then takes it).
+-- (lib.lua: STATE_RUN1_HEAD, then due, to and q): the succeeded state is
+-- written as text too, the claim's due, to and q kept as they are, and h, the
+-- attempt's history entry (JSON text), added. A state the same as the one
+-- before is not read again (a burst's tasks share their due, timeout and
+-- queue). Group n's task (id), given first in this settle, is written
+-- back so; returns its queue, or nil when its state is not of that form (the
+-- general path then takes it).
 local canon_token = string.find(token, '^%w*$') ~= nil
-local queues = {['1'] = 'default'}
-local function settle_ok1(rawst, attempt, t, ms, c)
-  if not canon_token or str_find(rawst, STATE_RUN1_HEAD, 1, true) ~= 1 then return nil end
-  local due, to, q = str_match(rawst, STATE_RUN1_TAIL, #STATE_RUN1_HEAD + 1)
-  if not due then return nil end
-  local queue = queues[q]
-  if not queue then
-    queue = string.match(q, '^"([%w._-]+)"$') or cjson.decode(q)
-    queues[q] = queue
+local RUN1_A0 = #'{"s":"running","a":0'
+local SUCCEEDED1 = '{"s":"succeeded","a":1'
+local fin_h = ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":['
+-- the last state of the claim's form read: its queue and the text after
+-- RUN1_A0 without its "}" (false: not of that form)
+local last_raw, last_run1
+local hset, nhset = {}, 0
+local function settled_ok1(n, id, h)
+  local rawst = raw[n]
+  if not canon_token or states[id] ~= nil or not rawst then return nil end
+  local r = last_run1
+  if rawst ~= last_raw then
+    r = false
+    if str_find(rawst, STATE_RUN1_HEAD, 1, true) == 1 then
+      local _, _, q = str_match(rawst, STATE_RUN1_TAIL, #STATE_RUN1_HEAD + 1)
+      if q then
+        local queue = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
+        r = {queue, str_sub(rawst, RUN1_A0 + 1, -2)}
+      end
+    end
+    last_raw, last_run1 = rawst, r
   end
-  return '{"s":"succeeded","a":' .. attempt .. ',"due":' .. due .. ',"to":' .. to .. ',"q":' .. q ..
-         ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":[{"t":' .. t .. ',"ms":' ..
-         ms .. ',"c":' .. c .. '}]}', queue
-end
-
--- the digits settle_ok1 takes: attempt, sent_at, took, status
-local OK1_ARGS = '^([1-9]%d*) ([1-9]%d*) (%d+) ([1-9]%d*)$'
-
--- Group n's task (id), its state as the claim wrote it and given first in
--- this settle, ended by a success of those digits (nil when they did not
--- match OK1_ARGS): written back as settle_ok1's text. Returns its queue;
--- nil when this does not apply.
-local function settled_ok1(n, id, a, t, ms, c)
-  if not a or states[id] ~= nil or not raw[n] or (#ms > 1 and str_byte(ms) == 48) then
-    return nil
-  end
-  local text, queue = settle_ok1(raw[n], a, t, ms, c)
-  if not text then return nil end
+  if not r then return nil end
+  local text = SUCCEEDED1 .. r[2] .. fin_h .. h .. ']}'
   states[id] = text
   ended_now(id, fin_ok)
-  write_back(id, n)
-  return queue
+  nhset = nhset + 1; hset[nhset] = sfields[n]
+  nhset = nhset + 1; hset[nhset] = text
+  return r[1]
+end
+
+-- A success's history entry, as settled_ok1 takes it: nil unless sent_at
+-- and status are digits without a leading zero, took the same or 0.
+local function ok1_entry(t, ms, c)
+  if not str_find(t .. ' ' .. ms .. ' ' .. c, '^[1-9]%d* %d+ [1-9]%d*$') or
+     (#ms > 1 and str_byte(ms) == 48) then
+    return nil
+  end
+  return '{"t":' .. t .. ',"ms":' .. ms .. ',"c":' .. c .. '}'
 end
 
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
   local st = states[id]
   if loc == '1' then zrem[#zrem + 1] = id end
-  if st == nil and o == 'ok' and err == '' and code == '' and hist[4] == '' then
-    local queue = settled_ok1(n, id, string.match(attempt .. ' ' .. hist[1] .. ' ' .. hist[2] ..
-                                                   ' ' .. hist[3], OK1_ARGS))
+  if st == nil and o == 'ok' and attempt == '1' and err == '' and code == '' and hist[4] == '' then
+    local h = ok1_entry(hist[1], hist[2], hist[3])
+    local queue = h and settled_ok1(n, id, h)
     if queue then return queue end
   end
   if type(st) == 'string' then
@@ -182,19 +192,18 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
   return ended
 end
 
--- A group of the success form (n, its id and digits). The common case
--- (its state as the claim wrote it) is written without a table; any other
--- goes the general way.
-local function settle_success(n, id, p)
-  local a, t, ms, c = str_match(p, OK1_ARGS)
-  local queue = settled_ok1(n, id, a, t, ms, c)
+-- A group of the success form (n, its id and history entry). The common
+-- case (its state as the claim wrote it) is written without a table; any
+-- other goes the general way.
+local function settle_success(n, id, h)
+  local queue = settled_ok1(n, id, h)
   if queue then
     zrem[#zrem + 1] = id
     return queue
   end
-  if not a then a, t, ms, c = string.match(p, '^(%d+) (%d+) (%d+) (%d+)$') end
-  if not a then return redis.error_reply('settle: not a success group: ' .. p) end
-  return settle(n, id, 'ok', a, '', '', '0', '1', '', {t, ms, c, ''})
+  local t, ms, c = str_match(h, '^{"t":(%d+),"ms":(%d+),"c":(%d+)}$')
+  if not t then return redis.error_reply('settle: not a success group: ' .. h) end
+  return settle(n, id, 'ok', '1', '', '', '0', '1', '', {t, ms, c, ''})
 end
 
 -- the queues whose counts the tasks ended here leave
@@ -218,11 +227,10 @@ end
 -- The id goes back to :due and the state is written before the lease ends:
 -- a write refused midway leaves the lease, never the task without one.
 bulk_write('ZADD', KEYS[1], zadd)
-local hset = {}
 for k, id in ipairs(order) do
-  hset[#hset + 1] = ofields[k]
   local st = states[id]
-  hset[#hset + 1] = type(st) == 'string' and st or cjson.encode(st)
+  nhset = nhset + 1; hset[nhset] = ofields[k]
+  nhset = nhset + 1; hset[nhset] = type(st) == 'string' and st or cjson.encode(st)
 end
 bulk_write('HSET', KEYS[2], hset)
 bulk_write('ZADD', KEYS[5], fin_ok)

@@ -534,17 +534,18 @@ static void step_settle(step *st, const store_attempt *a, int local, const char 
     static const char *names[] = {"ok", "fail", "retry", "release", "park", "expire"};
     step_str(st, a->id);
     if (a->outcome == OUT_OK && !a->err[0] && local && !next_slice[0] &&
-        (!a->answer || !a->answer_len) && a->attempt >= 0 && a->sent_at_ms >= 0 &&
-        a->took_ms >= 0 && a->status_code >= 0) {
-        /* a success: the short group, "attempt sent_at took status" */
-        char buf[4 * UTIL_INT_MAX], *p = buf;
-        p += util_fmt_int(p, a->attempt);
-        *p++ = ' ';
+        (!a->answer || !a->answer_len) && a->attempt == 1 && a->sent_at_ms > 0 &&
+        a->took_ms >= 0 && a->status_code > 0) {
+        /* a first attempt's success: the short group, its history entry as
+         * the state holds it */
+        char buf[3 * UTIL_INT_MAX + 32], *p = buf;
+        memcpy(p, "{\"t\":", 5), p += 5;
         p += util_fmt_int(p, a->sent_at_ms);
-        *p++ = ' ';
+        memcpy(p, ",\"ms\":", 6), p += 6;
         p += util_fmt_int(p, a->took_ms);
-        *p++ = ' ';
+        memcpy(p, ",\"c\":", 5), p += 5;
         p += util_fmt_int(p, a->status_code);
+        *p++ = '}';
         step_arg(st, buf, (size_t)(p - buf));
         return;
     }

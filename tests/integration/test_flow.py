@@ -482,8 +482,9 @@ def test_settle_counts_an_end_once_even_when_sent_again(redis):
     def settle(token, *ids, short=False):
         args = ["86400000", "86400000", token]
         for i in ids:
-            # the general group, or the short one of a success (the same)
-            args += [i, "1 1 5 200"] if short else \
+            # the general group, or the short one of a first attempt's
+            # success (the same)
+            args += [i, '{"t":1,"ms":5,"c":200}'] if short else \
                 [i, "ok", "1", "", "", "0", "1", "", "1", "5", "200", ""]
         # the queues, each with how many of its tasks ended
         out = redis.cli("EVAL", src, "7", *keys, *args)
