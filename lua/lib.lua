@@ -10,7 +10,8 @@
 --                     s:<id> -> state (JSON, below)
 --                     #open -> count of tasks of this slice not yet final
 --   P:{S}:del   SET   ids cancelled while in :due (lazy delete; claim drops them)
---   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again
+--   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again;
+--                     and RUN_PIN -> +inf while it holds a lease (below)
 --   P:{S}:w     STRING written (expiring in 60 s) before a WAIT, when an add found its
 --                     ids stored: the WAIT then covers them (store_redis.c)
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
@@ -230,6 +231,39 @@ local function task_state(due, task, id)
   redis.call('ZADD', due, at, id)
   redis.call('ZREM', due, m)
   return st
+end
+
+-- The lease index's pin. Redis keeps a sorted set of at most
+-- zset-max-listpack-entries (128) members of at most zset-max-listpack-value
+-- (64) bytes as one packed list, which every ZADD and ZREM walks: a slice's
+-- :run holds only the leases in flight, a few dozen ids of about 52 bytes, so
+-- it stayed a list, and walking it was a fifth of what a callback cost Redis.
+-- A member longer than that keeps it a skiplist (O(log n)): the claim adds the
+-- pin with its leases, scored +inf (never an expired lease), and it goes with
+-- the last lease (run_unpin). It is never a task: run_count leaves it out, and
+-- the listing skips it.
+local RUN_PIN = '#pin: a member longer than zset-max-listpack-value keeps the lease index a skiplist'
+
+-- A slice's task hash is pinned the same way, by a field whose value is
+-- longer than hash-max-listpack-value (64): the claim writes each task's
+-- record and state there, about 50 bytes each for a short callback, and the
+-- first 256 tasks of a slice would each walk the packed list (512 fields).
+-- The field goes with the hash (it expires with the slice's records).
+local TASK_PIN_FIELD = '#pin'
+local TASK_PIN = 'a value longer than hash-max-listpack-value keeps this hash a hash table'
+
+-- The leases in run (KEYS run), the pin left out.
+local function run_count(run)
+  local n = redis.call('ZCARD', run)
+  if n > 0 and redis.call('ZSCORE', run, RUN_PIN) then n = n - 1 end
+  return n
+end
+
+-- After leases left run: with the last of them, the pin goes (and the key).
+local function run_unpin(run)
+  if redis.call('ZCARD', run) == 1 and redis.call('ZSCORE', run, RUN_PIN) then
+    redis.call('DEL', run)
+  end
 end
 
 -- Many-argument commands in pieces: unpack() of more than a few thousand

@@ -43,22 +43,25 @@ while #out - HEAD < 2 * limit do
   if #r == 0 then break end
   offset = offset + #r / 2
   for i = 1, #r, 2 do
-    -- a fresh task's member is "id\nrecord" (lib.lua); '\n' sorts before
-    -- any id character, so ids keep the members' order
-    local id, score = string.match(r[i], '^[^\n]*'), r[i + 1]
-    local past = after_id == '' or tonumber(score) ~= tonumber(after_score) or
-                 (desc and id < after_id) or (not desc and id > after_id)
-    scanned = scanned + 1
-    if past and #out - HEAD < 2 * limit then
-      local at, k = id_at(id)
-      if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
-         string.sub(k, 1, #prefix) == prefix and
-         (not runs or string.find(k, '^%d+$', #prefix + 1)) and
-         not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
-        out[#out + 1] = id
-        out[#out + 1] = score
+    -- the lease index's pin is no task (lib.lua)
+    if r[i] ~= RUN_PIN then
+      -- a fresh task's member is "id\nrecord" (lib.lua); '\n' sorts before
+      -- any id character, so ids keep the members' order
+      local id, score = string.match(r[i], '^[^\n]*'), r[i + 1]
+      local past = after_id == '' or tonumber(score) ~= tonumber(after_score) or
+                   (desc and id < after_id) or (not desc and id > after_id)
+      scanned = scanned + 1
+      if past and #out - HEAD < 2 * limit then
+        local at, k = id_at(id)
+        if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
+           string.sub(k, 1, #prefix) == prefix and
+           (not runs or string.find(k, '^%d+$', #prefix + 1)) and
+           not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
+          out[#out + 1] = id
+          out[#out + 1] = score
+        end
+        out[3], out[4] = score, id
       end
-      out[3], out[4] = score, id
     end
   end
   if #r < 2 * batch then break end

@@ -21,5 +21,5 @@ elseif op == 'requeue' then
 else
   redis.call('HDEL', KEYS[3], id)
 end
-redis.call('ZREM', KEYS[2], id)
+if redis.call('ZREM', KEYS[2], id) == 1 then run_unpin(KEYS[2]) end
 return 1

@@ -241,6 +241,7 @@ if finals > 0 then
               failed_retention)
 end
 bulk_write('ZREM', KEYS[4], zrem)
+if #zrem > 0 then run_unpin(KEYS[4]) end
 local out = {}
 for _, q in ipairs(qorder) do out[#out + 1] = q; out[#out + 1] = qn[q] end
 return out
