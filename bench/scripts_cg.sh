@@ -1,0 +1,105 @@
+#!/bin/bash
+# bench/scripts_cg.sh: Redis's instructions a task in the claim and the
+# settle scripts alone, counted by valgrind --tool=callgrind: no tickd, no
+# receiver, no timing. A redis-server under callgrind is fed by
+# `redis-cli --pipe`: SG_N (20,480) fresh tasks in SG_SLICES (16) slices,
+# then every slice claimed in calls of SG_BATCH (256), then every task
+# settled as a first attempt's success, in calls of the same size. The same
+# figure on an idle or a busy machine: to judge a change of lua/ in seconds.
+#
+#   bench/scripts_cg.sh [LUA_DIR]        # lua/ by default
+#
+# SG_CONFIG="name value" is given to Redis by CONFIG SET first (for example
+# "hash-max-listpack-entries 0", to see what the packed encodings cost).
+# Needs valgrind, redis-server and python3.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LUA=$(cd "${1:-$ROOT/lua}" && pwd)
+N=${SG_N:-20480}
+SLICES=${SG_SLICES:-16}
+BATCH=${SG_BATCH:-256}
+N=$((SLICES * (N / SLICES)))  # as many in each slice
+for c in valgrind redis-server redis-cli python3 callgrind_control; do
+  command -v $c >/dev/null || { echo "$c missing" >&2; exit 1; }
+done
+W=$(mktemp -d /tmp/tickd-scripts-cg.XXXXXX)
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.%p" \
+  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no >"$W/redis.log" 2>&1 &
+VP=$!
+trap 'redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || kill $VP 2>/dev/null; rm -rf "$W"' EXIT
+for _ in $(seq 300); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+if [ -n "${SG_CONFIG:-}" ]; then redis-cli -p "$PORT" CONFIG SET $SG_CONFIG >/dev/null; fi
+load() { redis-cli -p "$PORT" SCRIPT LOAD "$(cat "$LUA/lib.lua"; echo; cat "$LUA/$1.lua")"; }
+CLAIM=$(load claim)
+SETTLE=$(load settle)
+
+# the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
+# ago, the claims, the settles
+python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" <<'PY'
+import random, string, sys, time
+w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
+random.seed(1)
+at = int(time.time() * 1000) - 60000
+minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
+rec = '"http://127.0.0.1:8080/cb"\n\n10000\n\n\n{}'
+def resp(*a):
+    out = [b"*%d\r\n" % len(a)]
+    for x in a:
+        x = x if isinstance(x, bytes) else str(x).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(x), x))
+    return b"".join(out)
+def key():
+    return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(22))
+slices = [(f"{minute}.{s}", [f"{minute}.{s}.{at}.{key()}" for _ in range(n // nsl)])
+          for s in range(nsl)]
+with open(f"{w}/slices", "w") as f:
+    f.write("".join(s + "\n" for s, _ in slices))
+def keys(s, names):
+    return [f"tickd:{{{s}}}:{k}" for k in names]
+with open(f"{w}/setup.resp", "wb") as f:
+    for s, ids in slices:
+        for i in range(0, len(ids), 500):
+            args = ["ZADD", keys(s, ["due"])[0]]
+            for t in ids[i:i + 500]:
+                args += [at, t + "\n" + rec]
+            f.write(resp(*args))
+        f.write(resp("HINCRBY", keys(s, ["task"])[0], "#open", len(ids)))
+with open(f"{w}/claim.resp", "wb") as f:
+    for s, ids in slices:
+        for i in range(0, len(ids), b):
+            f.write(resp("EVALSHA", claim, 5, *keys(s, ["due", "task", "del", "run", "ptr"]),
+                         1500, b, 5000, 1000, b))
+with open(f"{w}/settle.resp", "wb") as f:
+    for s, ids in slices:
+        for i in range(0, len(ids), b):
+            args = ["EVALSHA", settle, 8,
+                    *keys(s, ["due", "task", "del", "run", "ok", "failed", "cancelled", "expired"]),
+                    86400000, 604800000, f"t{i}"]
+            for t in ids[i:i + b]:
+                args += [t, '{"t":%d,"ms":3,"c":200}' % (at + 1)]
+            f.write(resp(*args))
+PY
+pipe() { # pipe FILE: sent; dies on any error reply
+  local out
+  out=$(redis-cli -p "$PORT" --pipe <"$W/$1")
+  grep -q "errors: 0," <<<"$out" || { echo "$1: $out" >&2; exit 1; }
+}
+pipe setup.resp
+callgrind_control -i on $VP >/dev/null
+pipe claim.resp
+callgrind_control -d $VP >/dev/null
+callgrind_control -z $VP >/dev/null
+pipe settle.resp
+callgrind_control -d $VP >/dev/null
+callgrind_control -i off $VP >/dev/null
+ok=0
+while read -r s; do ok=$((ok + $(redis-cli -p "$PORT" ZCARD "tickd:{$s}:ok"))); done <"$W/slices"
+total() { callgrind_annotate "$(ls "$W"/cg.$VP.$1)" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
+c=$(total 1)
+s=$(total 2)
+(( ok == N )) || { echo "$ok of $N tasks settled as succeeded" >&2; exit 1; }
+echo "| instructions a task | claim | settle | both |"
+echo "| --- | ---: | ---: | ---: |"
+printf '| %s | %s | %s | %s |\n' "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo lua)" \
+  $((c / N)) $((s / N)) $(((c + s) / N))
