@@ -430,7 +430,7 @@ wl_schedules() {
   tickd_start
   sleep 0.5
   before=$(used_memory)
-  start=$(($(now_ms) + 20000))
+  start=$(($(now_ms) + 30000))  # creating 100,000 takes 12-17 s here
   r=$(timeout 120 node "$BENCH/tickd_load.js" schedules --url "$TURL" --cb "$CB/cb" --n "$SCHED_N" \
     --conc 64 --req-bytes 200 --spread ms --start "$start")
   log "created: $r"

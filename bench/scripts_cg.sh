@@ -9,6 +9,8 @@
 #
 #   bench/scripts_cg.sh [LUA_DIR]        # lua/ by default
 #
+# SG_SPREAD_MS=10000 spreads the tasks' dues over that many ms (a backlog:
+# each task due on its own millisecond), instead of one instant (a burst).
 # SG_CONFIG="name value" is given to Redis by CONFIG SET first (for example
 # "hash-max-listpack-entries 0", to see what the packed encodings cost).
 # Needs valgrind, redis-server and python3.
@@ -36,9 +38,10 @@ SETTLE=$(load settle)
 
 # the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
 # ago, the claims, the settles
-python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" <<'PY'
+python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
+spread = int(sys.argv[7])
 random.seed(1)
 at = int(time.time() * 1000) - 60000
 minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
@@ -51,7 +54,9 @@ def resp(*a):
     return b"".join(out)
 def key():
     return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(22))
-slices = [(f"{minute}.{s}", [f"{minute}.{s}.{at}.{key()}" for _ in range(n // nsl)])
+def due(i):
+    return at + (i * spread) // (n // nsl) if spread else at
+slices = [(f"{minute}.{s}", [f"{minute}.{s}.{due(i)}.{key()}" for i in range(n // nsl)])
           for s in range(nsl)]
 with open(f"{w}/slices", "w") as f:
     f.write("".join(s + "\n" for s, _ in slices))
@@ -62,7 +67,7 @@ with open(f"{w}/setup.resp", "wb") as f:
         for i in range(0, len(ids), 500):
             args = ["ZADD", keys(s, ["due"])[0]]
             for t in ids[i:i + 500]:
-                args += [at, t + "\n" + rec]
+                args += [t.split(".")[2], t + "\n" + rec]
             f.write(resp(*args))
         f.write(resp("HINCRBY", keys(s, ["task"])[0], "#open", len(ids)))
 with open(f"{w}/claim.resp", "wb") as f:
@@ -77,7 +82,7 @@ with open(f"{w}/settle.resp", "wb") as f:
                     *keys(s, ["due", "task", "del", "run", "ok", "failed", "cancelled", "expired"]),
                     86400000, 604800000, f"t{i}"]
             for t in ids[i:i + b]:
-                args += [t, '{"t":%d,"ms":3,"c":200}' % (at + 1)]
+                args += [t, '{"t":%d,"ms":3,"c":200}' % (int(t.split(".")[2]) + 1)]
             f.write(resp(*args))
 PY
 pipe() { # pipe FILE: sent; dies on any error reply

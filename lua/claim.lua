@@ -115,8 +115,9 @@ for i = 1, taken do
   end
 end
 
-local srem, zrem, zadd, hset, seen = {}, {}, {}, {TASK_PIN_FIELD, TASK_PIN}, {}
-local dropped, nh, nz, no = 0, 2, 0, 3
+-- (the pins first, in the same HSET and ZADD as the tasks: lib.lua)
+local srem, zrem, zadd, hset, seen = {}, {}, {'+inf', RUN_PIN}, {TASK_PIN_FIELD, TASK_PIN}, {}
+local dropped, nh, nz, no = 0, 2, 2, 3
 -- what a burst repeats, made once a call: a timeout's number, a queue's
 -- JSON, a lease deadline's digits
 local to_num, q_json, deadline_text, at_num = {}, {}, {}, {}
@@ -188,12 +189,9 @@ end
 -- Writes that add come before those that remove: a script that fails midway
 -- (a write refused) keeps what it did, and so must never have removed an
 -- entry without writing the one that replaces it.
--- (the pin first, in the same HSET: lib.lua)
 if nh > 2 then bulk_write('HSET', KEYS[2], hset) end
 if dropped > 0 then redis.call('HINCRBY', KEYS[2], '#open', -dropped) end
--- (the pin first: a new lease index is made a skiplist at once, lib.lua)
-if nz > 0 then redis.call('ZADD', KEYS[4], '+inf', RUN_PIN) end
-bulk_write('ZADD', KEYS[4], zadd)
+if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
 bulk_write('ZREM', KEYS[1], taken_due)
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)

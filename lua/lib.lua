@@ -252,18 +252,15 @@ local RUN_PIN = '#pin: a member longer than zset-max-listpack-value keeps the le
 local TASK_PIN_FIELD = '#pin'
 local TASK_PIN = 'a value longer than hash-max-listpack-value keeps this hash a hash table'
 
--- The leases in run (KEYS run), the pin left out.
+-- The leases in run (KEYS run): every member scored below +inf, the pin
+-- left out.
 local function run_count(run)
-  local n = redis.call('ZCARD', run)
-  if n > 0 and redis.call('ZSCORE', run, RUN_PIN) then n = n - 1 end
-  return n
+  return redis.call('ZCOUNT', run, '-inf', '(+inf')
 end
 
 -- After leases left run: with the last of them, the pin goes (and the key).
 local function run_unpin(run)
-  if redis.call('ZCARD', run) == 1 and redis.call('ZSCORE', run, RUN_PIN) then
-    redis.call('DEL', run)
-  end
+  if run_count(run) == 0 then redis.call('DEL', run) end
 end
 
 -- Many-argument commands in pieces: unpack() of more than a few thousand
