@@ -51,7 +51,10 @@ if taken < limit then
   -- id_at_text
   local at_from = #str_match(KEYS[1], '{([^}]*)}') + 2
   local at_dot = at_from + 13
-  local at_digits = {}
+  -- (the last text checked and whether it was digits: a run of tasks due on
+  -- the same ms checks it once; a table of every one would grow in a
+  -- backlog, where each task has its own)
+  local digits_at, digits_ok
   for i = 1, #due do
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)
@@ -61,9 +64,8 @@ if taken < limit then
       id, rec = str_sub(m, 1, nl - 1), str_sub(m, nl + 1)
       if str_byte(id, at_dot) == 46 then
         at = str_sub(id, at_from, at_dot - 1)
-        local digits = at_digits[at]
-        if digits == nil then digits = str_find(at, '^%d+$') ~= nil; at_digits[at] = digits end
-        if not digits then at = nil end
+        if at ~= digits_at then digits_at, digits_ok = at, str_find(at, '^%d+$') ~= nil end
+        if not digits_ok then at = nil end
       else
         at = id_at_text(id)
       end
@@ -119,8 +121,11 @@ end
 local srem, zrem, zadd, hset, seen = {}, {}, {'+inf', RUN_PIN}, {TASK_PIN_FIELD, TASK_PIN}, {}
 local dropped, nh, nz, no = 0, 2, 2, 3
 -- what a burst repeats, made once a call: a timeout's number, a queue's
--- JSON, a lease deadline's digits
-local to_num, q_json, deadline_text, at_num = {}, {}, {}, {}
+-- JSON (tables: few of each); and once for a run of tasks with the same due
+-- (the last one made): the due's number, a lease deadline's digits, the
+-- running state's text
+local to_num, q_json = {}, {}
+local from_at, from, dl_num, dlt
 local run1_at, run1_to, run1_qj, run1_text
 for i = 1, taken do
   local id = ids[i]
@@ -144,15 +149,13 @@ for i = 1, taken do
     -- the locale Redis was started in.)
     local to, q = rec_to_queue(recs[i])
     local at = due_text[i]
-    local from = at_num[at]
-    if not from then from = math.max(tonumber(at), now); at_num[at] = from end
+    if at ~= from_at then from_at, from = at, math.max(tonumber(at), now) end
     local ton = to_num[to]
     if not ton then ton = tonumber(to); to_num[to] = ton end
     local qj = q_json[q or '']
     if not qj then qj = state_run1_queue(q); q_json[q or ''] = qj end
     local dl = from + ton + margin
-    local dlt = deadline_text[dl]
-    if not dlt then dlt = int_text(dl); deadline_text[dl] = dlt end
+    if dl ~= dl_num then dl_num, dlt = dl, int_text(dl) end
     -- (tasks due on the same ms share their state's text)
     if at ~= run1_at or to ~= run1_to or qj ~= run1_qj then
       run1_at, run1_to, run1_qj, run1_text = at, to, qj, state_run1(at, to, qj)

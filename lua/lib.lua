@@ -196,11 +196,11 @@ end
 -- and with the decode and encode of the settle that was the largest part of
 -- what a task cost Redis. Any other state goes through cjson; the two forms
 -- are the same JSON to every reader. settle reads a state of the first form
--- as STATE_RUN1_HEAD (a plain find) then STATE_RUN1_TAIL from the byte after
--- it (due, to, q as JSON text), and writes the succeeded one with that text
--- as it is.
+-- as STATE_RUN1_HEAD (a plain find) then STATE_RUN1_Q from the byte after it
+-- (due and to digits, q's JSON text), and writes the succeeded one with that
+-- text as it is.
 local STATE_RUN1_HEAD = '{"s":"running","a":0,"due":'
-local STATE_RUN1_TAIL = '^(%d+),"to":(%d+),"q":(.*)}$'
+local STATE_RUN1_Q = '^%d+,"to":%d+,"q":(.*)}$'
 
 -- The JSON of q, the queue of a record ('' = the default), in such a state.
 local function state_run1_queue(q)

@@ -93,32 +93,30 @@ local canon_token = string.find(token, '^%w*$') ~= nil
 local RUN1_A0 = #'{"s":"running","a":0'
 local SUCCEEDED1 = '{"s":"succeeded","a":1'
 local fin_h = ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":['
--- the last state of the claim's form read: its queue and the text after
--- RUN1_A0 without its "}" (false: not of that form)
-local last_raw, last_run1
+-- the last state read: its queue (nil: not of the claim's form) and the
+-- text after RUN1_A0 without its "}"
+local last_raw, last_queue, last_mid
 local hset, nhset = {}, 0
 local function settled_ok1(n, id, h)
   local rawst = raw[n]
   if not canon_token or states[id] ~= nil or not rawst then return nil end
-  local r = last_run1
   if rawst ~= last_raw then
-    r = false
+    last_raw, last_queue = rawst, nil
     if str_find(rawst, STATE_RUN1_HEAD, 1, true) == 1 then
-      local _, _, q = str_match(rawst, STATE_RUN1_TAIL, #STATE_RUN1_HEAD + 1)
+      local q = str_match(rawst, STATE_RUN1_Q, #STATE_RUN1_HEAD + 1)
       if q then
-        local queue = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
-        r = {queue, str_sub(rawst, RUN1_A0 + 1, -2)}
+        last_queue = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
+        last_mid = str_sub(rawst, RUN1_A0 + 1, -2)
       end
     end
-    last_raw, last_run1 = rawst, r
   end
-  if not r then return nil end
-  local text = SUCCEEDED1 .. r[2] .. fin_h .. h .. ']}'
+  if not last_queue then return nil end
+  local text = SUCCEEDED1 .. last_mid .. fin_h .. h .. ']}'
   states[id] = text
   ended_now(id, fin_ok)
   nhset = nhset + 1; hset[nhset] = sfields[n]
   nhset = nhset + 1; hset[nhset] = text
-  return r[1]
+  return last_queue
 end
 
 -- A success's history entry, as settled_ok1 takes it: nil unless sent_at
