@@ -38,20 +38,17 @@ SETTLE=$(load settle)
 
 # the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
 # ago, the claims, the settles
-python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" <<'PY'
+python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
+  "$ROOT/tests/integration" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
+sys.path.insert(0, sys.argv[8])
+from redis_proto import resp
 random.seed(1)
 at = int(time.time() * 1000) - 60000
 minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
 rec = '"http://127.0.0.1:8080/cb"\n\n10000\n\n\n{}'
-def resp(*a):
-    out = [b"*%d\r\n" % len(a)]
-    for x in a:
-        x = x if isinstance(x, bytes) else str(x).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(x), x))
-    return b"".join(out)
 def key():
     return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(22))
 def due(i):

@@ -198,8 +198,7 @@ if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
 bulk_write('ZREM', KEYS[1], taken_due)
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)
-if #zrem > 0 then run_unpin(KEYS[4]) end
 out[1] = redis.call('ZCARD', KEYS[1])
-out[2] = run_count(KEYS[4])
+if #zrem > 0 then out[2] = run_unpin(KEYS[4]) else out[2] = run_count(KEYS[4]) end
 out[3] = taken
 return out

@@ -259,8 +259,11 @@ local function run_count(run)
 end
 
 -- After leases left run: with the last of them, the pin goes (and the key).
+-- Returns the leases left.
 local function run_unpin(run)
-  if run_count(run) == 0 then redis.call('DEL', run) end
+  local n = run_count(run)
+  if n == 0 then redis.call('DEL', run) end
+  return n
 end
 
 -- Many-argument commands in pieces: unpack() of more than a few thousand

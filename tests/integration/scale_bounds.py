@@ -26,6 +26,7 @@ import urllib.request
 import pytest
 
 from harness import SANITIZED, TICKD, Redis, now_ms, percentile, wait_for
+from redis_proto import resp
 from test_bounds import Busy
 
 QUEUES = 100_000
@@ -35,14 +36,6 @@ SLOW_US = 10_000       # the longest Redis command allowed
 REST_CPU = 0.10        # tickd's CPU at rest, share of one core
 LATE_MS = 50           # normal callbacks: p50 lateness at most this over the baseline
 LUA = os.path.join(os.path.dirname(TICKD), "..", "lua")
-
-
-def resp(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 def pipeline(port, commands, chunk=5000):
