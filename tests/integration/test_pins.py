@@ -66,3 +66,26 @@ def test_the_claim_counts_leases_without_the_pin(redis):
     redis.cli("ZREM", keys[3], "202611270000.1.1.a")
     assert claim() == 0
     assert redis.cli("EXISTS", keys[3]).strip() == "0"
+
+
+def test_a_lease_ended_by_ptr_takes_the_pin_with_the_last(redis):
+    """ptr.lua, as tickd runs it: a lease ended where a retry's pointer lives
+    (done, requeue, or a retry added elsewhere) takes the pin with it when it
+    was the last, and leaves it while another lease is held."""
+    import os
+    from harness import ROOT
+    src = "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n"
+                  for f in ("lib.lua", "ptr.lua"))
+    pin = [ln for ln in open(os.path.join(ROOT, "lua", "lib.lua"))
+           if ln.startswith("local RUN_PIN = ")][0].split("'")[1]
+    keys = [f"t:{{202611270001.2}}:{k}" for k in ("due", "run", "ptr")]
+    later = str(now_ms() + 600000)
+    redis.cli("ZADD", keys[1], "+inf", pin, later, "a", later, "b")
+    redis.cli("HSET", keys[2], "a", "1000", "b", "1000")
+    redis.cli("EVAL", src, "3", *keys, "a", "done", "0", "0")
+    # b's lease and the pin stay
+    assert redis.cli("ZCARD", keys[1]).strip() == "2"
+    assert redis.cli("ZSCORE", keys[1], "b").strip() == later
+    assert redis.cli("ZSCORE", keys[1], pin).strip() == "inf"
+    redis.cli("EVAL", src, "3", *keys, "b", "done", "0", "0")
+    assert redis.cli("EXISTS", keys[1]).strip() == "0"
