@@ -499,6 +499,9 @@ static int rc_retry(rc_req *q)
     if (c->cluster) rc_refresh(c);
     int64_t ms = 25LL << (q->tries < 5 ? q->tries : 5);
     q->tries++;
+    /* a slot that moves answers ASK then TRYAGAIN on each try until it
+     * has moved: the deadline bounds those, not the redirects' cap */
+    q->redirects = 0;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     if (!q->retry_ev && !(q->retry_ev = evtimer_new(c->base, rc_req_retry_cb, q))) return -1;
     return evtimer_add(q->retry_ev, &tv);

@@ -179,15 +179,38 @@ static void rs_eval_cb(redisReply *r, const char *err, void *priv)
     free(c); /* argv and the arguments' copies live in the same block */
 }
 
-/* Run a script on `lane` (see rc_command_lane); routed by the first key.
- * keys and args are copied. */
+/* The fence of key's slot: P:{tag}:fence, a key no one writes, named last
+ * in every script's KEYS. A slot that moves between two masters (a reshard)
+ * lets a call run on either only where all the keys it names are: the
+ * fence is never there, so both answer TRYAGAIN (or ASK, then TRYAGAIN) and
+ * the call is sent again until the slot has moved. Without it a script ran
+ * on the master taking the slot while keys it names from others (flow.lua)
+ * or drops and writes again (a set emptied) were still, or no longer, where
+ * it looked: it wrote a second copy of a key there, or stopped half done on
+ * "non local key". Outside a move Redis does not look for the keys named.
+ * Returns 0 when key has no hash tag: the key is then its own slot. */
+static int rs_fence(const char *key, char *out)
+{
+    const char *open = strchr(key, '{'), *close = open ? strchr(open + 1, '}') : NULL;
+    if (!close || close == open + 1 || (size_t)(close - key) + 8 >= KEY_MAX) return 0;
+    size_t n = (size_t)(close - key) + 1;
+    memcpy(out, key, n);
+    memcpy(out + n, ":fence", 7);
+    return 1;
+}
+
+/* Run a script on `lane` (see rc_command_lane); routed by the first key,
+ * with its slot's fence (rs_fence) as one more key. keys and args are
+ * copied. */
 static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
                     const char **args, rc_reply_fn *cb, void *priv)
 {
+    char fence[KEY_MAX];
+    int fenced = rs_fence(keys[0], fence);
     /* one allocation: the call, argv and argvlen, then copies of the
      * arguments (kept for the NOSCRIPT resend) */
-    int argc = 3 + nkeys + nargs;
-    size_t bytes = 0;
+    int argc = 3 + nkeys + fenced + nargs;
+    size_t bytes = fenced ? strlen(fence) + 1 : 0;
     for (int i = 0; i < nkeys + nargs; i++) bytes += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
     /* only the header is zeroed: argv, argvlen and the copies are written whole */
     rs_call *c = xmalloc(sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
@@ -201,15 +224,15 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     c->argv = (const char **)(c + 1);
     c->argvlen = (size_t *)(c->argv + argc);
     char *p = (char *)(c->argvlen + argc);
-    for (int i = 0; i < nkeys + nargs; i++) {
-        const char *a = i < nkeys ? keys[i] : args[i - nkeys];
+    for (int i = 0, j = 3; i < nkeys + fenced + nargs; i++, j++) {
+        const char *a = i < nkeys ? keys[i] : i == nkeys && fenced ? fence : args[i - nkeys - fenced];
         size_t len = strlen(a);
         memcpy(p, a, len + 1);
-        c->argv[3 + i] = p;
-        c->argvlen[3 + i] = len;
+        c->argv[j] = p;
+        c->argvlen[j] = len;
         p += len + 1;
     }
-    int n = util_fmt_int(c->nkeys, nkeys);
+    int n = util_fmt_int(c->nkeys, nkeys + fenced);
     util_copy(c->route, sizeof(c->route), keys[0]);
     c->argv[0] = "EVALSHA";
     c->argv[1] = rs->sha[sc];
@@ -3006,7 +3029,8 @@ static const char hist_add_lua[] =
     "end "
     "redis.call('PEXPIRE', k, ARGV[1]) return 1";
 static const char hist_read_lua[] =
-    "local out = {} for i = 1, #KEYS do out[i] = redis.call('HGETALL', KEYS[i]) end return out";
+    "local out = {} for i = 1, tonumber(ARGV[1]) do out[i] = redis.call('HGETALL', KEYS[i]) end "
+    "return out";
 static const char replica_put_lua[] =
     "local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[3]) "
     "for _, id in ipairs(dead) do redis.call('HDEL', KEYS[2], id) end "
@@ -3060,17 +3084,18 @@ static void rs_console_eval(rstore *rs, const char *script, int nkeys, const cha
                             int nargs, const char **args, const size_t *arglens, rc_reply_fn *cb,
                             void *priv)
 {
-    int argc = 3 + nkeys + nargs;
+    char fence[KEY_MAX];
+    int fenced = rs_fence(keys[0], fence), argc = 3 + nkeys + fenced + nargs;
     const char **argv = xmalloc(sizeof(*argv) * (size_t)argc);
     size_t *lens = xmalloc(sizeof(*lens) * (size_t)argc);
     char nk[16];
-    snprintf(nk, sizeof(nk), "%d", nkeys);
+    snprintf(nk, sizeof(nk), "%d", nkeys + fenced);
     argv[0] = "EVAL", argv[1] = script, argv[2] = nk;
     for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
     for (int i = 0; i < nkeys; i++) argv[3 + i] = keys[i], lens[3 + i] = strlen(keys[i]);
-    for (int i = 0; i < nargs; i++)
-        argv[3 + nkeys + i] = args[i],
-        lens[3 + nkeys + i] = arglens ? arglens[i] : strlen(args[i]);
+    if (fenced) argv[3 + nkeys] = fence, lens[3 + nkeys] = strlen(fence);
+    for (int i = 0, j = 3 + nkeys + fenced; i < nargs; i++, j++)
+        argv[j] = args[i], lens[j] = arglens ? arglens[i] : strlen(args[i]);
     rc_command(rs->rc, keys[0], cb, priv, argc, argv, lens);
     free(argv);
     free(lens);
@@ -3219,7 +3244,10 @@ static void rs_hist_read(store *s, int64_t from_minute, int64_t to_minute, store
         for (int i = 0; i < nk; i++) rs_hist_key(rs, m + i, keys[i]), kp[i] = keys[i];
         hist_hour_ctx *hc = xmalloc(sizeof(*hc));
         *hc = (hist_hour_ctx){c, m};
-        rs_console_eval(rs, hist_read_lua, nk, kp, 0, NULL, NULL, rs_hist_read_cb, hc);
+        char nks[UTIL_INT_MAX];
+        const char *nka[] = {nks};
+        util_fmt_int(nks, nk);
+        rs_console_eval(rs, hist_read_lua, nk, kp, 1, nka, NULL, rs_hist_read_cb, hc);
         m = end;
     }
     free(keys);

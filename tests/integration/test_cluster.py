@@ -251,3 +251,56 @@ def test_a_frozen_master_under_load_again_and_again(tmp_path, tickd_factory, rec
         assert t.request("GET", "/healthz")[0] == 200
     finally:
         c.stop()
+
+
+def _slot_keys(node, slot):
+    n = int(node.cli("CLUSTER", "COUNTKEYSINSLOT", slot))
+    return node.cli("CLUSTER", "GETKEYSINSLOT", slot, max(n, 1)).split() if n else []
+
+
+def _tryagain(node):
+    for line in node.cli("INFO", "errorstats").splitlines():
+        if line.startswith("errorstat_TRYAGAIN:"):
+            return int(line.split("count=")[1].split(",")[0])
+    return 0
+
+
+@pytest.mark.long
+def test_no_script_runs_in_a_slot_while_it_moves(cluster, tickd_factory, receiver):
+    """While a slot moves, a script must run where all of its keys are, or
+    not at all: flow.lua names most of its keys from the one it is given,
+    and the node that imports the slot served it (ASK) and wrote a key there
+    the node that gives the slot still had; the move then stopped on
+    "target key exists". Now every script names a key that never exists as
+    well, so that both nodes answer TRYAGAIN until the move ends: the count
+    made meanwhile lands once the slot has moved, and the move goes
+    through."""
+    t = tickd_factory(cluster.seeds(), env=FAST).start()
+    t.post({"callback_url": receiver.url(), "queue": "fq", "delay_ms": 600000})
+    key = "tickd:{flow}:n"
+    slot = int(cluster.nodes[0].cli("CLUSTER", "KEYSLOT", key))
+    masters = cluster.masters()
+    src = next(m for m in masters if _slot_keys(m, slot))
+    dst = next(m for m in masters if m is not src)
+    wait_for(lambda: src.cli("HGET", key, "fq") == "1", 10, what="the first count")
+    src_id, dst_id = src.cli("CLUSTER", "MYID"), dst.cli("CLUSTER", "MYID")
+    before = _tryagain(dst) + _tryagain(src)
+    assert dst.cli("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id) == "OK"
+    assert src.cli("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id) == "OK"
+    for i in range(3):
+        t.post({"callback_url": receiver.url(), "queue": "fq", "delay_ms": 600000})
+    # the count of those three is sent 20 ms on: it either ran on the
+    # importing node (a key of the slot there) or was refused
+    wait_for(lambda: _slot_keys(dst, slot) or _tryagain(dst) + _tryagain(src) > before, 10,
+             what="the count sent while the slot moves")
+    assert _slot_keys(dst, slot) == []
+    keys = _slot_keys(src, slot)
+    assert key in keys
+    out = src.cli("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+    assert out == "OK", out
+    for m in (dst, src):
+        assert m.cli("CLUSTER", "SETSLOT", slot, "NODE", dst_id) == "OK"
+    for m in masters:
+        if m not in (dst, src):
+            m.cli("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    wait_for(lambda: dst.cli("HGET", key, "fq") == "4", 15, 0.1, what="the count after the move")
