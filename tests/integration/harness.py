@@ -268,7 +268,7 @@ class Receiver:
                 body = self.rfile.read(n) if n else b""
                 call = {"t": t, "method": self.command, "path": self.path,
                         "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": body}
+                        "body": body, "peer": self.client_address[1]}
                 path = self.path
                 if path.startswith("http://"):  # a proxy's absolute form
                     path = "/" + path.split("/", 3)[3] if path.count("/") >= 3 else "/"
@@ -495,6 +495,28 @@ class Tickd:
 
     def kill9(self):
         return self.stop(signal.SIGKILL)
+
+
+def tcp_ports(pid):
+    """The local ports of the TCP sockets process pid holds (stopped first,
+    so that it opens none meanwhile)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                if cols[9] in inodes:
+                    ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def rss_kib(pid):
