@@ -96,7 +96,12 @@ pipe settle.resp
 callgrind_control -d $VP >/dev/null
 callgrind_control -i off $VP >/dev/null
 ok=0
-while read -r s; do ok=$((ok + $(redis-cli -p "$PORT" ZCARD "tickd:{$s}:ok"))); done <"$W/slices"
+# (the succeeded index: a member a settle, its ids with '\n' between)
+COUNT_OK="local n = 0 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  n = n + select(2, string.gsub(m, '[^\n]+', '')) end return n"
+while read -r s; do
+  ok=$((ok + $(redis-cli -p "$PORT" EVAL "$COUNT_OK" 1 "tickd:{$s}:ok")))
+done <"$W/slices"
 total() { callgrind_annotate "$(ls "$W"/cg.$VP.$1)" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
 c=$(total 1)
 s=$(total 2)

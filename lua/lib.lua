@@ -16,9 +16,12 @@
 --                     ids stored: the WAIT then covers them (store_redis.c)
 --   P:{S}:ptr   HASH  id -> timeout ms, for retries whose record lives in an
 --                     earlier slice (the id names that home slice)
---   P:{S}:ok, P:{S}:failed, P:{S}:cancelled, P:{S}:expired
+--   P:{S}:failed, P:{S}:cancelled, P:{S}:expired
 --               ZSET  id of this home slice -> when it ended that way (ms):
 --                     the listing's index of final tasks, kept with the state
+--   P:{S}:ok    ZSET  the same for the succeeded, a member a settle: the ids
+--                     it ended so, '\n' between -> when (ms); a member of one
+--                     id is one a build before wrote (list.lua reads both)
 --   P:slices    ZSET  slice name, score 0 (its lexical order is time order): every slice that may hold
 --                     tasks (written before a slice's first add; the listing
 --                     walks it and drops slices that are gone)
@@ -152,6 +155,17 @@ local function id_at_text(id)
   local at = str_sub(id, b + 1, c - 1)
   if not str_find(at, '^%d+$') then return nil end
   return at, c + 1
+end
+
+-- a < b byte by byte, the order Redis gives the members of one score (Lua's
+-- own < follows the collation of the locale Redis was started in).
+local function bytes_lt(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = str_byte(a, i), str_byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
 end
 
 -- The execute_at as a number, and the key; nil, '' for what is not an id.

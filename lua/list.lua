@@ -2,7 +2,11 @@
 -- (score, id): scheduled from :due (the time due; ids in :del are cancelled),
 -- running from :run (the lease's end), succeeded / failed / cancelled from
 -- their index (when they ended). Retries and moves waiting here are listed
--- here (their ids name their home).
+-- here (their ids name their home). The succeeded index holds a member a
+-- settle, the ids it ended with '\n' between (settle.lua; a member of one id
+-- is one an older build wrote): its order is (score, the members' order,
+-- the ids' order in each), and the ids of one score are read whole, then a
+-- cursor's resume after its id.
 -- KEYS: due, run, ok, failed, cancelled, del, task, expired. ARGV: status, order (asc |
 -- desc), after_score, after_id ('' = from the start), limit, from_ms, to_ms
 -- (execute_at bounds, -1 = none), key_prefix, runs ('1': the key is
@@ -32,7 +36,45 @@ local lo, hi = '-inf', '+inf'
 if after_id ~= '' then
   if desc then hi = after_score else lo = after_score end
 end
-local batch, offset, scanned = 256, 0, 0
+-- an entry of the slice, in order; past: after the cursor
+local scanned = 0
+local function visit(id, score, past)
+  scanned = scanned + 1
+  if past and #out - HEAD < 2 * limit then
+    local at, k = id_at(id)
+    if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
+       string.sub(k, 1, #prefix) == prefix and
+       (not runs or string.find(k, '^%d+$', #prefix + 1)) and
+       not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
+      out[#out + 1] = id
+      out[#out + 1] = score
+    end
+    out[3], out[4] = score, id
+  end
+end
+
+-- the succeeded index: the ids of one score (run_score), in order
+local batched = ix == 3
+local run, run_score = {}, nil
+local function flush()
+  local from_i = 1
+  if after_id ~= '' and run_score and tonumber(run_score) == tonumber(after_score) then
+    for i = 1, #run do
+      if run[i] == after_id then from_i = i + 1; break end
+    end
+  end
+  for i = from_i, #run do visit(run[i], run_score, true) end
+  run = {}
+end
+
+-- (a succeeded member holds up to a settle's ids: fewer a read). SCAN_MAX
+-- is checked between runs of one score there: the cursor may land in one.
+local batch, offset = batched and 8 or 256, 0
+local function budget_spent()
+  if scanned < SCAN_MAX or #out - HEAD >= 2 * limit then return false end
+  out[2] = 1
+  return true
+end
 while #out - HEAD < 2 * limit do
   local r
   if desc then
@@ -40,34 +82,33 @@ while #out - HEAD < 2 * limit do
   else
     r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', offset, batch)
   end
-  if #r == 0 then break end
   offset = offset + #r / 2
+  local stop = false
   for i = 1, #r, 2 do
-    -- the lease index's pin is no task (lib.lua)
-    if r[i] ~= RUN_PIN then
-      -- a fresh task's member is "id\nrecord" (lib.lua); '\n' sorts before
-      -- any id character, so ids keep the members' order
-      local id, score = string.match(r[i], '^[^\n]*'), r[i + 1]
-      local past = after_id == '' or tonumber(score) ~= tonumber(after_score) or
-                   (desc and id < after_id) or (not desc and id > after_id)
-      scanned = scanned + 1
-      if past and #out - HEAD < 2 * limit then
-        local at, k = id_at(id)
-        if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
-           string.sub(k, 1, #prefix) == prefix and
-           (not runs or string.find(k, '^%d+$', #prefix + 1)) and
-           not (check_del and redis.call('SISMEMBER', KEYS[6], id) == 1) then
-          out[#out + 1] = id
-          out[#out + 1] = score
-        end
-        out[3], out[4] = score, id
+    local m, score = r[i], r[i + 1]
+    if batched then
+      if score ~= run_score then
+        flush()
+        if budget_spent() then stop = true; break end
+        run_score = score
       end
+      local ids = {}
+      for id in string.gmatch(m, '[^\n]+') do ids[#ids + 1] = id end
+      for j = 1, #ids do run[#run + 1] = ids[desc and #ids + 1 - j or j] end
+    elseif m ~= RUN_PIN then
+      -- (the lease index's pin is no task: lib.lua) a fresh task's member
+      -- is "id\nrecord" (lib.lua); '\n' sorts before any id character, so
+      -- ids keep the members' order
+      local id = string.match(m, '^[^\n]*')
+      visit(id, score, after_id == '' or tonumber(score) ~= tonumber(after_score) or
+                       (desc and bytes_lt(id, after_id)) or (not desc and bytes_lt(after_id, id)))
     end
   end
-  if #r < 2 * batch then break end
-  if scanned >= SCAN_MAX then
-    out[2] = 1
+  if stop then break end
+  if #r < 2 * batch then
+    flush()
     break
   end
+  if not batched and budget_spent() then break end
 end
 return out

@@ -289,3 +289,57 @@ def test_attempt_history_keeps_the_last_attempts(tickd, receiver):
     wait_for(lambda: tickd.get(ok["id"])[1]["status"] == "succeeded", 10)
     h = tickd.get(ok["id"])[1]["attempt_history"]
     assert len(h) == 1 and h[0]["status_code"] == 200 and "body" not in h[0], h
+
+
+def _lua(*files):
+    import os
+    from harness import ROOT
+    return "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n" for f in files)
+
+
+def test_succeeded_ids_are_read_from_a_member_a_settle(redis):
+    """list.lua, as tickd runs it, on a real Redis: the succeeded index holds
+    a member a settle (its ids, '\\n' between) beside members of one id (as an
+    older build wrote them). Every id is listed once, by score, then the
+    members' order, then the ids' in each; newest first is the same the
+    other way round; a cursor that lands inside a member, or on a score that
+    several members share, goes on after its id."""
+    src = _lua("lib.lua", "list.lua")
+    keys = [f"t:{{202611270000.1}}:{k}"
+            for k in ("due", "run", "ok", "failed", "cancelled", "del", "task", "expired")]
+    redis.cli("ZADD", keys[2], "5", "a3\na1", "5", "a2", "6", "b1\nb0\nb7", "4", "c9", "7", "d")
+    score = {"c9": "4", "a3": "5", "a1": "5", "a2": "5", "b1": "6", "b0": "6", "b7": "6", "d": "7"}
+    want = ["c9", "a2", "a3", "a1", "b1", "b0", "b7", "d"]
+
+    def page(order, after_score, after_id, limit):
+        out = redis.cli("EVAL", src, "8", *keys, "succeeded", order, after_score, after_id,
+                        str(limit), "-1", "-1", "", "").split("\n") + ["", ""]
+        rest = [x for x in out[4:] if x]
+        pairs = list(zip(rest[0::2], rest[1::2]))
+        assert all(score[i] == s for i, s in pairs), pairs
+        return [i for i, _ in pairs], out[2], out[3]
+
+    for order, expect in (("asc", want), ("desc", want[::-1])):
+        for limit in (1, 2, 3, 4, 100):
+            got, s, i = [], "", ""
+            while True:
+                ids, s, i = page(order, s, i, limit)
+                got += ids
+                if len(ids) < limit:
+                    break
+            assert got == expect, (order, limit, got)
+
+
+def test_a_settle_writes_one_index_member(redis, tickd, receiver):
+    """A burst's successes are indexed a member a settle, not a member a
+    task, and the listing shows each of them once, newest first the same
+    tasks the other way round."""
+    ids = ingest(tickd, [{"callback_url": receiver.url(), "key": f"m{i}"} for i in range(600)])
+    wait_for(lambda: receiver.count() >= 600, 30, 0.1, what="600 callbacks")
+    tickd.settled()
+    asc, _ = walk(tickd, "succeeded", 7)
+    desc, _ = walk(tickd, "succeeded", 7, order="newest")
+    assert sorted(asc) == sorted(ids) and len(asc) == len(ids)
+    assert desc == asc[::-1]
+    members = sum(int(redis.cli("ZCARD", k)) for k in redis.cli("KEYS", "tickd:{*}:ok").split())
+    assert 0 < members < len(ids) / 4, members
