@@ -207,7 +207,8 @@ static void rc_link_ready(rc_link *l)
     l->was_up = 1;
     if (l->lane != 0) return;
     log_info("redis %s: connected", n->name);
-    if (n->c->on_connect) n->c->on_connect(n->c, n->idx, n->c->on_connect_priv);
+    if (n->c->on_connect)
+        n->c->on_connect(n->c, (rc_conn){n->idx, l->lane, l->gen}, n->c->on_connect_priv);
 }
 
 /* A link has at most one connection, l->ac; the callbacks of a connection

@@ -32,9 +32,11 @@ typedef struct rc_conn {
     uint64_t gen;
 } rc_conn;
 
-/* Called after each successful (re)connection of a node, with the node's
- * index; rc_node_command() sends to that node. */
-typedef void rc_connect_fn(rcluster *c, int node, void *priv);
+/* Called after each successful (re)connection of a node (its lane 0), with
+ * that connection: what rc_command_on() sends there goes before any command
+ * routed to it, and is not sent again should the connection go (the next
+ * one calls this again). */
+typedef void rc_connect_fn(rcluster *c, rc_conn conn, void *priv);
 
 /* Connect to the seeds ("host:port,host:port"), waiting and retrying until one
  * answers or `wait_ms` passes (0: each seed tried once). Every connection

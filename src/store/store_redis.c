@@ -2765,18 +2765,23 @@ static char *rs_read_file(const char *path, char *err, size_t errlen)
 static void rs_loaded_cb(redisReply *r, const char *err, void *priv)
 {
     const char *name = priv;
-    if (!r) log_warn("SCRIPT LOAD %s: %s", name, err);
-    else if (r->type == REDIS_REPLY_ERROR) log_error("SCRIPT LOAD %s: %s", name, r->str);
+    /* no reply: the connection went (rcluster says so), and the next one
+     * loads them again */
+    (void)err;
+    if (r && r->type == REDIS_REPLY_ERROR) log_error("SCRIPT LOAD %s: %s", name, r->str);
 }
 
 /* On every (re)connection: load the scripts there, so EVALSHA finds them. The
- * loads go first on the new connection, before any command routed to it. */
-static void rs_on_connect(rcluster *rc, int node, void *priv)
+ * loads go first on the new connection, before any command routed to it,
+ * and on that connection only: a node that accepts connections and drops
+ * them (a proxy in front of a dead one) would otherwise gather loads sent
+ * again until their deadline, a dozen scripts each time it is reached. */
+static void rs_on_connect(rcluster *rc, rc_conn conn, void *priv)
 {
     rstore *rs = priv;
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         const char *argv[] = {"SCRIPT", "LOAD", rs->src[i]};
-        rc_node_command(rc, node, rs_loaded_cb, (void *)script_names[i], 3, argv, NULL);
+        rc_command_on(rc, conn, rs_loaded_cb, (void *)script_names[i], 3, argv, NULL);
     }
 }
 

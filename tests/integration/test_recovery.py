@@ -205,3 +205,79 @@ def test_a_refused_claim_leaves_the_task_due(redis, receiver, tickd_factory):
     redis.cli("DEL", f"tickd:{{{home}}}:ptr")
     wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 10, what="fired once sound")
     assert len(receiver.by_task()[tid]) == 1
+
+
+class _RedisProxy:
+    """A TCP proxy in front of a Redis that can play dead: while dead it
+    accepts each connection and closes it at once, as a proxy or a load
+    balancer in front of a stopped node does."""
+
+    def __init__(self, port):
+        import socket
+        import threading
+        from harness import TcpServer
+        self.port_to, self.dead, self.accepted, self.pairs = port, False, 0, []
+        self._socket, self._threading = socket, threading
+        self.srv = TcpServer(self._serve)
+        self.port = self.srv.port
+
+    def _pump(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(self._socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _serve(self, c):
+        self.accepted += 1
+        if self.dead:
+            return
+        u = self._socket.create_connection(("127.0.0.1", self.port_to))
+        self.pairs.append((c, u))
+        self._threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+        self._pump(c, u)
+        u.close()
+
+    def die(self):
+        self.dead = True
+        for c, u in self.pairs:
+            for s in (c, u):
+                try:
+                    s.shutdown(self._socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self.pairs = []
+
+
+def test_a_node_that_accepts_and_drops_holds_no_memory(redis, receiver, tickd_factory):
+    """Redis behind a proxy that accepts each connection and drops it: tickd
+    connects again and again. Each connection loads the scripts on itself
+    alone; they were sent again on the next connections until their
+    deadline, a dozen scripts (about 300 KB) for every connection made
+    meanwhile, so that tickd grew by tens of MB while the node stayed away.
+    Once the node is back, the scripts are loaded and a task fires."""
+    from harness import rss_kib
+    proxy = _RedisProxy(redis.port)
+    t = tickd_factory(f"127.0.0.1:{proxy.port}",
+                      env={"TICKD_REDIS_TIMEOUT_MS": "10000"}).start()
+    assert t.request("GET", "/healthz")[0] == 200
+    base = rss_kib(t.proc.pid)
+    proxy.die()
+    seen, peak, end = proxy.accepted, base, time.time() + 6
+    while time.time() < end:
+        peak = max(peak, rss_kib(t.proc.pid))
+        time.sleep(0.1)
+    assert proxy.accepted - seen >= 20, "tickd did not come back to the node"
+    assert peak - base < 8 * 1024, (base, peak)
+    proxy.dead = False
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="healthy again")
+    tid = t.post({"callback_url": receiver.url(), "delay_ms": 200})["id"]
+    wait_for(lambda: tid in receiver.by_task(), 15, what="the task after the outage")
