@@ -186,6 +186,24 @@ class TcpServer:
         self.sock.close()
 
 
+def pipe(a, b):
+    """Copy what a sends to b until a ends or either fails, then shut both
+    down: one direction of a TCP proxy."""
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def read_head(c, buf=b"", limit=None, idle_s=None):
     """Read from c until buf holds a whole request or answer head: (head,
     the bytes after it), or (None, buf) if the peer closed first or limit

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from harness import TcpServer, read_head
+from harness import TcpServer, pipe, read_head
 from tls_kit import PKI, TLSReceiver, finished
 
 
@@ -48,24 +48,8 @@ class Proxy(TcpServer):
                     b"\r\n\r\n" + rest)
         if rest:
             up.sendall(rest)
-        threading.Thread(target=self.pipe, args=(up, c), daemon=True).start()
-        self.pipe(c, up)
-
-    @staticmethod
-    def pipe(a, b):
-        try:
-            while True:
-                data = a.recv(65536)
-                if not data:
-                    break
-                b.sendall(data)
-        except OSError:
-            pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        threading.Thread(target=pipe, args=(up, c), daemon=True).start()
+        pipe(c, up)
 
     def seen(self):
         with self.lock:
@@ -105,8 +89,8 @@ class Socks5(Proxy):
         except OSError:
             c.close()
             return
-        threading.Thread(target=self.pipe, args=(up, c), daemon=True).start()
-        self.pipe(c, up)
+        threading.Thread(target=pipe, args=(up, c), daemon=True).start()
+        pipe(c, up)
 
 
 @pytest.fixture

@@ -1,11 +1,13 @@
 """Failures: tickd killed or stopped, Redis restarted or down. Nothing a user
 scheduled is lost; duplicates happen only after a crash."""
 import signal
+import socket
+import threading
 import time
 
 import pytest
 
-from harness import Redis, fnv1a, now_ms, stored_keys, wait_for
+from harness import Redis, TcpServer, fnv1a, now_ms, pipe, rss_kib, stored_keys, wait_for
 
 FAST_LEASE = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500"}
 
@@ -213,37 +215,18 @@ class _RedisProxy:
     balancer in front of a stopped node does."""
 
     def __init__(self, port):
-        import socket
-        import threading
-        from harness import TcpServer
         self.port_to, self.dead, self.accepted, self.pairs = port, False, 0, []
-        self._socket, self._threading = socket, threading
         self.srv = TcpServer(self._serve)
         self.port = self.srv.port
-
-    def _pump(self, a, b):
-        try:
-            while True:
-                d = a.recv(65536)
-                if not d:
-                    break
-                b.sendall(d)
-        except OSError:
-            pass
-        for s in (a, b):
-            try:
-                s.shutdown(self._socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def _serve(self, c):
         self.accepted += 1
         if self.dead:
             return
-        u = self._socket.create_connection(("127.0.0.1", self.port_to))
+        u = socket.create_connection(("127.0.0.1", self.port_to))
         self.pairs.append((c, u))
-        self._threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
-        self._pump(c, u)
+        threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+        pipe(c, u)
         u.close()
 
     def die(self):
@@ -251,7 +234,7 @@ class _RedisProxy:
         for c, u in self.pairs:
             for s in (c, u):
                 try:
-                    s.shutdown(self._socket.SHUT_RDWR)
+                    s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
         self.pairs = []
@@ -264,7 +247,6 @@ def test_a_node_that_accepts_and_drops_holds_no_memory(redis, receiver, tickd_fa
     deadline, a dozen scripts (about 300 KB) for every connection made
     meanwhile, so that tickd grew by tens of MB while the node stayed away.
     Once the node is back, the scripts are loaded and a task fires."""
-    from harness import rss_kib
     proxy = _RedisProxy(redis.port)
     t = tickd_factory(f"127.0.0.1:{proxy.port}",
                       env={"TICKD_REDIS_TIMEOUT_MS": "10000"}).start()
