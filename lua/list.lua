@@ -53,9 +53,10 @@ local function visit(id, score, past)
   end
 end
 
--- the succeeded index: the ids of one score (run_score), in order
+-- the succeeded index: the ids of one score (run_score), in order, and how
+-- many members of that score were read
 local batched = ix == 3
-local run, run_score = {}, nil
+local run, run_score, run_members = {}, nil, 0
 local function flush()
   local from_i = 1
   if after_id ~= '' and run_score and tonumber(run_score) == tonumber(after_score) then
@@ -82,7 +83,6 @@ while #out - HEAD < 2 * limit do
   else
     r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', offset, batch)
   end
-  offset = offset + #r / 2
   local stop = false
   for i = 1, #r, 2 do
     local m, score = r[i], r[i + 1]
@@ -90,11 +90,16 @@ while #out - HEAD < 2 * limit do
       if score ~= run_score then
         flush()
         if budget_spent() then stop = true; break end
-        run_score = score
+        run_score, run_members = score, 0
       end
-      local ids = {}
-      for id in string.gmatch(m, '[^\n]+') do ids[#ids + 1] = id end
-      for j = 1, #ids do run[#run + 1] = ids[desc and #ids + 1 - j or j] end
+      run_members = run_members + 1
+      if not string.find(m, '\n', 1, true) then
+        run[#run + 1] = m
+      else
+        local ids = {}
+        for id in string.gmatch(m, '[^\n]+') do ids[#ids + 1] = id end
+        for j = 1, #ids do run[#run + 1] = ids[desc and #ids + 1 - j or j] end
+      end
     elseif m ~= RUN_PIN then
       -- (the lease index's pin is no task: lib.lua) a fresh task's member
       -- is "id\nrecord" (lib.lua); '\n' sorts before any id character, so
@@ -109,6 +114,15 @@ while #out - HEAD < 2 * limit do
     flush()
     break
   end
-  if not batched and budget_spent() then break end
+  if batched then
+    -- the next read starts at the run the last ended in, not at an offset
+    -- from the cursor: Redis walks an offset entry by entry, and members of
+    -- one id (a settle that ended one task) are many
+    if desc then hi = run_score else lo = run_score end
+    offset = run_members
+  else
+    offset = offset + #r / 2
+    if budget_spent() then break end
+  end
 end
 return out
