@@ -31,16 +31,17 @@ if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KE
   return out
 end
 local check_del = ix == 1 and redis.call('SCARD', KEYS[6]) > 0
--- from the cursor on; entries of the cursor's score up to its id are skipped
+-- the succeeded index is read from the cursor's score on (its run read
+-- whole, then the ids up to the cursor's skipped)
 local lo, hi = '-inf', '+inf'
 if after_id ~= '' then
   if desc then hi = after_score else lo = after_score end
 end
--- an entry of the slice, in order; past: after the cursor
+-- an entry of the slice past the cursor, in order
 local scanned = 0
-local function visit(id, score, past)
+local function visit(id, score)
   scanned = scanned + 1
-  if past and #out - HEAD < 2 * limit then
+  if #out - HEAD < 2 * limit then
     local at, k = id_at(id)
     if (from < 0 or (at and at >= from)) and (to < 0 or (at and at < to)) and
        string.sub(k, 1, #prefix) == prefix and
@@ -64,29 +65,33 @@ local function flush()
       if run[i] == after_id then from_i = i + 1; break end
     end
   end
-  for i = from_i, #run do visit(run[i], run_score, true) end
+  for i = from_i, #run do visit(run[i], run_score) end
   run = {}
 end
 
--- (a succeeded member holds up to a settle's ids: fewer a read). SCAN_MAX
--- is checked between runs of one score there: the cursor may land in one.
-local batch, offset = batched and 8 or 256, 0
 local function budget_spent()
   if scanned < SCAN_MAX or #out - HEAD >= 2 * limit then return false end
   out[2] = 1
   return true
 end
-while #out - HEAD < 2 * limit do
-  local r
-  if desc then
-    r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES', 'LIMIT', offset, batch)
-  else
-    r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', offset, batch)
-  end
-  local stop = false
-  for i = 1, #r, 2 do
-    local m, score = r[i], r[i + 1]
-    if batched then
+
+if batched then
+  -- (a member holds up to a settle's ids: fewer a read). SCAN_MAX is
+  -- checked between runs of one score: the cursor may land in one. Each
+  -- read starts at the run the last ended in, not at an offset Redis walks
+  -- entry by entry (members of one id, a settle that ended one task, are
+  -- many)
+  local batch, offset = 8, 0
+  while #out - HEAD < 2 * limit do
+    local r
+    if desc then
+      r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES', 'LIMIT', offset, batch)
+    else
+      r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', offset, batch)
+    end
+    local stop = false
+    for i = 1, #r, 2 do
+      local m, score = r[i], r[i + 1]
       if score ~= run_score then
         flush()
         if budget_spent() then stop = true; break end
@@ -100,29 +105,58 @@ while #out - HEAD < 2 * limit do
         for id in string.gmatch(m, '[^\n]+') do ids[#ids + 1] = id end
         for j = 1, #ids do run[#run + 1] = ids[desc and #ids + 1 - j or j] end
       end
-    elseif m ~= RUN_PIN then
-      -- (the lease index's pin is no task: lib.lua) a fresh task's member
-      -- is "id\nrecord" (lib.lua); '\n' sorts before any id character, so
-      -- ids keep the members' order
-      local id = string.match(m, '^[^\n]*')
-      visit(id, score, after_id == '' or tonumber(score) ~= tonumber(after_score) or
-                       (desc and bytes_lt(id, after_id)) or (not desc and bytes_lt(after_id, id)))
     end
-  end
-  if stop then break end
-  if #r < 2 * batch then
-    flush()
-    break
-  end
-  if batched then
-    -- the next read starts at the run the last ended in, not at an offset
-    -- from the cursor: Redis walks an offset entry by entry, and members of
-    -- one id (a settle that ended one task) are many
+    if stop then break end
+    if #r < 2 * batch then
+      flush()
+      break
+    end
     if desc then hi = run_score else lo = run_score end
     offset = run_members
-  else
-    offset = offset + #r / 2
-    if budget_spent() then break end
   end
+  return out
+end
+
+-- The other indexes, an entry an id (or "id\nrecord": a fresh task in :due,
+-- lib.lua; '\n' sorts before any id character, so ids keep the members'
+-- order), are read by rank from the first entry past the cursor. That one is
+-- found by halving the entries of the cursor's score: a page that ends
+-- inside many entries of one score (a burst's tasks, due at one instant)
+-- costs the next a few reads, where reading them one by one could spend
+-- the whole SCAN_MAX before the cursor, and the walk started over.
+local function member_id(m) return string.match(m, '^[^\n]*') end
+local function at_rank(i)
+  return (desc and redis.call('ZREVRANGE', key, i, i) or redis.call('ZRANGE', key, i, i))[1]
+end
+local rank = 0
+if after_id ~= '' then
+  local l = desc and redis.call('ZCOUNT', key, '(' .. after_score, '+inf') or
+            redis.call('ZCOUNT', key, '-inf', '(' .. after_score)
+  local h = l + redis.call('ZCOUNT', key, after_score, after_score)
+  while l < h do
+    local mid = math.floor((l + h) / 2)
+    local id = member_id(at_rank(mid))
+    if (desc and bytes_lt(id, after_id)) or (not desc and bytes_lt(after_id, id)) then
+      h = mid
+    else
+      l = mid + 1
+    end
+  end
+  rank = l
+end
+local batch = 256
+while #out - HEAD < 2 * limit do
+  local r
+  if desc then
+    r = redis.call('ZREVRANGE', key, rank, rank + batch - 1, 'WITHSCORES')
+  else
+    r = redis.call('ZRANGE', key, rank, rank + batch - 1, 'WITHSCORES')
+  end
+  rank = rank + #r / 2
+  for i = 1, #r, 2 do
+    -- (the lease index's pin is no task: lib.lua)
+    if r[i] ~= RUN_PIN then visit(member_id(r[i]), r[i + 1]) end
+  end
+  if #r < 2 * batch or budget_spent() then break end
 end
 return out

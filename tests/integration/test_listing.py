@@ -343,3 +343,43 @@ def test_a_settle_writes_one_index_member(redis, tickd, receiver):
     assert desc == asc[::-1]
     members = sum(int(redis.cli("ZCARD", k)) for k in redis.cli("KEYS", "tickd:{*}:ok").split())
     assert 0 < members < len(ids) / 4, members
+
+
+def test_a_page_boundary_inside_many_entries_of_one_score(redis):
+    """list.lua with a SCAN_MAX of 7 (20,000 in tickd) over 700 entries, 600
+    of them at one score (a burst's tasks due at one instant): every page
+    goes on from its cursor, found by halving the entries of its score,
+    where reading the entries up to it one by one spent the whole budget
+    before the cursor, and the walk started over from the slice's first
+    entry, for ever. Both orders, with and without a filter that refuses
+    every entry."""
+    src = _lua("lib.lua", "list.lua").replace("local SCAN_MAX = 20000", "local SCAN_MAX = 7")
+    assert "SCAN_MAX = 7" in src
+    keys = [f"t:{{202611270000.1}}:{k}"
+            for k in ("due", "run", "ok", "failed", "cancelled", "del", "task", "expired")]
+    entries = [(4, f"a{i:03d}") for i in range(50)] + [(5, f"b{i:03d}") for i in range(600)] + \
+              [(6, f"c{i:03d}") for i in range(50)]
+    for i in range(0, len(entries), 100):
+        redis.cli("ZADD", keys[3], *[x for s, m in entries[i:i + 100] for x in (s, m)])
+    want = [m for _, m in sorted(entries)]
+
+    def walk(order, limit, prefix):
+        got, s, i, calls = [], "", "", 0
+        while True:
+            calls += 1
+            assert calls < 2000, "the walk does not end"
+            out = redis.cli("EVAL", src, "8", *keys, "failed", order, s, i, str(limit), "-1",
+                            "-1", prefix, "").split("\n") + ["", ""]
+            rest = [x for x in out[4:] if x]
+            ids = rest[0::2]
+            got += ids
+            if out[1] == "1" or len(ids) == limit:
+                assert out[3], "a page went on with no cursor"
+                s, i = out[2], out[3]
+                continue
+            return got
+
+    for order, expect in (("asc", want), ("desc", want[::-1])):
+        for limit in (1, 50, 130):
+            assert walk(order, limit, "") == expect, (order, limit)
+        assert walk(order, 50, "zz") == []
