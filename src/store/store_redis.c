@@ -180,7 +180,9 @@ static void rs_eval_cb(redisReply *r, const char *err, void *priv)
 }
 
 /* The fence of key's slot: P:{tag}:fence, a key no one writes, named last
- * in every script's KEYS. A slot that moves between two masters (a reshard)
+ * in the KEYS of every script rs_eval and rs_console_eval run (the marker's
+ * goes without: it reads and writes the one key it names, which Redis's
+ * own rule serves as it does a plain command). A slot that moves between two masters (a reshard)
  * lets a call run on either only where all the keys it names are: the
  * fence is never there, so both answer TRYAGAIN (or ASK, then TRYAGAIN) and
  * the call is sent again until the slot has moved. Without it a script ran
