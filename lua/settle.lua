@@ -54,17 +54,12 @@ local function requeue(st, id, next_due, next_slice)
   end
 end
 
--- the task ended in this settle, indexed in ix: its slice's failed or
--- expired (a member an id), or ok (fin_ok: the ids, written as one member
--- at the end)
+-- the task ended in this settle: its id goes to ix, the ids of its slice's
+-- ok, failed or expired index (written at the end)
 local function ended_now(id, ix)
   counted[id] = true
   finals = finals + 1
-  if ix == fin_ok then
-    ix[#ix + 1] = id
-  else
-    ix[#ix + 1] = now_text; ix[#ix + 1] = id
-  end
+  ix[#ix + 1] = id
 end
 
 -- its state (group n's) is written at the end, once
@@ -240,8 +235,14 @@ bulk_write('HSET', KEYS[2], hset)
 -- between, scored when they ended (list.lua). A member an id cost Redis a
 -- sixth of the settle (bench/scripts_cg.sh).
 if #fin_ok > 0 then redis.call('ZADD', KEYS[5], now_text, table.concat(fin_ok, '\n')) end
-bulk_write('ZADD', KEYS[6], fin_failed)
-bulk_write('ZADD', KEYS[8], fin_expired)
+-- the failed and the expired (few): a member an id
+local function index_each(key, ids)
+  local z = {}
+  for i, id in ipairs(ids) do z[2 * i - 1] = now_text; z[2 * i] = id end
+  bulk_write('ZADD', key, z)
+end
+index_each(KEYS[6], fin_failed)
+index_each(KEYS[8], fin_expired)
 if finals > 0 then
   close_slice({KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, finals, now, retention,
               failed_retention)
