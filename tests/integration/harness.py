@@ -515,6 +515,19 @@ class Tickd:
         return self.stop(signal.SIGKILL)
 
 
+def lua_source(script):
+    """lua/lib.lua then lua/<script>.lua, as tickd loads a script: for EVAL
+    of the scripts themselves on a real Redis."""
+    return "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n"
+                   for f in ("lib.lua", script + ".lua"))
+
+
+def lua_constant(name):
+    """The text of lib.lua's string constant `name`."""
+    return [ln for ln in open(os.path.join(ROOT, "lua", "lib.lua"))
+            if ln.startswith(f"local {name} = ")][0].split("'")[1]
+
+
 def tcp_ports(pid):
     """The local ports of the TCP sockets process pid holds (stopped first,
     so that it opens none meanwhile)."""

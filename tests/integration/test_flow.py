@@ -3,7 +3,7 @@ per destination, enforced across replicas through Redis; Retry-After."""
 
 import pytest
 
-from harness import now_ms, wait_for
+from harness import lua_source, now_ms, wait_for
 
 from conftest import replicas
 
@@ -434,9 +434,7 @@ def test_a_task_let_go_while_parked_again_is_taken_where_it_waits(redis):
     the task, with the slice it waits in now, for its replica to take; it
     would otherwise wait for its next come-round (30-60 s) with its place
     in the rate spent."""
-    import os
-    from harness import ROOT
-    src = "".join(open(os.path.join(ROOT, "lua", f)).read() for f in ("lib.lua", "flow.lua"))
+    src = lua_source("flow")
     cfg = "t:{flow}:cfg"
     redis.cli("HSET", cfg, "q:fifty", '{"rate":50}')
 
@@ -471,10 +469,8 @@ def test_settle_counts_an_end_once_even_when_sent_again(redis):
     settle sent again because its answer was lost counts its ends once more
     (the first answer never arrived); a duplicate from elsewhere does not."""
     import json
-    import os
     import re
-    from harness import ROOT
-    src = "".join(open(os.path.join(ROOT, "lua", f)).read() for f in ("lib.lua", "settle.lua"))
+    src = lua_source("settle")
     keys = [f"t:{{s}}:{k}" for k in ("due", "task", "del", "run", "ok", "failed", "cancelled")]
     redis.cli("HSET", keys[1], "s:a", '{"s":"running","a":0,"due":1,"to":10,"q":"mail"}',
               "s:b", '{"s":"running","a":0,"due":1,"to":10,"q":1}', "#open", "2")

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from conftest import replicas
-from harness import TcpServer, now_ms, read_head, wait_for
+from harness import TcpServer, lua_source, now_ms, read_head, wait_for
 
 
 def walk(t, status, limit=500, order=None, **filters):
@@ -291,12 +291,6 @@ def test_attempt_history_keeps_the_last_attempts(tickd, receiver):
     assert len(h) == 1 and h[0]["status_code"] == 200 and "body" not in h[0], h
 
 
-def _lua(*files):
-    import os
-    from harness import ROOT
-    return "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n" for f in files)
-
-
 def test_succeeded_ids_are_read_from_a_member_a_settle(redis):
     """list.lua, as tickd runs it, on a real Redis: the succeeded index holds
     a member a settle (its ids, '\\n' between) beside members of one id (as an
@@ -304,7 +298,7 @@ def test_succeeded_ids_are_read_from_a_member_a_settle(redis):
     members' order, then the ids' in each; newest first is the same the
     other way round; a cursor that lands inside a member, or on a score that
     several members share, goes on after its id."""
-    src = _lua("lib.lua", "list.lua")
+    src = lua_source("list")
     keys = [f"t:{{202611270000.1}}:{k}"
             for k in ("due", "run", "ok", "failed", "cancelled", "del", "task", "expired")]
     redis.cli("ZADD", keys[2], "5", "a3\na1", "5", "a2", "6", "b1\nb0\nb7", "4", "c9", "7", "d")
@@ -353,7 +347,7 @@ def test_a_page_boundary_inside_many_entries_of_one_score(redis):
     before the cursor, and the walk started over from the slice's first
     entry, for ever. Both orders, with and without a filter that refuses
     every entry."""
-    src = _lua("lib.lua", "list.lua").replace("local SCAN_MAX = 20000", "local SCAN_MAX = 7")
+    src = lua_source("list").replace("local SCAN_MAX = 20000", "local SCAN_MAX = 7")
     assert "SCAN_MAX = 7" in src
     keys = [f"t:{{202611270000.1}}:{k}"
             for k in ("due", "run", "ok", "failed", "cancelled", "del", "task", "expired")]

@@ -3,7 +3,7 @@ encodings (lua/lib.lua: RUN_PIN, TASK_PIN): a few dozen leases of ids about
 52 bytes long kept :run a packed list that every ZADD and ZREM walked, and
 the first 256 tasks of a slice did the same to :task. The pins are no tasks:
 never listed, never counted, and the lease index's goes with its last lease."""
-from harness import now_ms, wait_for
+from harness import lua_constant, lua_source, now_ms, wait_for
 
 
 def _slices(ids):
@@ -44,12 +44,8 @@ def test_the_claim_counts_leases_without_the_pin(redis):
     left in the slice (what lets the scheduler pass a slice) leave the pin
     out, and a stale lease dropped with no other left takes the pin (and the
     key) with it."""
-    import os
-    from harness import ROOT
-    src = "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n"
-                  for f in ("lib.lua", "claim.lua"))
-    pin = [ln for ln in open(os.path.join(ROOT, "lua", "lib.lua"))
-           if ln.startswith("local RUN_PIN = ")][0].split("'")[1]
+    src = lua_source("claim")
+    pin = lua_constant("RUN_PIN")
     assert len(pin) > 64
     keys = [f"t:{{202611270000.1}}:{k}" for k in ("due", "task", "del", "run", "ptr")]
     later = now_ms() + 600000
@@ -72,12 +68,8 @@ def test_a_lease_ended_by_ptr_takes_the_pin_with_the_last(redis):
     """ptr.lua, as tickd runs it: a lease ended where a retry's pointer lives
     (done, requeue, or a retry added elsewhere) takes the pin with it when it
     was the last, and leaves it while another lease is held."""
-    import os
-    from harness import ROOT
-    src = "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n"
-                  for f in ("lib.lua", "ptr.lua"))
-    pin = [ln for ln in open(os.path.join(ROOT, "lua", "lib.lua"))
-           if ln.startswith("local RUN_PIN = ")][0].split("'")[1]
+    src = lua_source("ptr")
+    pin = lua_constant("RUN_PIN")
     keys = [f"t:{{202611270001.2}}:{k}" for k in ("due", "run", "ptr")]
     later = str(now_ms() + 600000)
     redis.cli("ZADD", keys[1], "+inf", pin, later, "a", later, "b")
