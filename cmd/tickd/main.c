@@ -128,6 +128,11 @@ static void tickd_submit(job *j, void *priv)
     dispatch_submit(((tickd *)priv)->d, &j->cb);
 }
 
+static void tickd_warm(callback *const *cbs, int n, void *priv)
+{
+    dispatch_warm(((tickd *)priv)->d, cbs, n);
+}
+
 static void tickd_schedule_changed(int bucket, void *priv)
 {
     runner_kick(((tickd *)priv)->run, bucket);
@@ -439,6 +444,7 @@ static int tickd_run(tickd *t, char *err, size_t errlen)
     dispatch_set_hosts_max(t->d, (long)t->cfg.hosts_max);
     dispatch_set_edge(t->d, &t->np, t->keys);
     sched_set_submit(t->sc, tickd_submit, t);
+    sched_set_warm(t->sc, tickd_warm, t);
     t->of = onfail_create(t->base, t->cfg.on_failure_url, tickd_submit_event, t);
     sched_set_failed(t->sc, tickd_failed, t);
     t->run = runner_create(t->base, t->st, &t->cfg);

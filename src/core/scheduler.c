@@ -69,6 +69,10 @@ struct sched {
     const config *cfg;
     sched_submit_fn *submit;  /* hands a fired job to the callers */
     void *submit_priv;
+    sched_warm_fn *warm;      /* told of each claimed batch (NULL: not) */
+    void *warm_priv;
+    callback **warm_cbs;      /* the batch's callbacks for it */
+    int warm_cap;
     sched_failed_fn *failed;  /* told of each task recorded as failed */
     void *failed_priv;
     wheel *w;
@@ -787,7 +791,8 @@ long long sched_flow_waiting(const sched *sc)
 static void scan_claim(bucket_scan *bs);
 static void scan_finish(bucket_scan *bs);
 
-static void sched_take(sched *sc, const char *slice, store_lease *l)
+/* The job of lease l, waiting for its time (NULL: handed back at once). */
+static job *sched_take(sched *sc, const char *slice, store_lease *l)
 {
     job *j = sched_job_new(sc);
     util_copy(j->cb.id, sizeof(j->cb.id), l->id);
@@ -801,10 +806,29 @@ static void sched_take(sched *sc, const char *slice, store_lease *l)
     sc->claimed++;
     if (sc->stopping) {
         sched_release(sc, j);
-        return;
+        return NULL;
     }
     sched_hold(sc, j);
     sched_wait(sc, j);
+    return j;
+}
+
+/* A claimed batch, the first n leases of res, taken: the callers may open
+ * what its calls will need. Not while a limit exists: a limited destination
+ * may be allowed fewer calls at once than the batch would open connections
+ * for. */
+static void sched_take_batch(sched *sc, const char *slice, const store_claim *res)
+{
+    int warm = sc->warm && (!sc->fc || flow_cache_empty(sc->fc)), n = 0;
+    if (warm && res->n > sc->warm_cap) {
+        sc->warm_cap = res->n;
+        sc->warm_cbs = xrealloc(sc->warm_cbs, sizeof(*sc->warm_cbs) * (size_t)sc->warm_cap);
+    }
+    for (int i = 0; i < res->n; i++) {
+        job *j = sched_take(sc, slice, &res->leases[i]);
+        if (j && warm) sc->warm_cbs[n++] = &j->cb;
+    }
+    if (n) sc->warm(sc->warm_cbs, n, sc->warm_priv);
 }
 
 /* The claim of one slice answered. A slice whose claim fails holds back its
@@ -831,7 +855,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
     } else {
         bs->failures = 0;
         task_slice_name(bs->minute * 60000, bs->b, slice);
-        for (int i = 0; i < res->n; i++) sched_take(sc, slice, &res->leases[i]);
+        sched_take_batch(sc, slice, res);
         if (res->n) sched_wheel_arm(sc); /* once for the batch (sched_wait) */
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
@@ -1167,6 +1191,12 @@ void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv)
     sc->submit_priv = priv;
 }
 
+void sched_set_warm(sched *sc, sched_warm_fn *fn, void *priv)
+{
+    sc->warm = fn;
+    sc->warm_priv = priv;
+}
+
 void sched_poll(sched *sc)
 {
     sched_wheel_cb(-1, 0, sc);
@@ -1238,6 +1268,7 @@ void sched_free(sched *sc)
     free(sc->enq.r);
     free(sc->ends.r);
     free(sc->settle);
+    free(sc->warm_cbs);
     free(sc->bk);
     free(sc);
 }

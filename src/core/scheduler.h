@@ -76,6 +76,11 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
  * sched_on_done once its attempt ended. */
 typedef void sched_submit_fn(job *j, void *priv);
 void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv);
+/* Told of each batch of claimed jobs that wait for their time, oldest due
+ * first (the dispatch pool opens their connections ahead: dispatch_warm).
+ * Not told while flow control holds a limit. */
+typedef void sched_warm_fn(callback *const *cbs, int n, void *priv);
+void sched_set_warm(sched *sc, sched_warm_fn *fn, void *priv);
 void sched_on_done(sched *sc, job *j);
 
 /* Told of each task whose end as failed the store has recorded (once per

@@ -72,6 +72,11 @@ typedef struct hostq {
     int active;
     int64_t used_ms;            /* monotonic: the last transfer's end */
     xfer *head, *tail;
+    /* dispatch_warm's count, while it runs */
+    const dispatch *warm_mark;
+    int64_t warm_span;
+    int warm_run, warm_max;
+    struct hostq *warm_next;
     struct hostq *next;         /* hash chain */
     struct hostq *lprev, *lnext; /* by last call, the least recent first */
 } hostq;
@@ -239,6 +244,46 @@ static int dispatch_plain(const callback *j)
     if (j->spec->bad || strncasecmp(u, "http://", 7) != 0) return 0;
     size_t n = strcspn(u + 7, "/?#");
     return memchr(u + 7, '@', n) == NULL;
+}
+
+/* Callbacks due within one WARM_SPAN_MS are taken as made at once. */
+#define WARM_SPAN_MS 4
+
+static hostq *worker_hostq(worker *w, const char *url);
+
+void dispatch_warm(dispatch *d, callback *const *cbs, int n)
+{
+    worker *w = d->mw;
+    if (!w || !w->h1) return;
+    /* per host: the most of these due within one span (they come oldest
+     * first, so a host's span is a run); the hosts seen, in a list */
+    hostq *seen = NULL;
+    for (int i = 0; i < n; i++) {
+        const callback *j = cbs[i];
+        if (!dispatch_plain(j)) continue;
+        hostq *q = worker_hostq(w, j->spec->url);
+        if (!q->h1) continue;
+        int64_t span = j->due_ms / WARM_SPAN_MS;
+        if (q->warm_mark != d) {
+            q->warm_mark = d;
+            q->warm_run = q->warm_max = 0;
+            q->warm_span = span;
+            q->warm_next = seen;
+            seen = q;
+        }
+        if (span != q->warm_span) {
+            q->warm_span = span;
+            q->warm_run = 0;
+        }
+        if (++q->warm_run > q->warm_max) q->warm_max = q->warm_run;
+    }
+    while (seen) {
+        hostq *q = seen;
+        seen = q->warm_next;
+        q->warm_mark = NULL;
+        int want = q->warm_max < w->host_connections ? q->warm_max : w->host_connections;
+        h1_host_warm(q->h1, want - q->active);
+    }
 }
 
 void dispatch_submit(dispatch *d, callback *j)
@@ -494,12 +539,15 @@ static void hostq_evict(worker *w)
     long max = w->d->hosts_max;
     if (!max || (long)w->nhosts < max) return;
     hostq *q = w->lru_head;
-    for (int i = 0; q && i < HOSTQ_EVICT_SCAN && (q->active || q->head); i++) q = q->lnext;
+    /* (one dispatch_warm is counting is busy too: it holds it in a list) */
+#define HOSTQ_BUSY(q) ((q)->active || (q)->head || (q)->warm_mark)
+    for (int i = 0; q && i < HOSTQ_EVICT_SCAN && HOSTQ_BUSY(q); i++) q = q->lnext;
     log_warn_limited(&w->warn, util_mono_ms(),
                      "callbacks to more than %ld receiving hosts (hosts_max) in one worker: %s",
-                     max, q && !q->active && !q->head ? "the least recently called is forgotten"
-                                                       : "all of the oldest are busy, kept");
-    if (q && !q->active && !q->head) hostq_free(w, q);
+                     max, q && !HOSTQ_BUSY(q) ? "the least recently called is forgotten"
+                                              : "all of the oldest are busy, kept");
+    if (q && !HOSTQ_BUSY(q)) hostq_free(w, q);
+#undef HOSTQ_BUSY
 }
 
 /* The queue of the host of url: scheme and authority, up to the path. */
@@ -761,9 +809,15 @@ static int xfer_allowed(xfer *x, const struct sockaddr *sa)
     return 0;
 }
 
-static int worker_h1_guard(void *call_priv, const struct sockaddr *sa, char *why, size_t whylen)
+static int worker_h1_guard(void *client_priv, void *call_priv, const struct sockaddr *sa,
+                           char *why, size_t whylen)
 {
     xfer *x = call_priv;
+    if (!x) {
+        /* a connection opened ahead: the same policy, nothing to record */
+        const netpolicy *np = ((worker *)client_priv)->d->np;
+        return !np || netpolicy_check(np, sa, why, whylen) == 0 ? 0 : -1;
+    }
     if (xfer_allowed(x, sa)) return 0;
     util_copy(why, whylen, x->denied);
     return -1;
@@ -1060,7 +1114,7 @@ static int worker_init(dispatch *d, worker *w, int idx, struct event_base *base,
      * the proxy and no_proxy rules) */
     if (!dispatch_proxied() && !cbtls_proxied(tls))
         w->h1 = h1_client_new(w->base, keepalive_ms, on_main);
-    h1_client_set_guard(w->h1, worker_h1_guard);
+    h1_client_set_guard(w->h1, worker_h1_guard, w);
     w->timer_ev = evtimer_new(w->base, worker_timer_ev, w);
     w->wake_ev = event_new(w->base, -1, EV_READ | EV_PERSIST, worker_wake_cb, w);
     event_add(w->wake_ev, NULL);

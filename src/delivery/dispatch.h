@@ -102,6 +102,14 @@ long dispatch_hosts(const dispatch *d);
  * Main thread only. */
 void dispatch_submit(dispatch *d, callback *cb);
 
+/* Callbacks claimed to be made later (cbs, n of them, oldest due first): the
+ * connections they will need are opened now, on the main loop's client
+ * (plain http://), up to the host's cap: as many as the most of them due
+ * to one host within a few ms, less those the host has, busy, kept or
+ * opening. The first callback of a burst then finds its connection ready,
+ * and the receiver's accepts are behind it. Main thread only. */
+void dispatch_warm(dispatch *d, callback *const *cbs, int n);
+
 /* Stop the workers, aborting transfers still running (their done callbacks
  * run with aborted = 1 before this returns), and free the pool. */
 void dispatch_free(dispatch *d);

@@ -38,6 +38,7 @@ struct h1_client {
     struct timeval ka_tv;       /* keepalive_ms as the loop's common timeout: every idle
                                    connection's timer in one queue, not its heap */
     h1_guard_fn *guard;         /* NULL: every address may be connected to */
+    void *guard_priv;
     int shared;                 /* base is a loop that goes on after h1_client_free */
     h1_call *spare;             /* ended calls kept for reuse, linked by next */
     int nspare;
@@ -57,6 +58,7 @@ struct h1_host {
     struct dns_ctx *dnsctx;     /* the lookup under way */
     h1_call *waiting, **waiting_tail;   /* calls waiting for the resolver */
     h1_conn *idle;              /* kept connections, the last used first */
+    h1_conn *warming;           /* connections opening ahead of a call (h1_host_warm) */
 };
 
 struct h1_conn {
@@ -69,6 +71,7 @@ struct h1_conn {
     int64_t idle_since_ms;
     int ai;                     /* address being connected to */
     int connecting;
+    int warm;                   /* opening with no call, on its host's warming list */
     int reused;                 /* carried an answer before this call */
     char *buf;                  /* what has arrived and is not parsed yet */
     size_t len, cap;
@@ -123,9 +126,11 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shar
 
 static void call_release(h1_call *k);
 
-void h1_client_set_guard(h1_client *c, h1_guard_fn *fn)
+void h1_client_set_guard(h1_client *c, h1_guard_fn *fn, void *client_priv)
 {
-    if (c) c->guard = fn;
+    if (!c) return;
+    c->guard = fn;
+    c->guard_priv = client_priv;
 }
 
 void h1_client_free(h1_client *c)
@@ -235,7 +240,7 @@ static void conn_close(h1_conn *conn);
 
 int h1_host_busy(const h1_host *h)
 {
-    return h && (h->idle || h->waiting || h->dnsreq);
+    return h && (h->idle || h->warming || h->waiting || h->dnsreq);
 }
 
 void h1_host_free(h1_host *h)
@@ -244,6 +249,11 @@ void h1_host_free(h1_host *h)
     while (h->idle) {
         h1_conn *conn = h->idle;
         h->idle = conn->next;
+        conn_close(conn);
+    }
+    while (h->warming) {
+        h1_conn *conn = h->warming;
+        h->warming = conn->next;
         conn_close(conn);
     }
     /* a lookup under way runs on: its answer finds the host gone (the
@@ -257,6 +267,7 @@ void h1_host_free(h1_host *h)
 /* ---- connections ------------------------------------------------------- */
 
 static void conn_ev_cb(evutil_socket_t fd, short what, void *arg);
+static void conn_warmed(h1_conn *c, short what);
 static void call_connect(h1_call *k);
 static void call_send(h1_call *k);
 
@@ -284,9 +295,9 @@ static void conn_want(h1_conn *conn, short what, const struct timeval *tv)
     conn->want = what;
 }
 
-static void idle_remove(h1_host *h, h1_conn *conn)
+static void conn_unlink(h1_conn **list, h1_conn *conn)
 {
-    for (h1_conn **p = &h->idle; *p; p = &(*p)->next)
+    for (h1_conn **p = list; *p; p = &(*p)->next)
         if (*p == conn) {
             *p = conn->next;
             return;
@@ -524,8 +535,11 @@ static int conn_connect(h1_conn *c)
     int err = 0;
     for (; c->ai < h->naddr; c->ai++) {
         const struct sockaddr *sa = (const struct sockaddr *)&h->addr[c->ai];
-        if (h->c->guard && h->c->guard(c->k->priv, sa, c->k->err, sizeof(c->k->err)) != 0) {
-            if (++c->k->denied == h->naddr) return -1;
+        /* a connection opened ahead has no call to tell why */
+        char why[sizeof(c->k->err)];
+        if (h->c->guard && h->c->guard(h->c->guard_priv, c->k ? c->k->priv : NULL, sa,
+                                       c->k ? c->k->err : why, sizeof(why)) != 0) {
+            if (c->k && ++c->k->denied == h->naddr) return -1;
             continue;
         }
         int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -540,7 +554,8 @@ static int conn_connect(h1_conn *c)
             c->connecting = 1;
             if (!c->ev) c->ev = event_new(h->c->base, fd, EV_WRITE | EV_PERSIST, conn_ev_cb, c);
             log_assert(c->ev);
-            conn_want(c, EV_WRITE, NULL);
+            /* one opened ahead waits no longer than a kept one would */
+            conn_want(c, EV_WRITE, c->k ? NULL : &h->c->ka_tv);
             return 0;
         }
         err = errno;
@@ -554,11 +569,14 @@ static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
     h1_conn *c = arg;
     h1_call *k = c->k;
-    (void)what;
+    if (c->warm) {
+        conn_warmed(c, what);
+        return;
+    }
     if (!k) {
         /* idle: the host closed it (or sent what nobody asked), or it sat
          * unused for keepalive_ms */
-        idle_remove(c->h, c);
+        conn_unlink(&c->h->idle, c);
         conn_close(c);
         return;
     }
@@ -582,7 +600,51 @@ static void conn_ev_cb(evutil_socket_t fd, short what, void *arg)
     else call_recv(k);
 }
 
-/* Put k on a connection: a kept one if there is one, else a new one. */
+/* A connection opened ahead (c->warm) is writable, failed or out of time:
+ * connected, it is kept as if a call had just ended on it; else it goes. */
+static void conn_warmed(h1_conn *c, short what)
+{
+    h1_host *h = c->h;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    conn_unlink(&h->warming, c);
+    c->warm = 0;
+    if ((what & EV_TIMEOUT) || getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err) {
+        conn_close(c);
+        return;
+    }
+    c->connecting = 0;
+    /* it may have sat a while: a call whose request it loses before any
+     * answer goes once more on a new one, as on a kept connection */
+    c->reused = 1;
+    c->idle_since_ms = util_mono_ms();
+    c->next = h->idle;
+    h->idle = c;
+    conn_want(c, EV_READ, &h->c->ka_tv);
+}
+
+void h1_host_warm(h1_host *h, int want)
+{
+    if (!h || h->naddr == 0 || util_mono_ms() >= h->addr_until_ms) return;
+    int have = 0;
+    for (h1_conn *c = h->idle; c && have < want; c = c->next) have++;
+    for (h1_conn *c = h->warming; c && have < want; c = c->next) have++;
+    for (; have < want; have++) {
+        h1_conn *c = xcalloc(1, sizeof(*c));
+        c->h = h;
+        c->fd = -1;
+        c->warm = 1;
+        if (conn_connect(c) != 0) {
+            conn_close(c);
+            return; /* refused or failing now: the calls will say why */
+        }
+        c->next = h->warming;
+        h->warming = c;
+    }
+}
+
+/* Put k on a connection: a kept one if there is one, else one opening
+ * ahead, else a new one. */
 static void call_connect(h1_call *k)
 {
     h1_host *h = k->h;
@@ -597,6 +659,17 @@ static void call_connect(h1_call *k)
         c->k = k;
         k->conn = c;
         call_send(k);
+        return;
+    }
+    if (h->warming) {
+        /* still connecting: the call's own timer bounds it from now */
+        h1_conn *c = h->warming;
+        h->warming = c->next;
+        c->warm = 0;
+        c->k = k;
+        k->conn = c;
+        k->denied = 0;
+        conn_want(c, EV_WRITE, NULL);
         return;
     }
     h1_conn *c = xcalloc(1, sizeof(*c));

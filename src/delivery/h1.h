@@ -52,18 +52,28 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shar
 /* Every call must have ended or been aborted, every host freed. */
 void h1_client_free(h1_client *c);
 
-/* Asked before each connect, with the priv of the call that needs the
- * connection: 0 lets it go on, else the address is skipped (why: the
+/* Asked before each connect, with the client's priv and the priv of the
+ * call that needs the connection (NULL: a connection opened ahead,
+ * h1_host_warm): 0 lets it go on, else the address is skipped (why: the
  * reason). A call whose every address was refused fails with that reason. */
-typedef int h1_guard_fn(void *call_priv, const struct sockaddr *sa, char *why, size_t whylen);
-void h1_client_set_guard(h1_client *c, h1_guard_fn *fn);
+typedef int h1_guard_fn(void *client_priv, void *call_priv, const struct sockaddr *sa, char *why,
+                        size_t whylen);
+void h1_client_set_guard(h1_client *c, h1_guard_fn *fn, void *client_priv);
 
 /* The receiving host of url (scheme://authority), with its resolved address
  * and idle connections; NULL when url is not one this client takes. */
 h1_host *h1_host_new(h1_client *c, const char *url);
 void h1_host_free(h1_host *h);
-/* 1 while h has calls waiting or connections kept (NULL: 0). */
+/* 1 while h has calls waiting or connections kept or opening (NULL: 0). */
 int h1_host_busy(const h1_host *h);
+/* Open connections to h ahead of its calls, until it has want kept or
+ * opening with no call on them (the calls that start meanwhile take those
+ * first). Only a host whose address is known (an address in the URL, or a
+ * lookup not yet expired): nothing is looked up for it. Each connect asks the
+ * guard as a call's would; a connect that fails or is refused is dropped
+ * without a word (the call that comes connects itself and says why). A
+ * connection opened so is closed when unused for keepalive_ms, as a kept one. */
+void h1_host_warm(h1_host *h, int want);
 
 /* Call url (on h's host) with method, the header lines hdrs ("Name: value\r\n"
  * each; Host, User-Agent and Accept are added unless given) and body (NULL:

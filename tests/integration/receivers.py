@@ -49,6 +49,7 @@ class Scripted(TcpServer):
         self.close_idle_ms = close_idle_ms
         self.requests = []
         self.conns = 0
+        self.accepted = []  # (connection, time) of each accept
         self.peer_closed = []  # (connection, time) of each close by the client
         self.lock = threading.Lock()
         super().__init__(self.serve, backlog=512)
@@ -60,6 +61,7 @@ class Scripted(TcpServer):
         with self.lock:
             self.conns += 1
             n = self.conns
+            self.accepted.append((n, time.time()))
         idle_s = self.close_idle_ms / 1000 if self.close_idle_ms is not None else None
         buf = b""
         while True:

@@ -61,6 +61,44 @@ def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted
     assert scripted.by_task()[b["id"]][0]["conn"] != conn
 
 
+def test_connections_open_before_the_tasks_are_due(tickd, scripted):
+    """Tasks claimed ahead of their time have their connections opened then:
+    20 due at one instant 1.2 s on each find a connection already accepted
+    by the receiver, which a call that connected at its due time would not."""
+    due = int(time.time() * 1000) + 1200
+    ids = [r["id"] for r in tickd.batch([{"callback_url": scripted.url("/ok"), "execute_at": due}
+                                         for _ in range(20)])]
+    for tid in ids:
+        assert tickd.final(tid)["status"] == "succeeded"
+    accepted = dict(scripted.accepted)
+    reqs = [r for r in scripted.requests if r["headers"].get("tickd-task-id") in ids]
+    assert len(reqs) == 20
+    assert all(r["t"] >= due / 1000 - 0.005 for r in reqs), "a call went before its time"
+    late = [(r["conn"], round(due / 1000 - accepted[r["conn"]], 3)) for r in reqs
+            if accepted[r["conn"]] > due / 1000 - 0.2]
+    assert not late, late
+    # as many as the instant needs, no more: one a call at most
+    assert len({r["conn"] for r in reqs}) <= scripted.conns <= 20, scripted.conns
+
+
+def test_no_connection_ahead_to_a_denied_address(tickd_factory, redis, scripted):
+    """A connection opened ahead asks the policy as a call's does: a name
+    whose address is denied gets none, ahead or at its time."""
+    t = tickd_factory(redis, env={"TICKD_CALLBACK_DENY": "127.0.0.0/8 ::1/128"}).start()
+    url = f"http://localhost:{scripted.port}/ok"
+    # the first call looks the name up (its address is then known ahead)
+    first = t.post({"callback_url": url, "retry": {"max_attempts": 1}})
+    assert t.final(first["id"])["status"] == "failed"
+    due = int(time.time() * 1000) + 1200
+    ids = [r["id"] for r in t.batch([{"callback_url": url, "execute_at": due,
+                                      "retry": {"max_attempts": 1}} for _ in range(5)])]
+    for tid in ids:
+        g = t.final(tid)
+        assert g["status"] == "failed", g
+        assert g["last_error"].startswith("destination denied by policy: "), g
+    assert scripted.conns == 0, scripted.accepted
+
+
 def test_host_names_resolve(tickd, scripted):
     t = tickd.post({"callback_url": f"http://localhost:{scripted.port}/ok"})
     assert tickd.final(t["id"])["status"] == "succeeded"
