@@ -51,7 +51,7 @@ static const config_key keys[] = {
     {"server", "workers", CT_INT, "0", 0, 256, F(workers),
      "dispatch threads making the callbacks through libcurl (https://, proxies, URLs with credentials), each with its own event loop and curl multi handle; plain http:// callbacks are made on the main event loop by the built-in HTTP/1.1 client; 0 = one per CPU"},
     {"server", "max_inflight", CT_INT, "4096", 1, 1000000, F(max_inflight),
-     "claimed tasks waiting for their ms or calling back at once, and as many again whose outcome is being written; claiming pauses at this bound; when it is short for the load, claims look only as far ahead as a quarter of it covers at the rate callbacks fire, and half is kept for tasks due soon (doc/performance.md)"},
+     "claimed tasks waiting for their ms or calling back at once, and as many again whose outcome is being written; claiming pauses at this bound; when it is short for the load, claims look only as far ahead as a quarter of it covers at the rate callbacks fire (or, before any has fired, that a claim pass which ran out of room shows), and half is kept for tasks due soon (doc/performance.md)"},
     {"server", "host_connections", CT_INT, "32", 1, 10000, F(host_connections),
      "connections each dispatch thread keeps to one receiving host (the main loop's built-in client, workers x this); more callbacks to it wait their turn on them (kept alive)"},
     {"server", "keepalive_ms", CT_INT, "60000", 100, 3600000, F(keepalive_ms),

@@ -92,6 +92,10 @@ struct sched {
     int64_t period_ms;   /* between two ticks (+-25 %) */
     int64_t rate_from_ms, rate_from_fired; /* the window being measured */
     double rate_per_ms;  /* callbacks fired a ms in the last window */
+    double short_rate;   /* at least this many a ms are due: a pass ran out of room
+                            with the room's jobs waiting for their time (0: none) */
+    int short_seen;      /* such a pass in this window */
+    int nfar;            /* held jobs claimed due later than half the reach ahead */
     int64_t full_ms;     /* the last tick that scanned from the watermarks */
     int64_t tick_at_ms;  /* when the tick armed comes */
     int stopping;
@@ -135,6 +139,10 @@ static void sched_unhold(sched *sc, job *j)
     else if (sc->waiting == j) sc->waiting = j->wnext;
     if (j->wnext) j->wnext->wprev = j->wprev;
     j->wnext = j->wprev = NULL;
+    if (j->far) {
+        j->far = 0;
+        sc->nfar--;
+    }
 }
 
 /* What a job owns (its spec, an answer's bytes). */
@@ -791,6 +799,8 @@ long long sched_flow_waiting(const sched *sc)
 static void scan_claim(bucket_scan *bs);
 static void scan_finish(bucket_scan *bs);
 
+static int64_t sched_near(const sched *sc);
+
 /* The job of lease l, waiting for its time (NULL: handed back at once). */
 static job *sched_take(sched *sc, const char *slice, store_lease *l)
 {
@@ -809,6 +819,10 @@ static job *sched_take(sched *sc, const char *slice, store_lease *l)
         return NULL;
     }
     sched_hold(sc, j);
+    if (l->due_ms > store_now_ms(sc->s) + sched_near(sc)) {
+        j->far = 1;
+        sc->nfar++;
+    }
     sched_wait(sc, j);
     return j;
 }
@@ -900,13 +914,17 @@ static void sched_reach(sched *sc)
         sc->rate_per_ms = (double)(sc->fired - sc->rate_from_fired) / (double)span;
         sc->rate_from_ms = now;
         sc->rate_from_fired = sc->fired;
+        /* kept while passes still run out of room */
+        if (!sc->short_seen) sc->short_rate = 0;
+        sc->short_seen = 0;
     }
+    double rate = sc->rate_per_ms > sc->short_rate ? sc->rate_per_ms : sc->short_rate;
     int64_t reach = sc->cfg->lookahead_ms, period = sc->cfg->tick_ms;
     double covers = (double)sc->cfg->max_inflight / 4;
     /* a room that holds the whole lookahead with a quarter to spare is not
      * short: the reach and the ticks stay as they are */
-    if (sc->rate_per_ms * (double)reach > 3 * covers) {
-        covers /= sc->rate_per_ms;
+    if (rate * (double)reach > 3 * covers) {
+        covers /= rate;
         reach = covers > REACH_MIN_MS ? (int64_t)covers : REACH_MIN_MS;
     }
     sc->reach_ms = reach;
@@ -932,7 +950,18 @@ static void scan_claim(bucket_scan *bs)
     if (bs->share && least > bs->share) least = bs->share;
     if (room < least || sc->stopping) {
         /* out of room: it goes on when room frees */
-        if (!sc->stopping) sc->starved = bs->starved = 1;
+        if (!sc->stopping) {
+            sc->starved = bs->starved = 1;
+            /* tasks claimed well ahead of their time took the room's half
+             * for them, and the reach had more: tasks come due at least a
+             * room a reach, whatever has fired yet (a fresh tickd, or a
+             * load that rose from idle, whose first pass claimed a whole
+             * lookahead a bucket at a time while tasks of the buckets after
+             * came due unclaimed) */
+            double r = (double)sc->cfg->max_inflight / (double)sc->cfg->lookahead_ms;
+            if (sc->nfar * 4 >= sched_reserve(sc) * 3 && r > sc->short_rate) sc->short_rate = r;
+            sc->short_seen = 1;
+        }
         if (bs->first_open < 0) bs->first_open = bs->minute;
         scan_finish(bs);
         return;

@@ -48,6 +48,7 @@ struct job {
     char src[TASK_SLICE_MAX];   /* slice holding the lease */
     int64_t timeout_ms;         /* the attempt's: the spec's, or its queue's */
     job *wnext, *wprev;         /* the scheduler's list of jobs it holds */
+    int far;                    /* claimed due later than half the reach ahead */
     int64_t retry_due_ms;       /* the retry being recorded (0: none) */
     /* a task a limit may hold back (flow.h) */
     int flow;                   /* 0, or FLOW_ASKING / FLOW_LET_GO (scheduler.c) */

@@ -676,6 +676,48 @@ static void test_reach_follows_the_rate(void **state)
     assert_int_equal(x->f.creach[x->f.nclaimed - 1], 62);
 }
 
+/* A first pass that found more than the room holds: bucket 0's tasks due
+ * 1 s ahead took half the room, bucket 1's due at 100 ms the rest, and
+ * bucket 3's due at 50 ms found none (bucket 2's are due at 600 ms). No
+ * callback has fired yet to tell the rate; that pass tells it: the room
+ * fills within a lookahead, so claims look a quarter of it ahead (375 ms).
+ * When bucket 1's places free, the resumed passes take bucket 3's overdue
+ * tasks, all 4, not 2 of them and 2 of bucket 2's due 500 ms later, which a
+ * reach of the whole lookahead took. */
+static void test_a_short_room_found_before_any_fire(void **state)
+{
+    fixture *x = *state;
+    char key[16];
+    int64_t t0 = x->f.now;
+    struct { int bucket, n; int64_t at; } plan[] = {{0, 8, 1000}, {1, 4, 100}, {2, 4, 600},
+                                                     {3, 4, 50}};
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < plan[p].n; i++) {
+            snprintf(key, sizeof(key), "b%d_%d", plan[p].bucket, i);
+            lease(x, x->m, t0 + plan[p].at, key, 1);
+            x->f.l[x->f.nl - 1].bucket = plan[p].bucket;
+        }
+    for (int b = 0; b < 4; b++) {
+        sched_kick(x->sc, b);
+        pump(x, 10);
+    }
+    assert_int_equal(sched_held(x->sc), 8);
+    int first = x->f.nclaimed;
+    assert_int_equal(x->f.creach[0], x->cfg.lookahead_ms);
+    /* bucket 1's tasks fire and end; no rate window has passed */
+    x->f.now = t0 + 100;
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 4);
+    for (int i = 0; i < 4; i++) finish(x, i, 1);
+    pump(x, 30);
+    int taken[4] = {0, 0, 0, 0};
+    for (int i = 0; i < x->f.nl; i++) taken[x->f.l[i].bucket] += x->f.l[i].taken;
+    assert_int_equal(taken[3], 4);
+    assert_int_equal(taken[2], 0);
+    assert_true(x->f.nclaimed > first);
+    assert_int_equal(x->f.creach[x->f.nclaimed - 1], x->cfg.lookahead_ms / 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +735,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_starved_pass_goes_on, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),
+        cmocka_unit_test_setup_teardown(test_a_short_room_found_before_any_fire, setup_small4,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
