@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,8 @@ struct h1_client {
                                    connection's timer in one queue, not its heap */
     h1_guard_fn *guard;         /* NULL: every address may be connected to */
     void *guard_priv;
+    int ahead, ahead_max;       /* connections opened ahead and not yet used, and
+                                   the most of them: a quarter of the descriptors */
     int shared;                 /* base is a loop that goes on after h1_client_free */
     h1_call *spare;             /* ended calls kept for reuse, linked by next */
     int nspare;
@@ -72,6 +75,7 @@ struct h1_conn {
     int ai;                     /* address being connected to */
     int connecting;
     int warm;                   /* opening with no call, on its host's warming list */
+    int ahead;                  /* opened ahead, no call has used it yet (client's ahead) */
     int reused;                 /* carried an answer before this call */
     char *buf;                  /* what has arrived and is not parsed yet */
     size_t len, cap;
@@ -121,6 +125,12 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shar
         return NULL;
     }
     evdns_base_load_hosts(c->dns, NULL);
+    /* connections opened ahead of their calls hold descriptors the calls
+     * (and the API's clients) need: a quarter of them at most */
+    struct rlimit rl;
+    c->ahead_max = 256;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        c->ahead_max = rl.rlim_cur / 4 > 4096 ? 4096 : (int)(rl.rlim_cur / 4);
     return c;
 }
 
@@ -271,8 +281,18 @@ static void conn_warmed(h1_conn *c, short what);
 static void call_connect(h1_call *k);
 static void call_send(h1_call *k);
 
+/* c, opened ahead, carries a call now (or closes): no longer counted so. */
+static void conn_used(h1_conn *c)
+{
+    if (c->ahead) {
+        c->ahead = 0;
+        c->h->c->ahead--;
+    }
+}
+
 static void conn_close(h1_conn *conn)
 {
+    conn_used(conn);
     if (conn->ev) event_free(conn->ev);
     if (conn->fd >= 0) close(conn->fd);
     free(conn->buf);
@@ -629,11 +649,13 @@ void h1_host_warm(h1_host *h, int want)
     int have = 0;
     for (h1_conn *c = h->idle; c && have < want; c = c->next) have++;
     for (h1_conn *c = h->warming; c && have < want; c = c->next) have++;
-    for (; have < want; have++) {
+    for (; have < want && h->c->ahead < h->c->ahead_max; have++) {
         h1_conn *c = xcalloc(1, sizeof(*c));
         c->h = h;
         c->fd = -1;
         c->warm = 1;
+        c->ahead = 1;
+        h->c->ahead++;
         if (conn_connect(c) != 0) {
             conn_close(c);
             return; /* refused or failing now: the calls will say why */
@@ -656,6 +678,7 @@ static void call_connect(h1_call *k)
             conn_close(c);
             continue;
         }
+        conn_used(c);
         c->k = k;
         k->conn = c;
         call_send(k);
@@ -666,6 +689,7 @@ static void call_connect(h1_call *k)
         h1_conn *c = h->warming;
         h->warming = c->next;
         c->warm = 0;
+        conn_used(c);
         c->k = k;
         k->conn = c;
         k->denied = 0;

@@ -72,7 +72,9 @@ int h1_host_busy(const h1_host *h);
  * lookup not yet expired): nothing is looked up for it. Each connect asks the
  * guard as a call's would; a connect that fails or is refused is dropped
  * without a word (the call that comes connects itself and says why). A
- * connection opened so is closed when unused for keepalive_ms, as a kept one. */
+ * connection opened so is closed when unused for keepalive_ms, as a kept one.
+ * Those opened ahead and not yet used hold at most a quarter of the
+ * process's descriptors (RLIMIT_NOFILE; 4,096 at most): past that, none is. */
 void h1_host_warm(h1_host *h, int want);
 
 /* Call url (on h's host) with method, the header lines hdrs ("Name: value\r\n"

@@ -81,6 +81,24 @@ def test_connections_open_before_the_tasks_are_due(tickd, scripted):
     assert len({r["conn"] for r in reqs}) <= scripted.conns <= 20, scripted.conns
 
 
+def test_connections_opened_ahead_hold_a_quarter_of_the_descriptors(tickd_factory, redis, scripted):
+    """With 128 descriptors, at most 32 connections are opened ahead: 100
+    calls due at one instant to one host (its cap 1000) would otherwise open
+    100 before they are due. The rest connect at their time, and all 100
+    succeed."""
+    t = tickd_factory(redis, nofile=128, env={"TICKD_SERVER_WORKERS": "1",
+                                              "TICKD_SERVER_HOST_CONNECTIONS": "1000"}).start()
+    due = int(time.time() * 1000) + 1500
+    ids = [r["id"] for r in t.batch([{"callback_url": scripted.url("/ok"), "execute_at": due}
+                                     for _ in range(100)])]
+    wait_for(lambda: len(scripted.accepted) >= 32, timeout=5, what="32 connections ahead")
+    time.sleep(0.3)  # any more would come now
+    ahead = [n for n, at in scripted.accepted if at < due / 1000 - 0.1]
+    assert len(ahead) == 32, len(ahead)
+    for tid in ids:
+        assert t.final(tid)["status"] == "succeeded"
+
+
 def test_no_connection_ahead_to_a_denied_address(tickd_factory, redis, scripted):
     """A connection opened ahead asks the policy as a call's does: a name
     whose address is denied gets none, ahead or at its time."""
