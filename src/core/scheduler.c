@@ -93,7 +93,8 @@ struct sched {
     int64_t rate_from_ms, rate_from_fired; /* the window being measured */
     double rate_per_ms;  /* callbacks fired a ms in the last window */
     double short_rate;   /* at least this many a ms are due: a pass ran out of room
-                            with the room's jobs waiting for their time (0: none) */
+                            while jobs claimed well ahead held most of their half
+                            (0: none in the last window) */
     int short_seen;      /* such a pass in this window */
     int nfar;            /* held jobs claimed due later than half the reach ahead */
     int64_t full_ms;     /* the last tick that scanned from the watermarks */
