@@ -72,11 +72,8 @@ typedef struct hostq {
     int active;
     int64_t used_ms;            /* monotonic: the last transfer's end */
     xfer *head, *tail;
-    /* dispatch_warm's count, while it runs */
-    const dispatch *warm_mark;
-    int64_t warm_span;
-    int warm_run, warm_max;
-    struct hostq *warm_next;
+    int64_t warm_span;          /* dispatch_warm: the span of the calls counted, */
+    int warm_run;               /* and how many */
     struct hostq *next;         /* hash chain */
     struct hostq *lprev, *lnext; /* by last call, the least recent first */
 } hostq;
@@ -255,34 +252,20 @@ void dispatch_warm(dispatch *d, callback *const *cbs, int n)
 {
     worker *w = d->mw;
     if (!w || !w->h1) return;
-    /* per host: the most of these due within one span (they come oldest
-     * first, so a host's span is a run); the hosts seen, in a list */
-    hostq *seen = NULL;
+    /* per host, the calls due in its current span: they come oldest first,
+     * so a span's are a run (carried on by the next batch, which may hold
+     * the rest of a burst's instant); its connections grow with the run */
     for (int i = 0; i < n; i++) {
         const callback *j = cbs[i];
         if (!dispatch_plain(j)) continue;
         hostq *q = worker_hostq(w, j->spec->url);
         if (!q->h1) continue;
         int64_t span = j->due_ms / WARM_SPAN_MS;
-        if (q->warm_mark != d) {
-            q->warm_mark = d;
-            q->warm_run = q->warm_max = 0;
-            q->warm_span = span;
-            q->warm_next = seen;
-            seen = q;
-        }
         if (span != q->warm_span) {
             q->warm_span = span;
             q->warm_run = 0;
         }
-        if (++q->warm_run > q->warm_max) q->warm_max = q->warm_run;
-    }
-    while (seen) {
-        hostq *q = seen;
-        seen = q->warm_next;
-        q->warm_mark = NULL;
-        int want = q->warm_max < w->host_connections ? q->warm_max : w->host_connections;
-        h1_host_warm(q->h1, want - q->active);
+        if (++q->warm_run <= w->host_connections) h1_host_warm(q->h1, q->warm_run - q->active);
     }
 }
 
@@ -539,15 +522,12 @@ static void hostq_evict(worker *w)
     long max = w->d->hosts_max;
     if (!max || (long)w->nhosts < max) return;
     hostq *q = w->lru_head;
-    /* (one dispatch_warm is counting is busy too: it holds it in a list) */
-#define HOSTQ_BUSY(q) ((q)->active || (q)->head || (q)->warm_mark)
-    for (int i = 0; q && i < HOSTQ_EVICT_SCAN && HOSTQ_BUSY(q); i++) q = q->lnext;
+    for (int i = 0; q && i < HOSTQ_EVICT_SCAN && (q->active || q->head); i++) q = q->lnext;
     log_warn_limited(&w->warn, util_mono_ms(),
                      "callbacks to more than %ld receiving hosts (hosts_max) in one worker: %s",
-                     max, q && !HOSTQ_BUSY(q) ? "the least recently called is forgotten"
-                                              : "all of the oldest are busy, kept");
-    if (q && !HOSTQ_BUSY(q)) hostq_free(w, q);
-#undef HOSTQ_BUSY
+                     max, q && !q->active && !q->head ? "the least recently called is forgotten"
+                                                       : "all of the oldest are busy, kept");
+    if (q && !q->active && !q->head) hostq_free(w, q);
 }
 
 /* The queue of the host of url: scheme and authority, up to the path. */
