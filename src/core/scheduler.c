@@ -802,8 +802,9 @@ static void scan_finish(bucket_scan *bs);
 
 static int64_t sched_near(const sched *sc);
 
-/* The job of lease l, waiting for its time (NULL: handed back at once). */
-static job *sched_take(sched *sc, const char *slice, store_lease *l)
+/* The job of lease l, waiting for its time (NULL: handed back at once);
+ * far (nfar) when due later than far_from. */
+static job *sched_take(sched *sc, const char *slice, store_lease *l, int64_t far_from)
 {
     job *j = sched_job_new(sc);
     util_copy(j->cb.id, sizeof(j->cb.id), l->id);
@@ -820,7 +821,7 @@ static job *sched_take(sched *sc, const char *slice, store_lease *l)
         return NULL;
     }
     sched_hold(sc, j);
-    if (l->due_ms > store_now_ms(sc->s) + sched_near(sc)) {
+    if (l->due_ms > far_from) {
         j->far = 1;
         sc->nfar++;
     }
@@ -835,12 +836,13 @@ static job *sched_take(sched *sc, const char *slice, store_lease *l)
 static void sched_take_batch(sched *sc, const char *slice, const store_claim *res)
 {
     int warm = sc->warm && (!sc->fc || flow_cache_empty(sc->fc)), n = 0;
+    int64_t far_from = store_now_ms(sc->s) + sched_near(sc);
     if (warm && res->n > sc->warm_cap) {
         sc->warm_cap = res->n;
         sc->warm_cbs = xrealloc(sc->warm_cbs, sizeof(*sc->warm_cbs) * (size_t)sc->warm_cap);
     }
     for (int i = 0; i < res->n; i++) {
-        job *j = sched_take(sc, slice, &res->leases[i]);
+        job *j = sched_take(sc, slice, &res->leases[i], far_from);
         if (j && warm) sc->warm_cbs[n++] = &j->cb;
     }
     if (n) sc->warm(sc->warm_cbs, n, sc->warm_priv);
@@ -915,7 +917,7 @@ static void sched_reach(sched *sc)
         sc->rate_per_ms = (double)(sc->fired - sc->rate_from_fired) / (double)span;
         sc->rate_from_ms = now;
         sc->rate_from_fired = sc->fired;
-        /* kept while passes still run out of room */
+        /* kept while passes still run out of room so */
         if (!sc->short_seen) sc->short_rate = 0;
         sc->short_seen = 0;
     }
@@ -959,9 +961,11 @@ static void scan_claim(bucket_scan *bs)
              * load that rose from idle, whose first pass claimed a whole
              * lookahead a bucket at a time while tasks of the buckets after
              * came due unclaimed) */
-            double r = (double)sc->cfg->max_inflight / (double)sc->cfg->lookahead_ms;
-            if (sc->nfar * 4 >= sched_reserve(sc) * 3 && r > sc->short_rate) sc->short_rate = r;
-            sc->short_seen = 1;
+            if (sc->nfar * 4 >= sched_reserve(sc) * 3) {
+                double r = (double)sc->cfg->max_inflight / (double)sc->cfg->lookahead_ms;
+                if (r > sc->short_rate) sc->short_rate = r;
+                sc->short_seen = 1;
+            }
         }
         if (bs->first_open < 0) bs->first_open = bs->minute;
         scan_finish(bs);
