@@ -90,7 +90,8 @@ typedef struct tickd {
      * 503 while a Redis that drops or never answers is waited for. */
     pthread_t probe_th;
     int probing;
-    struct event *probe_ev;     /* the probe ended */
+    struct event *probe_ev;     /* the probe ended: probe_fd woken (util_wake) */
+    int probe_fd;
     int probe_rc, probe_fatal;
     char probe_err[512];
     char scripts[PATH_MAX + 32];
@@ -479,7 +480,7 @@ static void *tickd_probe_main(void *arg)
     tickd *t = arg;
     t->probe_rc = store_redis_probe(&t->cfg, &t->probe_fatal, t->probe_err,
                                     sizeof(t->probe_err));
-    event_active(t->probe_ev, EV_READ, 0);
+    util_wake(t->probe_fd);
     return NULL;
 }
 
@@ -489,7 +490,8 @@ static void tickd_store_create(tickd *t);
 static void tickd_probe_done(evutil_socket_t fd, short what, void *arg)
 {
     tickd *t = arg;
-    (void)fd, (void)what;
+    (void)what;
+    util_wake_take(fd);
     pthread_join(t->probe_th, NULL);
     t->probing = 0;
     if (t->stop_ev || t->rc) return;
@@ -512,9 +514,12 @@ static void tickd_store_try(evutil_socket_t fd, short what, void *arg)
         tickd_store_create(t);
         return;
     }
-    if (pthread_create(&t->probe_th, NULL, tickd_probe_main, t) == 0) {
-        t->probing = 1;
-        return;
+    if (t->probe_ev && event_add(t->probe_ev, NULL) == 0) {
+        if (pthread_create(&t->probe_th, NULL, tickd_probe_main, t) == 0) {
+            t->probing = 1;
+            return;
+        }
+        event_del(t->probe_ev);
     }
     tickd_store_create(t); /* no thread: the try blocks the loop, as it can */
 }
@@ -570,7 +575,11 @@ static struct event_base *tickd_base(void)
 {
     struct event_config *cfg = event_config_new();
     if (!cfg) return NULL;
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    /* No lock: only this thread calls into it (the dispatch threads and the
+     * store probe wake it through an eventfd, util_wake). With the lock,
+     * each event_add, event_del and activation took a mutex: twelve a
+     * callback. */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_NOLOCK);
     struct event_base *base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     return base;
@@ -583,6 +592,7 @@ int main(int argc, char **argv)
     int rc = 1;
 
     t.start_ms = util_realtime_ms();
+    t.probe_fd = -1;
     if (tickd_args(&t, argc, argv) != 0) return 2;
     log_level = log_level_parse(t.cfg.log_level);
     log_json = strcmp(t.cfg.log_format, "json") == 0;
@@ -646,7 +656,8 @@ int main(int argc, char **argv)
     event_add(t.sig_hup, NULL), event_add(t.sig_usr1, NULL), event_add(t.sig_usr2, NULL);
     tickd_scripts_dir(&t.cfg, t.scripts, sizeof(t.scripts));
     t.store_ev = evtimer_new(t.base, tickd_store_try, &t);
-    t.probe_ev = event_new(t.base, -1, 0, tickd_probe_done, &t);
+    t.probe_fd = util_wake_fd();
+    if (t.probe_fd >= 0) t.probe_ev = event_new(t.base, t.probe_fd, EV_READ, tickd_probe_done, &t);
     t.store_wait_ms = 250;
     t.rc = 0;
     tickd_store_try(-1, 0, &t);
@@ -673,6 +684,7 @@ done:
     if (t.probing) pthread_join(t.probe_th, NULL); /* its try ends within redis.timeout_ms */
     if (t.store_ev) event_free(t.store_ev);
     if (t.probe_ev) event_free(t.probe_ev);
+    if (t.probe_fd >= 0) close(t.probe_fd);
     event_base_free(t.base);
     netpolicy_free(&t.np);
     webhook_keys_free(t.keys);

@@ -2,10 +2,13 @@
 #include "base/util.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 
 /* Out of memory: nothing can be done but to say it and stop. Written to
  * stderr directly, not through log.h, which sits above util (it cleans its
@@ -76,6 +79,21 @@ int64_t util_realtime_ms(void) { return util_clock_us(CLOCK_REALTIME) / 1000; }
 int64_t util_mono_ms(void) { return util_clock_us(CLOCK_MONOTONIC) / 1000; }
 int64_t util_realtime_us(void) { return util_clock_us(CLOCK_REALTIME); }
 int64_t util_mono_us(void) { return util_clock_us(CLOCK_MONOTONIC); }
+
+int util_wake_fd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+void util_wake(int fd)
+{
+    uint64_t one = 1;
+    /* EAGAIN: the count is full, so the loop is woken already */
+    while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR) {}
+}
+
+void util_wake_take(int fd)
+{
+    uint64_t n;
+    while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR) {}
+}
 
 uint32_t util_fnv1a(const void *p, size_t n)
 {

@@ -53,6 +53,14 @@ int64_t util_mono_ms(void);
 int64_t util_realtime_us(void);
 int64_t util_mono_us(void);
 
+/* A wake-up another thread sends to an event loop, which watches the fd for
+ * EV_READ (an eventfd: nonblocking, close-on-exec; -1 when none could be
+ * made). util_wake adds one (any thread), util_wake_take empties it (the
+ * loop's thread). The loop's base then needs no lock of its own. */
+int util_wake_fd(void);
+void util_wake(int fd);
+void util_wake_take(int fd);
+
 /* FNV-1a, 32 bits: task buckets and hash tables. */
 uint32_t util_fnv1a(const void *p, size_t n);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "delivery/cbtls.h"
 #include "delivery/h1.h"
@@ -68,6 +69,7 @@ static int cbbatch_move(cbbatch *b, pthread_mutex_t *mu, callback **head, callba
  * scanned on every transfer removal, which costs O(n^2) in a burst. */
 typedef struct hostq {
     char *key;
+    size_t keylen;
     h1_host *h1;                /* http:// without a proxy: the built-in client's */
     int active;
     int64_t used_ms;            /* monotonic: the last transfer's end */
@@ -152,7 +154,9 @@ struct worker {
 
 struct dispatch {
     struct event_base *main_base;
-    struct event *done_ev;
+    struct event *done_ev;      /* the main loop's worker's done batches; */
+    int done_fd;                /* the threads' wake the main loop here */
+    struct event *done_wake_ev;
     struct event *out_ev;       /* the main loop's: hands the workers' batches over */
     pthread_mutex_t mu;         /* guards done_head/done_tail */
     callback *done_head, *done_tail;
@@ -188,12 +192,21 @@ static void dispatch_done_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Give the main thread w's finished callbacks. */
+static void dispatch_done_wake(evutil_socket_t fd, short what, void *arg)
+{
+    util_wake_take(fd);
+    dispatch_done_cb(fd, what, arg);
+}
+
+/* Give the main thread w's finished callbacks. A thread wakes the main loop
+ * through done_fd, not event_active: the main loop's base has no lock, and
+ * its own worker's calls take none. */
 static void worker_done_flush(worker *w)
 {
     dispatch *d = w->d;
-    if (cbbatch_move(&w->done, &d->mu, &d->done_head, &d->done_tail))
-        event_active(d->done_ev, EV_READ, 0);
+    if (!cbbatch_move(&w->done, &d->mu, &d->done_head, &d->done_tail)) return;
+    if (w->on_main) event_active(d->done_ev, EV_READ, 0);
+    else util_wake(d->done_fd);
 }
 
 static void worker_done_ev(evutil_socket_t fd, short what, void *arg)
@@ -533,11 +546,17 @@ static void hostq_evict(worker *w)
 /* The queue of the host of url: scheme and authority, up to the path. */
 static hostq *worker_hostq(worker *w, const char *url)
 {
+    /* the host called last, as a burst's calls mostly are: url is its key
+     * followed by the end of the authority */
+    hostq *last = w->lru_tail;
+    if (last && strncmp(url, last->key, last->keylen) == 0 &&
+        (url[last->keylen] == '\0' || strchr("/?#", url[last->keylen])))
+        return last;
     const char *p = strstr(url, "://");
     size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strlen(url);
     if (w->nhb) {
         for (hostq *q = *hostq_bucket(w, url, n); q; q = q->next)
-            if (strlen(q->key) == n && memcmp(q->key, url, n) == 0) {
+            if (q->keylen == n && memcmp(q->key, url, n) == 0) {
                 hostq_unlink(w, q);
                 hostq_append(w, q);
                 return q;
@@ -547,6 +566,7 @@ static hostq *worker_hostq(worker *w, const char *url)
     if (w->nhosts >= w->nhb) hostq_grow(w);
     hostq *q = xcalloc(1, sizeof(*q));
     q->key = xstrndup(url, n);
+    q->keylen = n;
     q->h1 = h1_host_new(w->h1, url);
     q->used_ms = util_mono_ms();
     hostq **b = hostq_bucket(w, url, n);
@@ -833,12 +853,9 @@ static void xfer_header(xfer *x, const char *name, const char *value)
 
 static void xfer_header_int(xfer *x, const char *name, long long v)
 {
-    char buf[24], *p = buf + sizeof(buf);
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    *--p = '\0';
-    do *--p = (char)('0' + u % 10); while (u /= 10);
-    if (v < 0) *--p = '-';
-    xfer_header(x, name, p);
+    char buf[UTIL_INT_MAX];
+    util_fmt_int(buf, v);
+    xfer_header(x, name, buf);
 }
 
 /* The header lines as libcurl's list (what it adds itself, "Name:" removes). */
@@ -1145,6 +1162,15 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
     pthread_mutex_init(&d->mu, NULL);
     d->done_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_done_cb, d);
     d->out_ev = event_new(main_base, -1, EV_READ | EV_PERSIST, dispatch_out_ev, d);
+    d->done_fd = util_wake_fd();
+    d->done_wake_ev = d->done_fd < 0 ? NULL
+                                     : event_new(main_base, d->done_fd, EV_READ | EV_PERSIST,
+                                                 dispatch_done_wake, d);
+    if (!d->done_ev || !d->out_ev || !d->done_wake_ev) {
+        snprintf(err, errlen, "dispatch: cannot create its events");
+        dispatch_free(d);
+        return NULL;
+    }
     /* the threads, then the main loop's worker after them */
     d->w = xcalloc((size_t)workers + 1, sizeof(worker));
     for (int i = 0; i < workers; i++) {
@@ -1185,6 +1211,7 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
     }
     event_add(d->done_ev, NULL);
     event_add(d->out_ev, NULL);
+    event_add(d->done_wake_ev, NULL);
     return d;
 }
 
@@ -1214,8 +1241,10 @@ void dispatch_free(dispatch *d)
         worker_fini(w);
     }
     dispatch_done_cb(-1, 0, d); /* hand every aborted callback back */
-    event_free(d->done_ev);
-    event_free(d->out_ev);
+    if (d->done_ev) event_free(d->done_ev);
+    if (d->out_ev) event_free(d->out_ev);
+    if (d->done_wake_ev) event_free(d->done_wake_ev);
+    if (d->done_fd >= 0) close(d->done_fd);
     pthread_mutex_destroy(&d->mu);
     free(d->w);
     free(d);
