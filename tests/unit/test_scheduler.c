@@ -667,12 +667,9 @@ static void test_room_kept_for_due_soon(void **state)
     for (int i = 0; i < x->f.nclaimed; i++) assert_int_equal(x->f.creach[i], x->cfg.lookahead_ms);
 }
 
-/* Claims look only as far ahead as a quarter of the room covers at the
- * rate callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of
- * 62 ms. */
-static void test_reach_follows_the_rate(void **state)
+/* 8 callbacks fire and end; the clock moves on by a rate window (250 ms). */
+static void fire_a_window(fixture *x)
 {
-    fixture *x = *state;
     leases_due_now(x, 8, "r");
     sched_kick(x->sc, 0);
     pump(x, 20);
@@ -682,6 +679,15 @@ static void test_reach_follows_the_rate(void **state)
     pump(x, 20);
     assert_int_equal(x->f.creach[x->f.nclaimed - 1], x->cfg.lookahead_ms);
     x->f.now += 250;
+}
+
+/* Claims look only as far ahead as a quarter of the room covers at the
+ * rate callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of
+ * 62 ms. */
+static void test_reach_follows_the_rate(void **state)
+{
+    fixture *x = *state;
+    fire_a_window(x);
     sched_kick(x->sc, 0);
     pump(x, 20);
     assert_int_equal(x->f.creach[x->f.nclaimed - 1], 62);
@@ -752,14 +758,7 @@ static void test_a_short_room_found_before_any_fire(void **state)
 static void test_ticks_pass_a_quiet_slice_by(void **state)
 {
     fixture *x = *state;
-    /* a reach of 62 ms, as in test_reach_follows_the_rate */
-    leases_due_now(x, 8, "r");
-    sched_kick(x->sc, 0);
-    pump(x, 20);
-    sched_poll(x->sc);
-    for (int i = 0; i < 8; i++) finish(x, i, 1);
-    pump(x, 20);
-    x->f.now += 250;
+    fire_a_window(x); /* a reach of 62 ms (test_reach_follows_the_rate) */
     int64_t later = x->f.now + 500;
     lease(x, x->m, later, "later", 1);
     sched_tick(x->sc); /* a full tick: its claim finds nothing within the reach */
