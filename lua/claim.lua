@@ -5,22 +5,19 @@
 -- with a lease deadline.
 -- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
 -- lease_margin_ms, near_ms, far_limit
--- Returns {due_left, run_left, taken, next_due, then per task leased either its :due
+-- Returns {due_left, run_left, taken, then per task leased either its :due
 -- member "id\nrecord" (a fresh task, lib.lua: its first attempt, due at the
 -- execute_at its id holds) or due_ms, id, attempt, spec}: due_ms an integer,
 -- the member a string, so each tells its form; spec (the task's record, or
 -- its spec as schema 1 stored it) is nil for a retry pointer (read it from
 -- the home slice with fetch); `taken` counts every id consumed, delivered
--- or dropped, so taken == limit means there may be more. next_due: when
--- fewer than limit were taken (so every task due before the reach that the
--- call may take was), the due time of the first task left in :due, 0 when
--- none is left; -1 otherwise (more may be due now).
+-- or dropped, so taken == limit means there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
 -- not one command per id; every read and check comes before the first write.
 local now = now_ms()
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
-local out = {0, 0, 0, -1}
+local out = {0, 0, 0}
 
 -- candidates, in order: expired leases, then due ids
 -- (a table grown in a loop by a count kept beside it: each #t is a search)
@@ -122,7 +119,7 @@ end
 
 -- (the pins first, in the same HSET and ZADD as the tasks: lib.lua)
 local srem, zrem, zadd, hset, seen = {}, {}, {'+inf', RUN_PIN}, {TASK_PIN_FIELD, TASK_PIN}, {}
-local dropped, nh, nz, no = 0, 2, 2, 4
+local dropped, nh, nz, no = 0, 2, 2, 3
 -- what a burst repeats, made once a call: a timeout's number, a queue's
 -- JSON (tables: few of each); and once for a run of tasks with the same due
 -- (the last one made): the due's number, a lease deadline's digits, the
@@ -204,12 +201,4 @@ bulk_write('ZREM', KEYS[4], zrem)
 out[1] = redis.call('ZCARD', KEYS[1])
 if #zrem > 0 then out[2] = run_unpin(KEYS[4]) else out[2] = run_count(KEYS[4]) end
 out[3] = taken
-if taken < limit then
-  if out[1] == 0 then
-    out[4] = 0
-  else
-    local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-    out[4] = tonumber(first[2])
-  end
-end
 return out

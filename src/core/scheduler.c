@@ -29,23 +29,7 @@ typedef struct bucket_scan {
     int failures;        /* claims failed in a row in this pass */
     int starved;         /* the pass stopped for lack of room, at minute */
     int share;           /* the next claim asks for no more (0: no cap) */
-    /* the slice of quiet_minute held nothing due before quiet_until_ms
-     * (the store's clock) at its last claim, and nothing was put there
-     * since by this replica: ticks between full ones pass it by until then
-     * (quiet_minute -1: not known) */
-    int64_t quiet_minute, quiet_until_ms;
-    unsigned puts, claim_puts; /* tasks this replica put in the bucket, and
-                                  how many when the claim in flight was sent */
 } bucket_scan;
-
-/* This replica put a task in bucket b's :due (an add, a move, a retry, a
- * release or a park): its last claim's view of what is due there is old, and
- * so is that of a claim in flight. */
-static void bucket_put(bucket_scan *bs)
-{
-    bs->quiet_minute = -1;
-    bs->puts++;
-}
 
 /* Flow control (flow.h): a task a limit may apply to asks the store before
  * its callback goes (FLOW_ASKING); let go, it may wait on the wheel for its
@@ -403,10 +387,7 @@ static void sched_settled_cb(void *owner, const char *err, void *priv)
     /* told once the store holds the end: a record that failed brings the
      * task back by its lease, to end (and be told) later */
     if (!err && j->ended_failed && sc->failed) sc->failed(&j->cb, sc->failed_priv);
-    /* back in :due (its bucket's): whatever its bucket's last claim saw is
-     * not so any more; a retry due within the reach is claimed now, not at
-     * the next tick */
-    if (j->requeued) bucket_put(&sc->bk[task_slice_bucket(j->cb.id)]);
+    /* a retry due within the reach is claimed now, not at the next tick */
     if (!err && j->retry_due_ms && j->retry_due_ms < store_now_ms(sc->s) + sc->reach_ms)
         sched_kick(sc, task_slice_bucket(j->cb.id));
     sc->settled++;
@@ -437,7 +418,6 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         sc->settle = xrealloc(sc->settle, sizeof(*sc->settle) * (size_t)sc->settle_cap);
     }
     j->retry_due_ms = o == OUT_RETRY ? due_ms : 0;
-    j->requeued = o == OUT_RETRY || o == OUT_RELEASE || o == OUT_PARK;
     j->ended_failed = o == OUT_FAIL || o == OUT_EXPIRE;
     history_outcome(o, j->cb.uncounted, j->cb.spec->queue);
     sc->settle[sc->nsettle++] = (store_attempt){
@@ -894,9 +874,6 @@ static void scan_claim_cb(const store_claim *res, void *priv)
         task_slice_name(bs->minute * 60000, bs->b, slice);
         sched_take_batch(sc, slice, res);
         if (res->n) sched_wheel_arm(sc); /* once for the batch (sched_wait) */
-        bs->quiet_minute = res->taken < bs->limit && res->next_due_ms >= 0 &&
-                                   bs->puts == bs->claim_puts ? bs->minute : -1;
-        bs->quiet_until_ms = res->next_due_ms;
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
             return;
@@ -1003,7 +980,6 @@ static void scan_claim(bucket_scan *bs)
     store_claim_ask ask = {sc->reach_ms, sched_near(sc), bs->limit, far > 0 ? far : 0};
     sc->claiming += bs->limit;
     sc->pending++;
-    bs->claim_puts = bs->puts;
     store_claim_slice(sc->s, bs->b, bs->minute, &ask, scan_claim_cb, bs);
 }
 
@@ -1133,12 +1109,11 @@ static void sched_kick_all(sched *sc)
     sc->kick_from = (sc->kick_from + 1) % sc->nb;
 }
 
-/* A task this replica put in :due (an add, a move): one due within the
- * reach is claimed now rather than at the next tick. */
+/* A fresh task due within the reach: claim it now rather than at the next
+ * tick. */
 static void sched_added_cb(int bucket, int64_t due_ms, void *priv)
 {
     sched *sc = priv;
-    bucket_put(&sc->bk[bucket]);
     if (due_ms < store_now_ms(sc->s) + sc->reach_ms) sched_kick(sc, bucket);
 }
 
@@ -1168,19 +1143,11 @@ static void sched_kick_on(sched *sc)
     for (int i = 0; i < sc->nb; i++) {
         bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
         if (bs->active || bs->wm == 0) continue;
-        int64_t end = (now + sc->reach_ms) / 60000, from = bs->minute;
-        if (from > now / 60000) from = now / 60000;
-        if (from > end) from = end;
-        /* one slice to claim, which held nothing due within the reach:
-         * a claim there would take nothing (a call of Redis's for each
-         * bucket every tick, where a tick comes every few ms at a high
-         * rate, before and after a burst) */
-        if (from == end && bs->quiet_minute == from && bs->quiet_until_ms > now + sc->reach_ms)
-            continue;
         scan_begin(bs, 0);
         bs->first_open = bs->wm;
-        bs->end_minute = end;
-        bs->minute = from;
+        bs->end_minute = (now + sc->reach_ms) / 60000;
+        if (bs->minute > now / 60000) bs->minute = now / 60000;
+        if (bs->minute > bs->end_minute) bs->minute = bs->end_minute;
         scan_claim(bs);
     }
     sc->kick_from = (sc->kick_from + 1) % sc->nb;
@@ -1241,7 +1208,6 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     for (int b = 0; b < sc->nb; b++) {
         sc->bk[b].sc = sc;
         sc->bk[b].b = b;
-        sc->bk[b].quiet_minute = -1;
     }
     /* A new keyspace starts scanning a minute back; an existing one keeps
      * its watermark, however old: that is the catch-up. */
@@ -1252,8 +1218,6 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     store_listen(s, sched_added_cb, sc);
     return sc;
 }
-
-void sched_tick(sched *sc) { sched_tick_cb(-1, 0, sc); }
 
 void sched_set_submit(sched *sc, sched_submit_fn *fn, void *priv)
 {

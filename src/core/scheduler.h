@@ -59,7 +59,6 @@ struct job {
     char dest[FLOW_DEST_MAX];
     char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */
     int ended_failed;           /* its end as failed (or expired) is being recorded */
-    int requeued;               /* its record puts it back in :due (retry, release, park) */
 };
 
 /* The job a callback the scheduler submitted belongs to. */
@@ -124,7 +123,5 @@ long long sched_flow_waiting(const sched *sc);
 
 /* For tests on a fake clock: fire what is due by the store's clock now. */
 void sched_poll(sched *sc);
-/* For tests on a fake clock: a tick now (full, or between full ones). */
-void sched_tick(sched *sc);
 
 #endif

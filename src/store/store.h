@@ -56,13 +56,10 @@ typedef struct store_lease {
 } store_lease;
 
 /* A claim's answer. With err set nothing was leased. `taken` counts every
- * id consumed (leased or dropped): taken == limit means there may be more.
- * next_due_ms: with taken < limit, when the first task left due in the
- * slice is (INT64_MAX: none is left); -1 when not known. */
+ * id consumed (leased or dropped): taken == limit means there may be more. */
 typedef struct store_claim {
     const char *err;
     int64_t due_left, run_left;  /* ids still due / leased in the slice */
-    int64_t next_due_ms;
     int taken;
     int n;
     store_lease *leases;

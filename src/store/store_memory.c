@@ -470,7 +470,6 @@ static void ms_claim(store *s, int bucket, int64_t minute, const store_claim_ask
     sl = ms_slice(m, name, 0);
     res->due_left = sl ? sl->ndue : 0;
     res->run_left = sl ? sl->nrun : 0;
-    res->next_due_ms = -1; /* not known: the scheduler claims at every tick */
 }
 
 static void ms_settle(store *s, const store_attempt *as, int n, store_settled_fn *cb, void *priv)

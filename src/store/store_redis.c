@@ -773,9 +773,7 @@ static void rs_fetch_cb(redisReply *r, const char *err, void *priv)
  * (due, id, attempt, spec or nil). */
 static int rs_claim_reply_ok(const redisReply *r)
 {
-    for (int i = 0; i < 4; i++)
-        if (r->element[i]->type != REDIS_REPLY_INTEGER) return 0;
-    for (size_t i = 4; i < r->elements;) {
+    for (size_t i = 3; i < r->elements;) {
         redisReply **e = &r->element[i];
         if (e[0]->type == REDIS_REPLY_STRING) {
             if (!memchr(e[0]->str, '\n', e[0]->len)) return 0;
@@ -795,7 +793,7 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
     claim_ctx *cl = priv;
     rstore *rs = cl->rs;
     store_claim *res = &cl->res;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 4 || !rs_claim_reply_ok(r)) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 || !rs_claim_reply_ok(r)) {
         res->err = rs_err(r, err);
         cl->cb(res, cl->priv);
         free(cl);
@@ -804,13 +802,11 @@ static void rs_claim_cb(redisReply *r, const char *err, void *priv)
     res->due_left = r->element[0]->integer;
     res->run_left = r->element[1]->integer;
     res->taken = (int)r->element[2]->integer;
-    long long next = r->element[3]->integer;
-    res->next_due_ms = next > 0 ? next : next == 0 ? INT64_MAX : -1;
-    res->leases = xmalloc(sizeof(*res->leases) * (r->elements - 4 ? r->elements - 4 : 1));
+    res->leases = xmalloc(sizeof(*res->leases) * (r->elements - 3 ? r->elements - 3 : 1));
     res->n = 0;
     int pointers = 0;
     size_t idbytes = 0;
-    for (size_t i = 4; i < r->elements;) {
+    for (size_t i = 3; i < r->elements;) {
         redisReply **e = &r->element[i];
         store_lease *l = &res->leases[res->n++];
         if (e[0]->type == REDIS_REPLY_STRING) {

@@ -24,7 +24,6 @@ typedef struct flease {
     int64_t due_ms;
     int attempt;
     int taken;
-    int claimed_now;             /* taken by the claim being answered */
 } flease;
 
 typedef struct fake {
@@ -128,7 +127,6 @@ static void fk_claim(store *s, int bucket, int64_t minute, const store_claim_ask
             continue;
         }
         l->taken = 1;
-        l->claimed_now = 1;
         store_lease *o = &a->claim.leases[a->claim.n++];
         o->id = l->id;
         o->due_ms = l->due_ms;
@@ -136,15 +134,6 @@ static void fk_claim(store *s, int bucket, int64_t minute, const store_claim_ask
         o->spec = task_spec_read(FAKE_SPEC, strlen(FAKE_SPEC));
     }
     a->claim.taken = a->claim.n;
-    /* as claim.lua: with fewer than the limit taken, the first due left */
-    a->claim.next_due_ms = a->claim.n < limit ? INT64_MAX : -1;
-    for (int i = 0; i < f->nl; i++) {
-        flease *l = &f->l[i];
-        if (l->claimed_now) l->claimed_now = 0;
-        else if (a->claim.n < limit && !l->taken && l->bucket == bucket && l->minute == minute &&
-                 l->due_ms < a->claim.next_due_ms)
-            a->claim.next_due_ms = l->due_ms;
-    }
 }
 
 static void fk_settle(store *s, const store_attempt *as, int n, store_settled_fn *cb, void *priv)
@@ -667,9 +656,12 @@ static void test_room_kept_for_due_soon(void **state)
     for (int i = 0; i < x->f.nclaimed; i++) assert_int_equal(x->f.creach[i], x->cfg.lookahead_ms);
 }
 
-/* 8 callbacks fire and end; the clock moves on by a rate window (250 ms). */
-static void fire_a_window(fixture *x)
+/* Claims look only as far ahead as a quarter of the room covers at the
+ * rate callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of
+ * 62 ms. */
+static void test_reach_follows_the_rate(void **state)
 {
+    fixture *x = *state;
     leases_due_now(x, 8, "r");
     sched_kick(x->sc, 0);
     pump(x, 20);
@@ -679,15 +671,6 @@ static void fire_a_window(fixture *x)
     pump(x, 20);
     assert_int_equal(x->f.creach[x->f.nclaimed - 1], x->cfg.lookahead_ms);
     x->f.now += 250;
-}
-
-/* Claims look only as far ahead as a quarter of the room covers at the
- * rate callbacks fire: 8 callbacks in 250 ms, a room of 8, a reach of
- * 62 ms. */
-static void test_reach_follows_the_rate(void **state)
-{
-    fixture *x = *state;
-    fire_a_window(x);
     sched_kick(x->sc, 0);
     pump(x, 20);
     assert_int_equal(x->f.creach[x->f.nclaimed - 1], 62);
@@ -750,45 +733,6 @@ static void test_a_short_room_found_before_any_fire(void **state)
     assert_int_equal(x->f.creach[x->f.nclaimed - 1], x->cfg.lookahead_ms);
 }
 
-/* A tick between two full ones passes a bucket by whose slice held
- * nothing due within the reach at its last claim: no call of the store's
- * for it (at a high rate such ticks come every few ms, each a call a
- * bucket). A task this replica puts there ends that; so does its coming
- * within the reach. */
-static void test_ticks_pass_a_quiet_slice_by(void **state)
-{
-    fixture *x = *state;
-    fire_a_window(x); /* a reach of 62 ms (test_reach_follows_the_rate) */
-    int64_t later = x->f.now + 500;
-    lease(x, x->m, later, "later", 1);
-    sched_tick(x->sc); /* a full tick: its claim finds nothing within the reach */
-    pump(x, 20);
-    int mark = x->f.nclaimed;
-    assert_int_equal(x->f.creach[mark - 1], 62);
-    for (int i = 0; i < 5; i++) {
-        x->f.now += 10;
-        sched_tick(x->sc);
-        pump(x, 5);
-    }
-    assert_int_equal(x->f.nclaimed, mark);
-    /* an add of this replica's, due beyond the reach: the next tick claims */
-    x->f.base.added(0, later - 100, x->f.base.added_priv);
-    x->f.now += 10;
-    sched_tick(x->sc);
-    pump(x, 5);
-    assert_int_equal(x->f.nclaimed, mark + 1);
-    mark = x->f.nclaimed;
-    sched_tick(x->sc);
-    pump(x, 5);
-    assert_int_equal(x->f.nclaimed, mark);
-    /* "later" comes within the reach: claimed at the next tick */
-    x->f.now = later - 30;
-    sched_tick(x->sc);
-    pump(x, 5);
-    assert_int_equal(x->f.nclaimed, mark + 1);
-    assert_true(x->f.l[x->f.nl - 1].taken);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -808,7 +752,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),
         cmocka_unit_test_setup_teardown(test_a_short_room_found_before_any_fire, setup_small4,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_ticks_pass_a_quiet_slice_by, setup_small, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
