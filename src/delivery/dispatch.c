@@ -154,9 +154,9 @@ struct worker {
 
 struct dispatch {
     struct event_base *main_base;
-    struct event *done_ev;      /* the main loop's worker's done batches; */
-    int done_fd;                /* the threads' wake the main loop here */
-    struct event *done_wake_ev;
+    struct event *done_ev;      /* activated by the main loop's own worker, */
+    int done_fd;                /* written by the threads (util_wake): either */
+    struct event *done_wake_ev; /* hands done_head over to the main loop */
     struct event *out_ev;       /* the main loop's: hands the workers' batches over */
     pthread_mutex_t mu;         /* guards done_head/done_tail */
     callback *done_head, *done_tail;
@@ -1167,7 +1167,8 @@ dispatch *dispatch_create(struct event_base *main_base, int workers, int host_co
                                      : event_new(main_base, d->done_fd, EV_READ | EV_PERSIST,
                                                  dispatch_done_wake, d);
     if (!d->done_ev || !d->out_ev || !d->done_wake_ev) {
-        snprintf(err, errlen, "dispatch: cannot create its events");
+        snprintf(err, errlen, "dispatch: cannot create its events: %s",
+                 d->done_fd < 0 ? strerror(errno) : "out of memory");
         dispatch_free(d);
         return NULL;
     }

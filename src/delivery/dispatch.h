@@ -76,8 +76,10 @@ typedef void dispatch_done_fn(callback *cb, void *priv);
  * than opening a connection per callback), each closed once unused for
  * keepalive_ms; the main loop's client keeps workers x host_connections. tls: libcurl's TLS and proxy settings (NULL: its defaults;
  * with a proxy every callback goes through libcurl), the caller's, outliving
- * the pool. Returns NULL + err. Call evthread_use_pthreads()
- * before creating `main_base`. */
+ * the pool. Returns NULL + err. Call evthread_use_pthreads() first (the
+ * threads' own bases are locked: the main loop wakes them); `main_base` may
+ * be made without a lock (EVENT_BASE_FLAG_NOLOCK): only its own thread
+ * calls into it, the threads wake it through an eventfd. */
 dispatch *dispatch_create(struct event_base *main_base, int workers, int host_connections,
                           int64_t keepalive_ms, const struct cbtls *tls,
                           dispatch_done_fn *done, void *priv, char *err, size_t errlen);
