@@ -310,40 +310,47 @@ steady_record() { # steady_record NAME SENT
   put "steady_max_$1" "$(jq -r .max <<<"$s")"
 }
 
+# steady_tickd NAME BATCH AHEAD: tickd under a batch of BATCH tasks every
+# 50 ms for 15 s, each due AHEAD ms after it is posted
+steady_tickd() {
+  local r
+  log "steady: tickd, $2 tasks / 50 ms ($(($2 * 20))/s), each due $3 ms after, 15 s"
+  tickd_start
+  rreset
+  r=$(timeout 60 node "$BENCH/tickd_load.js" steady --url "$TURL" --cb "$CB/cb" --secs 15 --batch "$2" \
+    --every 50 --ahead "$3")
+  log "generator: $r"
+  steady_record "$1" "$(jq -r .sent <<<"$r")"
+  tickd_stop
+}
+
+# steady_bullmq NAME BATCH: the same load through BullMQ (addBulk, delay
+# 2 s), one Worker of concurrency 200
+steady_bullmq() {
+  local r
+  log "steady: BullMQ, addBulk of $2 / 50 ms ($(($2 * 20))/s), delay 2 s, 15 s, Worker concurrency 200"
+  flush
+  bworker_start 200
+  rreset
+  r=$(timeout 60 node "$BENCH/bullmq.js" steady --redis "$RADDR" --cb "$CB/cb" --secs 15 --batch "$2" \
+    --every 50 --ahead 2000)
+  log "generator: $r"
+  steady_record "$1" "$(jq -r .sent <<<"$r")"
+  bworker_stop
+  flush
+}
+
 wl_steady() {
   local r
   cc -O2 -o "$TMP/volley" "$BENCH/volley.c"
-  log "steady: tickd, 100 tasks / 50 ms (2,000/s), each due 2 s after, 15 s"
-  tickd_start
-  rreset
-  r=$(timeout 60 node "$BENCH/tickd_load.js" steady --url "$TURL" --cb "$CB/cb" --secs 15 --batch 100 \
-    --every 50 --ahead 2000)
-  log "generator: $r"
-  steady_record tickd "$(jq -r .sent <<<"$r")"
-  tickd_stop
-
-  log "steady: tickd, 500 tasks / 50 ms (10,000/s), each due 2 s after, 15 s"
-  tickd_start
-  rreset
-  r=$(timeout 60 node "$BENCH/tickd_load.js" steady --url "$TURL" --cb "$CB/cb" --secs 15 --batch 500 \
-    --every 50 --ahead 2000)
-  log "generator: $r"
-  steady_record tickd10k "$(jq -r .sent <<<"$r")"
-  tickd_stop
-
+  steady_tickd tickd 100 2000
+  steady_tickd tickd10k 500 2000
   # the same, each batch posted 25 ms off the instant it is due at: above,
   # the batch due 2 s later is parsed and stored while the instant's
   # callbacks go out, which the floor (volley.c) never does; this row
   # shows the scheduler's lateness without that (doc/performance.md,
   # "Lateness at 10,000/s")
-  log "steady: tickd, 500 tasks / 50 ms (10,000/s), each due 2,025 ms after, 15 s"
-  tickd_start
-  rreset
-  r=$(timeout 60 node "$BENCH/tickd_load.js" steady --url "$TURL" --cb "$CB/cb" --secs 15 --batch 500 \
-    --every 50 --ahead 2025)
-  log "generator: $r"
-  steady_record tickd10koff "$(jq -r .sent <<<"$r")"
-  tickd_stop
+  steady_tickd tickd10koff 500 2025
 
   # the floor: the same batches sent at their exact millisecond by
   # bench/volley.c over tickd's 64 connections, no scheduler and no store
@@ -358,26 +365,8 @@ wl_steady() {
     steady_record "volley$b" "$(jq -r .sent <<<"$r")"
   done
 
-  log "steady: BullMQ, addBulk of 100 / 50 ms, delay 2 s, 15 s, Worker concurrency 200"
-  flush
-  bworker_start 200
-  rreset
-  r=$(timeout 60 node "$BENCH/bullmq.js" steady --redis "$RADDR" --cb "$CB/cb" --secs 15 --batch 100 \
-    --every 50 --ahead 2000)
-  log "generator: $r"
-  steady_record bullmq "$(jq -r .sent <<<"$r")"
-  bworker_stop
-  flush
-
-  log "steady: BullMQ, addBulk of 500 / 50 ms (10,000/s), delay 2 s, 15 s, Worker concurrency 200"
-  bworker_start 200
-  rreset
-  r=$(timeout 60 node "$BENCH/bullmq.js" steady --redis "$RADDR" --cb "$CB/cb" --secs 15 --batch 500 \
-    --every 50 --ahead 2000)
-  log "generator: $r"
-  steady_record bullmq10k "$(jq -r .sent <<<"$r")"
-  bworker_stop
-  flush
+  steady_bullmq bullmq 100
+  steady_bullmq bullmq10k 500
 }
 
 # ---- 4. memory ----------------------------------------------------------
