@@ -800,7 +800,11 @@ long long sched_flow_waiting(const sched *sc)
 static void scan_claim(bucket_scan *bs);
 static void scan_finish(bucket_scan *bs);
 
-static int64_t sched_near(const sched *sc);
+/* Due soon: within half the reach. */
+static int64_t sched_near(const sched *sc)
+{
+    return sc->reach_ms / 2;
+}
 
 /* The job of lease l, waiting for its time (NULL: handed back at once);
  * far (nfar) when due later than far_from. */
@@ -891,12 +895,6 @@ static void scan_claim_cb(const store_claim *res, void *priv)
 }
 
 static void sched_tick_arm(sched *sc);
-
-/* Due soon: within half the reach. */
-static int64_t sched_near(const sched *sc)
-{
-    return sc->reach_ms / 2;
-}
 
 /* How far ahead claims look, and how often the ticks come. The room
  * (max_inflight) bounds memory; it is no promise to cover lookahead_ms: at
