@@ -547,10 +547,9 @@ static void hostq_evict(worker *w)
 static hostq *worker_hostq(worker *w, const char *url)
 {
     /* the host called last, as a burst's calls mostly are: url is its key
-     * followed by the end of the authority */
+     * followed by the end of the authority (strchr finds the NUL too) */
     hostq *last = w->lru_tail;
-    if (last && strncmp(url, last->key, last->keylen) == 0 &&
-        (url[last->keylen] == '\0' || strchr("/?#", url[last->keylen])))
+    if (last && strncmp(url, last->key, last->keylen) == 0 && strchr("/?#", url[last->keylen]))
         return last;
     const char *p = strstr(url, "://");
     size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strlen(url);

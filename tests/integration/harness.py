@@ -151,17 +151,21 @@ class Redis:
 
 
 class TcpServer:
-    """A raw TCP server on a port the kernel picks: every connection it
+    """A raw TCP server on a port the kernel picks (or `port`): every connection it
     accepts is handed to handle(conn) on a thread of its own and closed when
     handle returns (an OSError there, the peer gone, ends it quietly). For
     peers no HTTP library would play: receivers that answer byte by byte,
     hold, cut off or misbehave, and proxies."""
 
-    def __init__(self, handle, host="127.0.0.1", family=socket.AF_INET, backlog=256):
+    def __init__(self, handle, host="127.0.0.1", family=socket.AF_INET, backlog=256, port=0):
         self.handle = handle
         self.sock = socket.socket(family)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, 0))
+        try:
+            self.sock.bind((host, port))
+        except OSError:
+            self.sock.close()
+            raise
         self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()

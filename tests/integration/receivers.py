@@ -45,14 +45,14 @@ class Scripted(TcpServer):
     close_idle_ms it closes a kept connection that long after each answer, as
     servers with a short keep-alive timeout do."""
 
-    def __init__(self, close_idle_ms=None):
+    def __init__(self, close_idle_ms=None, port=0):
         self.close_idle_ms = close_idle_ms
         self.requests = []
         self.conns = 0
         self.accepted = []  # (connection, time) of each accept
         self.peer_closed = []  # (connection, time) of each close by the client
         self.lock = threading.Lock()
-        super().__init__(self.serve, backlog=512)
+        super().__init__(self.serve, backlog=512, port=port)
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"

@@ -5,6 +5,7 @@ everything through libcurl, per-host state freed once unused, and tickd's
 own failures (out of descriptors) that must not use up a task's
 attempts."""
 import http.server
+import random
 import socket
 import threading
 import time
@@ -79,6 +80,47 @@ def test_connections_open_before_the_tasks_are_due(tickd, scripted):
     assert not late, late
     # as many as the instant needs, no more: one a call at most
     assert len({r["conn"] for r in reqs}) <= scripted.conns <= 20, scripted.conns
+
+
+def _prefix_receivers():
+    """Two receivers, one's port the other's followed by a digit (P and
+    10 P + k): the first one's scheme and authority begin the second one's
+    URLs."""
+    rnd = random.Random()
+    for _ in range(200):
+        p = rnd.randrange(1024, 6554)
+        try:
+            a = Scripted(port=p)
+        except OSError:
+            continue
+        for k in range(10):
+            try:
+                return a, Scripted(port=10 * p + k)
+            except OSError:
+                pass
+        a.close()
+    pytest.skip("no free pair of ports P, 10 P + k")
+
+
+def test_each_call_reaches_its_own_host_when_one_authority_begins_another(tickd):
+    """Calls due at one instant alternate between http://127.0.0.1:P and
+    http://127.0.0.1:P0 (a digit more): each host gets its own calls and no
+    other's (the client finds the host called last by its key and what
+    ends the authority, not by the key alone)."""
+    a, b = _prefix_receivers()
+    try:
+        due = int(time.time() * 1000) + 1000
+        tasks = [{"callback_url": (a if i % 2 == 0 else b).url(f"/ok?n={i}"), "execute_at": due}
+                 for i in range(40)]
+        ids = [r["id"] for r in tickd.batch(tasks)]
+        for tid in ids:
+            assert tickd.final(tid)["status"] == "succeeded"
+        for rec, want in ((a, ids[0::2]), (b, ids[1::2])):
+            got = sorted(r["headers"].get("tickd-task-id") for r in rec.requests)
+            assert got == sorted(want), (rec.port, len(got))
+    finally:
+        a.close()
+        b.close()
 
 
 def test_connections_opened_ahead_hold_a_quarter_of_the_descriptors(tickd_factory, redis, scripted):
