@@ -13,26 +13,37 @@
 # each task due on its own millisecond), instead of one instant (a burst).
 # SG_CONFIG="name value" is given to Redis by CONFIG SET first (for example
 # "hash-max-listpack-entries 0", to see what the packed encodings cost).
-# Needs valgrind, redis-server and python3.
+# SG_CPU=1 runs Redis without valgrind and prints its CPU time a task
+# (user + system, /proc/PID/stat) instead: what the instructions come to on
+# this machine, as noisy as the machine is.
+# LUA_DIR without a lib.lua of its own takes lua/lib.lua (bench/floor/: the
+# least a claim and a settle of this keyspace can do, bench/README.md).
+# Needs valgrind (not with SG_CPU), redis-server and python3.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LUA=$(cd "${1:-$ROOT/lua}" && pwd)
+LIB=$LUA/lib.lua
+[ -f "$LIB" ] || LIB=$ROOT/lua/lib.lua
+CPU=${SG_CPU:-}
 N=${SG_N:-20480}
 SLICES=${SG_SLICES:-16}
 BATCH=${SG_BATCH:-256}
 N=$((SLICES * (N / SLICES)))  # as many in each slice
-for c in valgrind redis-server redis-cli python3 callgrind_control; do
+NEED="redis-server redis-cli python3"
+[ -n "$CPU" ] || NEED="$NEED valgrind callgrind_control callgrind_annotate"
+for c in $NEED; do
   command -v $c >/dev/null || { echo "$c missing" >&2; exit 1; }
 done
 W=$(mktemp -d /tmp/tickd-scripts-cg.XXXXXX)
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.%p" \
-  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no >"$W/redis.log" 2>&1 &
+VG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.%p")
+[ -z "$CPU" ] || VG=()
+"${VG[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no >"$W/redis.log" 2>&1 &
 VP=$!
 trap 'redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || kill $VP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 300); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
 if [ -n "${SG_CONFIG:-}" ]; then redis-cli -p "$PORT" CONFIG SET $SG_CONFIG >/dev/null; fi
-load() { redis-cli -p "$PORT" SCRIPT LOAD "$(cat "$LUA/lib.lua"; echo; cat "$LUA/$1.lua")"; }
+load() { redis-cli -p "$PORT" SCRIPT LOAD "$(cat "$LIB"; echo; cat "$LUA/$1.lua")"; }
 CLAIM=$(load claim)
 SETTLE=$(load settle)
 
@@ -88,13 +99,18 @@ pipe() { # pipe FILE: sent; dies on any error reply
   grep -q "errors: 0," <<<"$out" || { echo "$1: $out" >&2; exit 1; }
 }
 pipe setup.resp
-callgrind_control -i on $VP >/dev/null
-pipe claim.resp
-callgrind_control -d $VP >/dev/null
-callgrind_control -z $VP >/dev/null
-pipe settle.resp
-callgrind_control -d $VP >/dev/null
-callgrind_control -i off $VP >/dev/null
+cpu() { awk '{print $14 + $15}' "/proc/$VP/stat"; }  # ticks
+if [ -n "$CPU" ]; then
+  c0=$(cpu); pipe claim.resp; c1=$(cpu); pipe settle.resp; c2=$(cpu)
+else
+  callgrind_control -i on $VP >/dev/null
+  pipe claim.resp
+  callgrind_control -d $VP >/dev/null
+  callgrind_control -z $VP >/dev/null
+  pipe settle.resp
+  callgrind_control -d $VP >/dev/null
+  callgrind_control -i off $VP >/dev/null
+fi
 ok=0
 # (the succeeded index: a member a settle, its ids with '\n' between)
 COUNT_OK="local n = 0 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -102,11 +118,20 @@ COUNT_OK="local n = 0 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) d
 while read -r s; do
   ok=$((ok + $(redis-cli -p "$PORT" EVAL "$COUNT_OK" 1 "tickd:{$s}:ok")))
 done <"$W/slices"
+(( ok == N )) || { echo "$ok of $N tasks settled as succeeded" >&2; exit 1; }
+rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo lua)
+if [ -n "$CPU" ]; then
+  us() { python3 -c "import sys; print('%.2f' % ($1 / $(getconf CLK_TCK) / $N * 1e6))"; }
+  echo "| Redis's CPU a task (us) | claim | settle | both |"
+  echo "| --- | ---: | ---: | ---: |"
+  printf '| %s %s | %s | %s | %s |\n' "$rev" "${1:-lua}" "$(us $((c1 - c0)))" "$(us $((c2 - c1)))" \
+    "$(us $((c2 - c0)))"
+  exit 0
+fi
 total() { callgrind_annotate "$(ls "$W"/cg.$VP.$1)" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
 c=$(total 1)
 s=$(total 2)
-(( ok == N )) || { echo "$ok of $N tasks settled as succeeded" >&2; exit 1; }
 echo "| instructions a task | claim | settle | both |"
 echo "| --- | ---: | ---: | ---: |"
-printf '| %s | %s | %s | %s |\n' "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo lua)" \
+printf '| %s | %s | %s | %s |\n' "$rev" \
   $((c / N)) $((s / N)) $(((c + s) / N))
