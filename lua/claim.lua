@@ -28,8 +28,8 @@ local out = {0, 0, 0}
 local ids, dues, reclaim, recs, due_text, member = {}, {}, {}, {}, {}, {}
 local taken_due = {}
 -- (reclaim[i]: true for a lease of its own, the token for one opened from a
--- claim's lease; opened: such leases, each {member, token, ids, how many of
--- them were taken here})
+-- claim's lease; opened: such leases, each {member, token, its list, how
+-- many ids were read from it, how many were asked for})
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 local taken, opened = 0, {}
 for _, m in ipairs(exp) do
@@ -39,13 +39,13 @@ for _, m in ipairs(exp) do
     ids[taken] = m; dues[taken] = now; reclaim[taken] = true
   else
     local tok = str_sub(m, #LEASE_HEAD + 1)
-    local lkey = lease_key(KEYS[2], tok)
-    local lids = redis.call('LRANGE', lkey, 0, limit - taken - 1)
+    local lkey, want = lease_key(KEYS[2], tok), limit - taken
+    local lids = redis.call('LRANGE', lkey, 0, want - 1)
     for j = 1, #lids do
       taken = taken + 1
       ids[taken] = lids[j]; dues[taken] = now; reclaim[taken] = tok
     end
-    opened[#opened + 1] = {m, tok, lkey, #lids}
+    opened[#opened + 1] = {m, tok, lkey, #lids, want}
   end
 end
 if taken < limit then
@@ -248,8 +248,8 @@ if seq then nh = nh + 1; hset[nh] = '#seq'; nh = nh + 1; hset[nh] = int_text(seq
 -- ids taken again have their own now), else keeping the ids not looked at
 local hdel, ldel, ltrim = {}, {}, {}
 for _, o in ipairs(opened) do
-  local m, t, lkey, k = o[1], o[2], o[3], o[4]
-  if redis.call('LLEN', lkey) <= k then
+  local m, t, lkey, k, want = o[1], o[2], o[3], o[4], o[5]
+  if k < want then
     zrem[#zrem + 1] = m
     hdel[#hdel + 1] = '#n:' .. t
     ldel[#ldel + 1] = lkey
