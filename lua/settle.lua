@@ -105,34 +105,26 @@ local SUCCEEDED1 = '{"s":"succeeded","a":1'
 local fin_h = ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":['
 -- the last state read: its queue (nil: not of the claim's form), its lease's
 -- token (nil: a lease of its own) and the text from ,"due": on without its
--- "}"; and the same of every state read (a settle's tasks may come from a
--- few claims' leases, in turns: each state is read once, a lookup after)
+-- "}" (a settle's tasks end in about the order one claim took them)
 local last_raw, last_queue, last_tok, last_mid
-local k_queue, k_tok, k_mid = {}, {}, {}
 local DUE = ',"due":'
 local hset, nhset = {}, 0
 local function settled_ok1(n, id, h)
   local rawst = raw[n]
   if not canon_token or states[id] ~= nil or not rawst then return nil end
   if rawst ~= last_raw then
-    last_raw = rawst
-    local q = k_queue[rawst]
-    if q == nil then
-      local t, p
-      if str_find(rawst, STATE_RUNL_HEAD, 1, true) == 1 then
-        t, p = str_match(rawst, '^(%d+)(),"due":', #STATE_RUNL_HEAD + 1)
-      elseif str_find(rawst, STATE_RUN1_HEAD, 1, true) == 1 then
-        p = RUN1_A0 + 1
-      end
-      q = p and str_match(rawst, STATE_RUN1_Q, p + #DUE)
-      if q then
-        q = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
-        k_tok[rawst], k_mid[rawst] = t or false, str_sub(rawst, p, -2)
-      end
-      k_queue[rawst] = q or false
+    last_raw, last_queue, last_tok = rawst, nil, nil
+    local t, p
+    if str_find(rawst, STATE_RUNL_HEAD, 1, true) == 1 then
+      t, p = str_match(rawst, '^(%d+)(),"due":', #STATE_RUNL_HEAD + 1)
+    elseif str_find(rawst, STATE_RUN1_HEAD, 1, true) == 1 then
+      p = RUN1_A0 + 1
     end
-    last_queue = q or nil
-    if q then last_tok, last_mid = k_tok[rawst] or nil, k_mid[rawst] end
+    local q = p and str_match(rawst, STATE_RUN1_Q, p + #DUE)
+    if q then
+      last_queue = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
+      last_tok, last_mid = t, str_sub(rawst, p, -2)
+    end
   end
   if not last_queue then return nil end
   local text = SUCCEEDED1 .. last_mid .. fin_h .. h .. ']}'
