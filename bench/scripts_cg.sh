@@ -4,9 +4,8 @@
 # receiver, no timing. A redis-server under callgrind is fed by
 # `redis-cli --pipe`: SG_N (20,480) fresh tasks in SG_SLICES (16) slices,
 # then every slice claimed in calls of SG_BATCH (256), then every task
-# settled as a first attempt's success, in calls of the same size, in the
-# order the claims took them. The same figure on an idle or a busy machine:
-# to judge a change of lua/ in seconds.
+# settled as a first attempt's success, in calls of the same size. The same
+# figure on an idle or a busy machine: to judge a change of lua/ in seconds.
 #
 #   bench/scripts_cg.sh [LUA_DIR]        # lua/ by default
 #
@@ -84,16 +83,13 @@ with open(f"{w}/claim.resp", "wb") as f:
         for i in range(0, len(ids), b):
             f.write(resp("EVALSHA", claim, 5, *keys(s, ["due", "task", "del", "run", "ptr"]),
                          1500, b, 5000, 1000, b))
-# settled in the order the claims took them (by due, then id), as tickd's
-# callbacks end about in the order they were claimed and sent
 with open(f"{w}/settle.resp", "wb") as f:
     for s, ids in slices:
-        claimed = sorted(ids, key=lambda t: (int(t.split(".")[2]), t))
         for i in range(0, len(ids), b):
             args = ["EVALSHA", settle, 8,
                     *keys(s, ["due", "task", "del", "run", "ok", "failed", "cancelled", "expired"]),
                     86400000, 604800000, f"t{i}"]
-            for t in claimed[i:i + b]:
+            for t in ids[i:i + b]:
                 args += [t, '{"t":%d,"ms":3,"c":200}' % (int(t.split(".")[2]) + 1)]
             f.write(resp(*args))
 PY

@@ -3,10 +3,6 @@
 -- `limit` in all, of which at most `far_limit` due at or after now + near_ms
 -- (the room's last places are kept for tasks due soon); each moves to :run
 -- with a lease deadline.
--- The fresh tasks it takes share a lease a second of deadline (lib.lua:
--- leases of a claim's fresh tasks); an expired one of those is opened into
--- its ids, each taken again with a lease of its own while its state is still
--- running under it.
 -- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
 -- lease_margin_ms, near_ms, far_limit
 -- Returns {due_left, run_left, taken, then per task leased either its :due
@@ -27,27 +23,11 @@ local out = {0, 0, 0}
 -- (a table grown in a loop by a count kept beside it: each #t is a search)
 local ids, dues, reclaim, recs, due_text, member = {}, {}, {}, {}, {}, {}
 local taken_due = {}
--- (reclaim[i]: true for a lease of its own, the token for one opened from a
--- claim's lease; opened: such leases, each {member, token, its list, how
--- many ids were read from it, how many were asked for})
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
-local taken, opened = 0, {}
-for _, m in ipairs(exp) do
-  if taken >= limit then break end
-  if str_sub(m, 1, #LEASE_HEAD) ~= LEASE_HEAD then
-    taken = taken + 1
-    ids[taken] = m; dues[taken] = now; reclaim[taken] = true
-  else
-    local tok = str_sub(m, #LEASE_HEAD + 1)
-    local lkey, want = lease_key(KEYS[2], tok), limit - taken
-    local lids = redis.call('LRANGE', lkey, 0, want - 1)
-    for j = 1, #lids do
-      taken = taken + 1
-      ids[taken] = lids[j]; dues[taken] = now; reclaim[taken] = tok
-    end
-    opened[#opened + 1] = {m, tok, lkey, #lids, want}
-  end
+for i, id in ipairs(exp) do
+  ids[i] = id; dues[i] = now; reclaim[i] = true
 end
+local taken = #ids
 if taken < limit then
   -- no WITHSCORES (Redis writes each score with snprintf): a fresh entry is
   -- due at the execute_at its id holds (add.lua), the others' scores are
@@ -142,14 +122,11 @@ local srem, zrem, zadd, hset, seen = {}, {}, {'+inf', RUN_PIN}, {TASK_PIN_FIELD,
 local dropped, nh, nz, no = 0, 2, 2, 3
 -- what a burst repeats, made once a call: a timeout's number, a queue's
 -- JSON (tables: few of each); and once for a run of tasks with the same due
--- (the last one made): the due's number, the lease of its deadline, the
+-- (the last one made): the due's number, a lease deadline's digits, the
 -- running state's text
 local to_num, q_json = {}, {}
-local from_at, from, dl_num, dl_lease
-local run1_at, run1_to, run1_qj, run1_lease, run1_text
--- the fresh tasks' leases (lib.lua), one a second of deadline: by that
--- second, the lease's number; each lease's token, second and ids
-local lease_of, l_tok, l_sec, l_ids, l_n, seq = {}, {}, {}, {}, {}, nil
+local from_at, from, dl_num, dlt
+local run1_at, run1_to, run1_qj, run1_text
 for i = 1, taken do
   local id = ids[i]
   if seen[id] then
@@ -178,52 +155,30 @@ for i = 1, taken do
     local qj = q_json[q or '']
     if not qj then qj = state_run1_queue(q); q_json[q or ''] = qj end
     local dl = from + ton + margin
-    if dl ~= dl_num then
-      dl_num = dl
-      local sec = math.ceil(dl / 1000) * 1000
-      dl_lease = lease_of[sec]
-      if not dl_lease then
-        seq = (seq or tonumber(redis.call('HGET', KEYS[2], '#seq') or '0')) + 1
-        dl_lease = #l_tok + 1
-        lease_of[sec] = dl_lease
-        l_tok[dl_lease], l_sec[dl_lease], l_ids[dl_lease], l_n[dl_lease] =
-          int_text(seq), int_text(sec), {}, 0
-      end
-    end
-    local ln = l_n[dl_lease] + 1
-    l_n[dl_lease] = ln
-    l_ids[dl_lease][ln] = id
+    if dl ~= dl_num then dl_num, dlt = dl, int_text(dl) end
     -- (tasks due on the same ms share their state's text)
-    if at ~= run1_at or to ~= run1_to or qj ~= run1_qj or dl_lease ~= run1_lease then
-      run1_at, run1_to, run1_qj, run1_lease = at, to, qj, dl_lease
-      run1_text = state_run1(l_tok[dl_lease], at, to, qj)
+    if at ~= run1_at or to ~= run1_to or qj ~= run1_qj then
+      run1_at, run1_to, run1_qj, run1_text = at, to, qj, state_run1(at, to, qj)
     end
     nh = nh + 1; hset[nh] = sfield[i]
     nh = nh + 1; hset[nh] = run1_text
     nh = nh + 1; hset[nh] = id
     nh = nh + 1; hset[nh] = recs[i]
+    nz = nz + 1; zadd[nz] = dlt
+    nz = nz + 1; zadd[nz] = id
     no = no + 1; out[no] = member[i]
   else
     local st = states[i]
     if type(st) == 'string' then st = cjson.decode(st) end
-    local tok = reclaim[i]
-    if type(tok) == 'string' then
-      -- opened from a claim's lease: taken again only while its state is
-      -- still running under that lease (one that moved on, or holds a lease
-      -- of its own since, is left as it is)
-      if not (st and st.s == 'running' and st.l and int_text(st.l) == tok) then st = nil end
-    elseif not st or st.cur or not (st.s == 'scheduled' or (tok and st.s == 'running')) then
-      -- an entry here while the task's entry is elsewhere (st.cur: moved) is stale
+    -- an entry here while the task's entry is elsewhere (st.cur: moved) is stale
+    if not st or st.cur or not (st.s == 'scheduled' or (reclaim[i] and st.s == 'running')) then
       zrem[#zrem + 1] = id
-      st = nil
-    end
-    if st then
+    else
       -- a task a limit held back (st.w) is due when its entry says: when
       -- it comes round, or when a pump let it go; its due is long past
       local due = st.w and dues[i] or st.due
       st.s = 'running'
       st.w = nil
-      st.l = nil
       nh = nh + 1; hset[nh] = sfield[i]
       nh = nh + 1; hset[nh] = cjson.encode(st)
       nz = nz + 1; zadd[nz] = int_text(math.max(due, now) + st.to + margin)
@@ -234,29 +189,6 @@ for i = 1, taken do
   end
   seen[id] = true
 end
--- the leases of the fresh tasks, and their ids
-for k = 1, #l_tok do
-  local t = l_tok[k]
-  bulk_write('RPUSH', lease_key(KEYS[2], t), l_ids[k])
-  nh = nh + 1; hset[nh] = '#n:' .. t
-  nh = nh + 1; hset[nh] = int_text(l_n[k])
-  nz = nz + 1; zadd[nz] = l_sec[k]
-  nz = nz + 1; zadd[nz] = LEASE_HEAD .. t
-end
-if seq then nh = nh + 1; hset[nh] = '#seq'; nh = nh + 1; hset[nh] = int_text(seq) end
--- the claims' leases opened above: gone once each id was looked at (the
--- ids taken again have their own now), else keeping the ids not looked at
-local hdel, ldel, ltrim = {}, {}, {}
-for _, o in ipairs(opened) do
-  local m, t, lkey, k, want = o[1], o[2], o[3], o[4], o[5]
-  if k < want then
-    zrem[#zrem + 1] = m
-    hdel[#hdel + 1] = '#n:' .. t
-    ldel[#ldel + 1] = lkey
-  else
-    ltrim[#ltrim + 1] = {lkey, k}
-  end
-end
 -- Writes that add come before those that remove: a script that fails midway
 -- (a write refused) keeps what it did, and so must never have removed an
 -- entry without writing the one that replaces it.
@@ -266,9 +198,6 @@ if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
 bulk_write('ZREM', KEYS[1], taken_due)
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)
-bulk_write('HDEL', KEYS[2], hdel)
-for _, k in ipairs(ldel) do redis.call('DEL', k) end
-for _, l in ipairs(ltrim) do redis.call('LTRIM', l[1], l[2], -1) end
 out[1] = redis.call('ZCARD', KEYS[1])
 if #zrem > 0 then out[2] = run_unpin(KEYS[4]) else out[2] = run_count(KEYS[4]) end
 out[3] = taken

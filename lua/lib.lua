@@ -1,7 +1,7 @@
 -- lib.lua: prepended by tickd to every other script in this directory before
 -- SCRIPT LOAD, so the helpers below exist once.
 --
--- Key schema v3 (P = the configured prefix, S = one slice = one UTC minute x
+-- Key schema v2 (P = the configured prefix, S = one slice = one UTC minute x
 -- one bucket, "YYYYMMDDHHMM.b"). Every key of a slice has the hash tag {S}, so
 -- each script call touches one cluster slot.
 --   P:{S}:due   ZSET  task id -> due time (ms); or a fresh task (below)
@@ -9,14 +9,8 @@
 --                     as stored by schema 1)
 --                     s:<id> -> state (JSON, below)
 --                     #open -> count of tasks of this slice not yet final
---                     #seq -> the last lease token made in this slice
---                     #n:<t> -> how many of lease t's tasks still run
---                     under it (below)
---   P:{S}:l:<t> LIST  the ids of lease t (below)
 --   P:{S}:del   SET   ids cancelled while in :due (lazy delete; claim drops them)
 --   P:{S}:run   ZSET  claimed id -> lease deadline (ms); expired = claim again;
---                     LEASE_HEAD .. t -> the deadline of lease t, held by the
---                     fresh tasks one claim took (below);
 --                     and RUN_PIN -> +inf while it holds a lease (below)
 --   P:{S}:w     STRING written (expiring in 60 s) before a WAIT, when an add found its
 --                     ids stored: the WAIT then covers them (store_redis.c)
@@ -58,24 +52,6 @@
 --
 -- Schema 1 keyspaces are read as they are (specs, states, plain members):
 -- STORE_SCHEMA 2 is written over 1 at start. There is no way back.
--- Schema 2 keyspaces are read as they are too (a lease an id): 3 is written
--- over 1 and 2 at start. A tickd of schema 2 would take a lease of several
--- ids for a task id, and drop it: it refuses a schema 3 keyspace.
---
--- Leases of a claim's fresh tasks. The fresh tasks one claim takes (a
--- burst's) share a lease in :run, LEASE_HEAD .. t (t: a token, the slice's
--- #seq counted up), one for each second their deadlines round up to (a
--- burst's: one), scored that second: at most a second after each task's own
--- deadline. Its ids are the list :l:<t>, and :task's #n:<t> counts those whose
--- state still names it: each such running state holds "l":t. A settle that
--- ends or moves such a task takes l out of its state and counts it off; the
--- one that counts the last drops the lease and both fields. One that
--- expires (its holder died) is opened by the claim: each id whose state is
--- still running under it is taken again with a lease of its own, and the
--- lease goes once every id was looked at (:l:<t> keeps the ids not yet
--- looked at when a claim's room ran out). A lease an id costs Redis a
--- sorted-set entry made and dropped for each task; a lease a claim, one
--- (doc/performance.md).
 --
 -- Changing the schema: bump STORE_SCHEMA in src/store/store.h and the version here; tickd
 -- refuses to start on a keyspace whose P:meta schema differs, so a migration
@@ -237,18 +213,8 @@ end
 -- as STATE_RUN1_HEAD (a plain find) then STATE_RUN1_Q from the byte after it
 -- (due and to digits, q's JSON text), and writes the succeeded one with that
 -- text as it is.
--- A claim's fresh task holds its lease's token (lib.lua, above) after a:
--- STATE_RUNL_HEAD, the token's digits, then from ,"due": on as the first
--- form (schema 2 wrote that one, with no token).
 local STATE_RUN1_HEAD = '{"s":"running","a":0,"due":'
-local STATE_RUNL_HEAD = '{"s":"running","a":0,"l":'
 local STATE_RUN1_Q = '^%d+,"to":%d+,"q":(.*)}$'
-local LEASE_HEAD = '#l:'
-
--- The list of lease t's ids, a key of the slice of task (its :task key).
-local function lease_key(task, t)
-  return string.sub(task, 1, -5) .. 'l:' .. t
-end
 
 -- The JSON of q, the queue of a record ('' = the default), in such a state.
 local function state_run1_queue(q)
@@ -257,9 +223,9 @@ local function state_run1_queue(q)
   return cjson.encode(q)
 end
 
--- l: the lease's token; due, to: digits; qj: state_run1_queue's
-local function state_run1(l, due, to, qj)
-  return STATE_RUNL_HEAD .. l .. ',"due":' .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
+-- due, to: digits; qj: state_run1_queue's
+local function state_run1(due, to, qj)
+  return STATE_RUN1_HEAD .. due .. ',"to":' .. to .. ',"q":' .. qj .. '}'
 end
 
 -- A time in ms, or another integer below 2^53, as its digits.

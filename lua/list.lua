@@ -6,9 +6,7 @@
 -- settle, the ids it ended with '\n' between (settle.lua; a member of one id
 -- is one an older build wrote): its order is (score, the members' order,
 -- the ids' order in each), and the ids of one score are read whole, then a
--- cursor's resume after its id. The lease index is read the same way: a
--- claim's lease (lib.lua) stands for the ids of its list whose state still
--- runs under it, in the claim's order.
+-- cursor's resume after its id.
 -- KEYS: due, run, ok, failed, cancelled, del, task, expired. ARGV: status, order (asc |
 -- desc), after_score, after_id ('' = from the start), limit, from_ms, to_ms
 -- (execute_at bounds, -1 = none), key_prefix, runs ('1': the key is
@@ -58,21 +56,7 @@ end
 
 -- the succeeded index: the ids of one score (run_score), in order, and how
 -- many members of that score were read
-local batched = ix == 3 or ix == 2
--- the ids a claim's lease (member m of :run) holds still: those of its list
--- whose state runs under it
-local function lease_ids(m)
-  local tok = string.sub(m, #LEASE_HEAD + 1)
-  local all = redis.call('LRANGE', lease_key(KEYS[7], tok), 0, -1)
-  local f = {}
-  for j = 1, #all do f[j] = 's:' .. all[j] end
-  local sts, ids = bulk_read('HMGET', KEYS[7], f), {}
-  for j = 1, #all do
-    local st = sts[j] and cjson.decode(sts[j])
-    if st and st.s == 'running' and st.l and int_text(st.l) == tok then ids[#ids + 1] = all[j] end
-  end
-  return ids
-end
+local batched = ix == 3
 local run, run_score, run_members = {}, nil, 0
 local function flush()
   local from_i = 1
@@ -114,19 +98,11 @@ if batched then
         run_score, run_members = score, 0
       end
       run_members = run_members + 1
-      local ids
-      if ix == 2 and m == RUN_PIN then
-        -- (the lease index's pin is no task: lib.lua)
-        ids = {}
-      elseif ix == 2 and string.sub(m, 1, #LEASE_HEAD) == LEASE_HEAD then
-        ids = lease_ids(m)
-      elseif not string.find(m, '\n', 1, true) then
+      if not string.find(m, '\n', 1, true) then
         run[#run + 1] = m
       else
-        ids = {}
+        local ids = {}
         for id in string.gmatch(m, '[^\n]+') do ids[#ids + 1] = id end
-      end
-      if ids then
         for j = 1, #ids do run[#run + 1] = ids[desc and #ids + 1 - j or j] end
       end
     end
@@ -141,8 +117,7 @@ if batched then
   return out
 end
 
--- The other indexes (:due, :failed, :cancelled, :expired), an entry an id
--- (or "id\nrecord": a fresh task in :due,
+-- The other indexes, an entry an id (or "id\nrecord": a fresh task in :due,
 -- lib.lua; '\n' sorts before any id character, so ids keep the members'
 -- order), are read by rank from the first entry past the cursor. That one is
 -- found by halving the entries of the cursor's score: a page that ends
@@ -178,7 +153,10 @@ while #out - HEAD < 2 * limit do
     r = redis.call('ZRANGE', key, rank, rank + batch - 1, 'WITHSCORES')
   end
   rank = rank + #r / 2
-  for i = 1, #r, 2 do visit(member_id(r[i]), r[i + 1]) end
+  for i = 1, #r, 2 do
+    -- (the lease index's pin is no task: lib.lua)
+    if r[i] ~= RUN_PIN then visit(member_id(r[i]), r[i + 1]) end
+  end
   if #r < 2 * batch or budget_spent() then break end
 end
 return out

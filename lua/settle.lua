@@ -81,18 +81,8 @@ local function finish(st, id, status, ix)
   return state_queue(st) or ''
 end
 
--- The tasks this settle took out of a claim's lease (lib.lua), counted by
--- its token; the lease goes with the last of its tasks.
-local lease_n, lease_order = {}, {}
-local function lease_done(t)
-  local n = lease_n[t]
-  if not n then lease_order[#lease_order + 1] = t; n = 0 end
-  lease_n[t] = n + 1
-end
-
 -- A first attempt that succeeded, its state in the form the claim wrote
--- (lib.lua: STATE_RUNL_HEAD and the lease's token, or, as schema 2 wrote it,
--- STATE_RUN1_HEAD; then due, to and q): the succeeded state is
+-- (lib.lua: STATE_RUN1_HEAD, then due, to and q): the succeeded state is
 -- written as text too, the claim's due, to and q kept as they are, and h, the
 -- attempt's history entry (JSON text), added. A state the same as the one
 -- before is not read again (a burst's tasks share their due, timeout and
@@ -103,34 +93,27 @@ local canon_token = string.find(token, '^%w*$') ~= nil
 local RUN1_A0 = #'{"s":"running","a":0'
 local SUCCEEDED1 = '{"s":"succeeded","a":1'
 local fin_h = ',"fin":' .. now_text .. ',"ft":"' .. token .. '","h":['
--- the last state read: its queue (nil: not of the claim's form), its lease's
--- token (nil: a lease of its own) and the text from ,"due": on without its
--- "}" (a settle's tasks end in about the order one claim took them)
-local last_raw, last_queue, last_tok, last_mid
-local DUE = ',"due":'
+-- the last state read: its queue (nil: not of the claim's form) and the
+-- text after RUN1_A0 without its "}"
+local last_raw, last_queue, last_mid
 local hset, nhset = {}, 0
 local function settled_ok1(n, id, h)
   local rawst = raw[n]
   if not canon_token or states[id] ~= nil or not rawst then return nil end
   if rawst ~= last_raw then
-    last_raw, last_queue, last_tok = rawst, nil, nil
-    local t, p
-    if str_find(rawst, STATE_RUNL_HEAD, 1, true) == 1 then
-      t, p = str_match(rawst, '^(%d+)(),"due":', #STATE_RUNL_HEAD + 1)
-    elseif str_find(rawst, STATE_RUN1_HEAD, 1, true) == 1 then
-      p = RUN1_A0 + 1
-    end
-    local q = p and str_match(rawst, STATE_RUN1_Q, p + #DUE)
-    if q then
-      last_queue = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
-      last_tok, last_mid = t, str_sub(rawst, p, -2)
+    last_raw, last_queue = rawst, nil
+    if str_find(rawst, STATE_RUN1_HEAD, 1, true) == 1 then
+      local q = str_match(rawst, STATE_RUN1_Q, #STATE_RUN1_HEAD + 1)
+      if q then
+        last_queue = q == '1' and 'default' or str_match(q, '^"([%w._-]+)"$') or cjson.decode(q)
+        last_mid = str_sub(rawst, RUN1_A0 + 1, -2)
+      end
     end
   end
   if not last_queue then return nil end
   local text = SUCCEEDED1 .. last_mid .. fin_h .. h .. ']}'
   states[id] = text
   ended_now(id, fin_ok)
-  if last_tok then lease_done(last_tok) end
   nhset = nhset + 1; hset[nhset] = sfields[n]
   nhset = nhset + 1; hset[nhset] = text
   return last_queue
@@ -170,8 +153,6 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
     if st.ft == token and not counted[id] then counted[id] = true; return state_queue(st) or '' end
     return ''
   end
-  -- (whatever it is settled as, it leaves its claim's lease)
-  if st.l then lease_done(int_text(st.l)); st.l = nil end
   if o == 'release' then
     st.s = 'scheduled'
     if loc == '1' then zadd[#zadd + 1] = st.due; zadd[#zadd + 1] = id end
@@ -215,7 +196,7 @@ end
 local function settle_success(n, id, h)
   local queue = settled_ok1(n, id, h)
   if queue then
-    if not last_tok then zrem[#zrem + 1] = id end
+    zrem[#zrem + 1] = id
     return queue
   end
   local t, ms, c = str_match(h, '^{"t":(%d+),"ms":(%d+),"c":(%d+)}$')
@@ -266,20 +247,7 @@ if finals > 0 then
   close_slice({KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, finals, now, retention,
               failed_retention)
 end
--- the claims' leases whose last task this settle took out go, and their
--- ids (a count that went below zero had been dropped by a claim that took
--- its tasks again: its field goes at once)
-local hdel, ldel = {}, {}
-for _, t in ipairs(lease_order) do
-  if redis.call('HINCRBY', KEYS[2], '#n:' .. t, -lease_n[t]) <= 0 then
-    zrem[#zrem + 1] = LEASE_HEAD .. t
-    hdel[#hdel + 1] = '#n:' .. t
-    ldel[#ldel + 1] = lease_key(KEYS[2], t)
-  end
-end
 bulk_write('ZREM', KEYS[4], zrem)
-bulk_write('HDEL', KEYS[2], hdel)
-for _, k in ipairs(ldel) do redis.call('DEL', k) end
 if #zrem > 0 then run_unpin(KEYS[4]) end
 local out = {}
 for _, q in ipairs(qorder) do out[#out + 1] = q; out[#out + 1] = qn[q] end

@@ -102,8 +102,7 @@ static const config_key keys[] = {
     {"scheduler", "buckets", CT_INT, "16", 1, 1024, F(buckets),
      "slices per minute; fixed for the life of a keyspace (tickd refuses a mismatch)"},
     {"scheduler", "lease_margin_ms", CT_INT, "5000", 100, 600000, F(lease_margin_ms),
-     "a claim's lease is the task's due time + its timeout + this (the fresh tasks of one claim "
-     "share one, rounded up to the second); an expired lease is claimed again"},
+     "a claim's lease is the task's due time + its timeout + this; an expired lease is claimed again"},
     {"scheduler", "retention_ms", CT_INT, "86400000", 1000, 365 * DAY_MS, F(retention_ms),
      "how long finished tasks stay readable"},
     {"scheduler", "failed_retention_ms", CT_INT, "604800000", 1000, 365 * DAY_MS,

@@ -439,7 +439,7 @@ store *store_memory_create(struct event_base *base, const config *cfg);
 typedef int64_t store_clock_fn(void *priv);
 void store_memory_set_clock(store *s, store_clock_fn *clock, void *priv);
 
-#define STORE_SCHEMA 3
+#define STORE_SCHEMA 2
 
 static inline void store_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
 {

@@ -2862,16 +2862,14 @@ static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, s
                  buckets, rs->prefix, r->element[0]->str);
         goto fail;
     }
-    int was = atoi(r->element[1]->str);
-    if (was == 1 || was == 2) {
-        /* schema 3 reads the records and leases of 1 and 2 as they are
-         * (lua/lib.lua); a tickd of an older schema must not read fresh
-         * tasks (1) nor a claim's lease (2): it refuses from now */
+    if (atoi(r->element[1]->str) == 1) {
+        /* schema 2 reads schema 1's records as they are (lua/lib.lua); a
+         * tickd of schema 1 must not read fresh tasks: it refuses from now */
         freeReplyObject(r);
         r = rc_sync_command(rs->rc, metakey, err, errlen, "HSET %s schema %d", metakey,
                             STORE_SCHEMA);
         if (!r) goto fail;
-        log_info("keyspace %s: schema %d upgraded to %d", rs->prefix, was, STORE_SCHEMA);
+        log_info("keyspace %s: schema 1 upgraded to %d", rs->prefix, STORE_SCHEMA);
     } else if (atoi(r->element[1]->str) != STORE_SCHEMA) {
         snprintf(err, errlen, "keyspace %s has schema %s, this tickd speaks %d",
                  rs->prefix, r->element[1]->str, STORE_SCHEMA);

@@ -428,7 +428,7 @@ def _slice(ms, bucket):
 
 def test_schema1_keyspace_is_read_and_upgraded(redis, receiver, tickd_factory):
     """Tasks stored by schema 1 (a spec and a state per task, plain ids in
-    :due) run, read and cancel under schema 3, which marks the keyspace as
+    :due) run, read and cancel under schema 2, which marks the keyspace as
     its own; a schema it does not know is refused, untouched."""
     redis.cli("HSET", "tickd:meta", "buckets", "16", "schema", "1")
     soon, far = now_ms() + 4000, now_ms() + 10 * 60 * 1000
@@ -446,7 +446,7 @@ def test_schema1_keyspace_is_read_and_upgraded(redis, receiver, tickd_factory):
         redis.cli("ZADD", "tickd:slices", "0", sl)
         tasks[name] = tid
     t = tickd_factory(redis).start()
-    assert redis.cli("HGET", "tickd:meta", "schema") == "3"
+    assert redis.cli("HGET", "tickd:meta", "schema") == "2"
     code, got = t.get(tasks["old-far"])
     assert code == 200 and got["status"] == "scheduled" and got["key"] == "old-far", got
     assert got["execute_at"] == far and got["req"] == {"n": "old-far"}
@@ -458,11 +458,11 @@ def test_schema1_keyspace_is_read_and_upgraded(redis, receiver, tickd_factory):
     assert code == 200 and [x["id"] for x in page["tasks"]] == [tasks["old-far"]], page
     assert t.stop() == 0
 
-    redis.cli("HSET", "tickd:meta", "schema", "4")
+    redis.cli("HSET", "tickd:meta", "schema", "3")
     bad = tickd_factory(redis).start(wait=False)
     assert bad.proc.wait(15) != 0
-    assert "has schema 4, this tickd speaks 3" in bad.logtext()
-    assert redis.cli("HGET", "tickd:meta", "schema") == "4"
+    assert "has schema 3, this tickd speaks 2" in bad.logtext()
+    assert redis.cli("HGET", "tickd:meta", "schema") == "3"
 
 
 # ---- make run's first suggestion works as printed -------------------------------

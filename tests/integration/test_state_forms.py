@@ -27,12 +27,10 @@ def test_first_attempt_states_are_the_json_of_every_other_path(tickd, redis, rec
     again = tickd.post({"callback_url": receiver.url("/fail/1"), "execute_at": at,
                         "retry": {"max_attempts": 3, "backoff_ms": 50}})
 
-    # while the slow one runs, its state is the claim's text, read as JSON:
-    # l names the claim's lease it runs under (lua/lib.lua)
+    # while the slow one runs, its state is the claim's text, read as JSON
     wait_for(lambda: tickd.get(plain["id"])[1]["status"] == "running", 10, what="running")
     st = stored_state(redis, plain["id"])
-    assert isinstance(st.get("l"), int) and st["l"] >= 1, st
-    assert st == {"s": "running", "a": 0, "l": st["l"], "due": at, "to": 10000, "q": 1}, st
+    assert st == {"s": "running", "a": 0, "due": at, "to": 10000, "q": 1}, st
 
     for task, queue, timeout in ((plain, 1, 10000), (named, "q.state-1", 2500)):
         got = settled_ok(tickd, task["id"])
@@ -49,8 +47,6 @@ def test_first_attempt_states_are_the_json_of_every_other_path(tickd, redis, rec
     got = settled_ok(tickd, again["id"])
     st = stored_state(redis, again["id"])
     assert st["s"] == "succeeded" and st["a"] == 2 and [h["c"] for h in st["h"]] == [500, 200], st
-    # (the retry left its claim's lease: the cjson path takes l out)
-    assert "l" not in st, st
 
     # the API answers the same members for a task whichever path settled it
     first = tickd.get(named["id"])[1]
