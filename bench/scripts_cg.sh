@@ -121,7 +121,7 @@ done <"$W/slices"
 (( ok == N )) || { echo "$ok of $N tasks settled as succeeded" >&2; exit 1; }
 rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo lua)
 if [ -n "$CPU" ]; then
-  us() { python3 -c "import sys; print('%.2f' % ($1 / $(getconf CLK_TCK) / $N * 1e6))"; }
+  us() { python3 -c "print('%.2f' % ($1 / $(getconf CLK_TCK) / $N * 1e6))"; }
   echo "| Redis's CPU a task (us) | claim | settle | both |"
   echo "| --- | ---: | ---: | ---: |"
   printf '| %s %s | %s | %s | %s |\n' "$rev" "${1:-lua}" "$(us $((c1 - c0)))" "$(us $((c2 - c1)))" \
