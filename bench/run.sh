@@ -181,11 +181,18 @@ burst_median() { # burst_median NAME: the median round's figures become burst_*_
   put "burst_rounds_$1" "$(for r in $(seq "$BURST_ROUNDS"); do printf '%s ' "$(get "burst_rate_$1_$r")"; done)"
 }
 
-burst_tickd() { # burst_tickd ROUND [flow]
+burst_tickd() { # burst_tickd ROUND [flow|floor]
   local t r name=tickd
-  log "burst round $1: tickd${2:+ (another queue limited)}, $BURST_N tasks due at one instant T"
-  tickd_start
-  if [ -n "${2:-}" ]; then
+  log "burst round $1: tickd${2:+ ($2)}, $BURST_N tasks due at one instant T"
+  if [ "${2:-}" = floor ]; then
+    # the least a claim and a settle of this keyspace can do (bench/floor),
+    # run by tickd itself: what any design of these keys could reach here
+    name=tickdfloor
+    tickd_start TICKD_REDIS_SCRIPTS_DIR="$FLOOR_LUA"
+  else
+    tickd_start
+  fi
+  if [ "${2:-}" = flow ]; then
     # flow control on, the burst's own queue unlimited: the cost every task
     # of an unlimited queue pays once some queue has a limit
     name=tickdflow
@@ -283,16 +290,22 @@ wl_burst() {
     'wrk.headers["Content-Type"] = "application/json"' >"$TMP/warm.lua"
   timeout 30 wrk -t1 -c64 -d3s -s "$TMP/warm.lua" "$CB/warm" >/dev/null
   rreset
+  # tickd's scripts with bench/floor's claim and settle in place of its own
+  FLOOR_LUA=$TMP/floor-lua
+  rm -rf "$FLOOR_LUA" && cp -r "$LUA" "$FLOOR_LUA" && cp "$BENCH"/floor/*.lua "$FLOOR_LUA/"
   for r in $(seq "$BURST_ROUNDS"); do
     burst_tickd "$r"
     burst_wrk "$r"
     burst_tickd "$r" flow
+    burst_tickd "$r" floor
     burst_bullmq "$r"
   done
   paired_median burst_cpu_tickd_tickd wrk_cb_us pair_cpu
   paired_median burst_rate_tickd wrk_cb_rate pair_rate
+  paired_median burst_rate_tickdfloor wrk_cb_rate pair_floor_rate
   burst_median tickd
   burst_median tickdflow
+  burst_median tickdfloor
   burst_median bullmq
 }
 
@@ -531,13 +544,14 @@ sck=$(num steady_count_tickd10k); ssk=$(num steady_sent_tickd10k)
 s5o=$(num steady_p50_tickd10koff); s9o=$(num steady_p99_tickd10koff)
 bcr=$(num burst_cpu_redis_tickd); bcv=$(num burst_cpu_recv_tickd)
 pct=$(num pair_cpu_a); wcu=$(num pair_cpu_b); prt=$(num pair_rate_a); wcr=$(num pair_rate_b)
+bfr=$(num burst_cpu_redis_tickdfloor); pfr=$(num pair_floor_rate_a); wfr=$(num pair_floor_rate_b)
 mt=$(num mem_tickd); mb=$(num mem_bullmq)
 rt=$(num rss_tickd); rb=$(num rss_bullmq)
 sct=$(num sched_count_tickd); s9t=$(num sched_p99_tickd); s0t=$(num sched_p50_tickd)
 smmt=$(num sched_mem_tickd); smmb=$(num sched_mem_bullmq)
 mib() { [ -n "$1" ] && awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}' || echo ""; }
 # burst complete? (every task delivered once)
-for s in tickd tickdflow bullmq; do
+for s in tickd tickdflow tickdfloor bullmq; do
   c=$(num "burst_count_$s")
   [ -z "$c" ] || ((c >= BURST_N)) || log "burst $s delivered $c of $BURST_N"
 done
@@ -555,6 +569,8 @@ table=$(
   echo "| burst: Redis's CPU a callback (claim and settle; us) | $(fmt "$bcr" 1) | — | — | ≤ 8 us | $(judge 'a <= 8' "$bcr") |"
   echo "| burst: the receiver's CPU a callback (us) | $(fmt "$bcv" 1) | — | — | — | info |"
   echo "| burst rate vs the receiver's limit (callback-shaped wrk, requests/s) | $(fmt "$prt") | $(fmt "$wcr") (receiver) | $(ratio "$prt" "$wcr") | ≥ 0.85× | $(judge 'a >= 0.85 * b' "$prt" "$wcr") |"
+  echo "| burst at the keyspace's floor (tickd running bench/floor's claim and settle, which leave out the features lua/ keeps): Redis's CPU a callback (us) | $(fmt "$bfr" 1) | $(fmt "$bcr" 1) (lua/) | $(ratio "$bfr" "$bcr") | — | info: the least any design of these keys costs Redis here |"
+  echo "| burst at the keyspace's floor: rate vs the receiver's limit (requests/s) | $(fmt "$pfr") | $(fmt "$wfr") (receiver) | $(ratio "$pfr" "$wfr") | — | info: the most any design of these keys reaches here |"
   echo "| burst lateness p99 (ms) | $(fmt "$bpt" 1) | $(fmt "$bpb" 1) | $(ratio "$bpt" "$bpb") | lower than BullMQ | $(judge 'a < b' "$bpt" "$bpb") |"
   echo "| burst lateness p50 (ms) | $(fmt "$b5t" 1) | $(fmt "$b5b" 1) | $(ratio "$b5t" "$b5b") | — | info |"
   echo "| steady 2,000/s due +2 s, lateness p50 (ms) | $(fmt "$s5t" 1) | $(fmt "$s5b" 1) | $(ratio "$s5t" "$s5b") | — | info |"
@@ -574,10 +590,10 @@ table=$(
 )
 notes=$(
   echo "- burst tickd, each round and the wrk run right after it (the rows of the CPU a callback and of the receiver's limit show the round whose ratio is the median): $(for r in $(seq "$BURST_ROUNDS"); do printf '%s/s and %s us against %s/s and %s us; ' "$(get "burst_rate_tickd_$r")" "$(get "burst_cpu_tickd_tickd_$r")" "$(get "wrk_cb_rate_$r")" "$(get "wrk_cb_us_$r")"; done)"
-  for s in tickd tickdflow bullmq; do
+  for s in tickd tickdflow tickdfloor bullmq; do
     c=$(num "burst_count_$s"); d=$(num "burst_dups_$s")
     echo "- burst $s: tasks/s of each of $BURST_ROUNDS rounds: $(get "burst_rounds_$s")(median in the table); fewest callbacks arrived in a round: $(fmt "$c") of $(fmt $BURST_N), duplicates in all rounds: $(fmt "$d"); new TCP connections to the receiver in the median round: $(fmt "$(num "burst_conns_$s")")"
-    [ "$s" = tickdflow ] || echo "- steady $s: $(fmt "$(num "steady_count_$s")") of $(fmt "$(num "steady_sent_$s")") callbacks arrived at 2,000/s, $(fmt "$(num "steady_count_${s}10k")") of $(fmt "$(num "steady_sent_${s}10k")") at 10,000/s"
+    [ "$s" = tickdflow ] || [ "$s" = tickdfloor ] || echo "- steady $s: $(fmt "$(num "steady_count_$s")") of $(fmt "$(num "steady_sent_$s")") callbacks arrived at 2,000/s, $(fmt "$(num "steady_count_${s}10k")") of $(fmt "$(num "steady_sent_${s}10k")") at 10,000/s"
   done
   echo "- idle RSS: tickd $(fmt "$(mib "$(num rss_idle_tickd)")" 1) MiB, BullMQ worker $(fmt "$(mib "$(num rss_idle_bullmq)")" 1) MiB; in flight at the RSS reading: tickd $(fmt "$(num rss_calling_tickd)"), BullMQ $(fmt "$(num rss_calling_bullmq)")"
   echo "- schedules tickd: $(fmt "$sct") runs arrived in the minute ($(fmt $SCHED_N) expected), duplicates $(fmt "$(num sched_dups_tickd)")"

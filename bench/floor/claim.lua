@@ -10,9 +10,13 @@
 -- expired leases taken again, cancellations (:del), retry pointers (:ptr),
 -- tasks held back by a limit, tasks due later within the reach, the counts
 -- the scheduler reads.
--- KEYS: due, task, del, run, ptr (as lua/claim.lua). ARGV[2]: limit.
+-- KEYS: due, task, del, run, ptr (as lua/claim.lua). ARGV[1]: reach_ms (how
+-- far ahead of now), ARGV[2]: limit; the rest of lua/claim.lua's ARGV is not
+-- read. Its reply has lua/claim.lua's form, so that tickd can run it
+-- (make bench's burst at the floor: bench/README.md).
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. int_text(now + tonumber(ARGV[1])),
+                       'LIMIT', 0, tonumber(ARGV[2]))
 if #due == 0 then return {0, 0, 0} end
 -- (the pin keeps the hash out of Redis's packed encoding, as lua/claim.lua's)
 local hset, ids, n = {TASK_PIN_FIELD, TASK_PIN}, {}, 2

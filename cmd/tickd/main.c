@@ -568,9 +568,13 @@ static void tickd_store_wait(tickd *t, const char *err)
     if ((t->store_wait_ms *= 2) > 5000) t->store_wait_ms = 5000;
 }
 
-/* The main loop's event base. Its timers (the fire wheel's among them) run on
- * CLOCK_MONOTONIC: libevent's default is the coarse clock, a kernel tick wide
- * (4 ms here), and a callback began up to 6 ms after its due millisecond. */
+/* The main loop's event base. Its timers run on libevent's default coarse
+ * clock, a kernel tick wide (4 ms here): timeouts, ticks and gathering
+ * windows need no more. The fire wheel, which does, has a timerfd of its own
+ * set to the microsecond (scheduler.c, sched_wheel_arm). libevent's precise
+ * timer (EVENT_BASE_FLAG_PRECISE_TIMER) would set a timerfd of its own
+ * before every epoll_wait: a system call each loop turn, 0.4 a callback in
+ * a burst, where the wheel's is set when its next due time changes. */
 static struct event_base *tickd_base(void)
 {
     struct event_config *cfg = event_config_new();
@@ -579,7 +583,7 @@ static struct event_base *tickd_base(void)
      * store probe wake it through an eventfd, util_wake). With the lock,
      * each event_add, event_del and activation took a mutex: twelve a
      * callback. */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER | EVENT_BASE_FLAG_NOLOCK);
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
     struct event_base *base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     return base;

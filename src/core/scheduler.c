@@ -1,10 +1,13 @@
 /* scheduler.c -- see scheduler.h. */
 #include "core/scheduler.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "core/flow.h"
 #include "base/log.h"
@@ -77,7 +80,9 @@ struct sched {
     void *failed_priv;
     wheel *w;
     struct event *tick_ev;
-    struct event *wheel_ev;
+    struct event *wheel_ev;   /* reads wheel_fd */
+    int wheel_fd;             /* the wheel's timerfd (sched_wheel_arm) */
+    int64_t wheel_at_us;      /* what it is armed to (monotonic); 0: not, -1: unknown */
     bucket_scan *bk;
     int nb;
     int held;            /* jobs claimed and not yet settled */
@@ -240,21 +245,35 @@ static void sched_job_gone(sched *sc, job *j)
 
 /* ---- the fire wheel ---------------------------------------------------- */
 
+/* The wheel's timer is a timerfd of its own on CLOCK_MONOTONIC, set to the
+ * microsecond: it runs when the store's clock reaches next.000, not up to a
+ * millisecond after. It is set again only when the wheel's next due time
+ * changes. (The loop's own timers run on libevent's coarse clock, main.c:
+ * libevent's precise timer sets a timerfd before every epoll_wait, a
+ * system call each loop turn.) */
 static void sched_wheel_arm(sched *sc)
 {
     uint64_t next = wheel_next_due(sc->w);
-    if (next == WHEEL_NEVER) {
-        event_del(sc->wheel_ev);
+    int64_t at = 0, mono = 0;
+    if (next != WHEEL_NEVER) {
+        int64_t due = (int64_t)next * 1000;
+        mono = util_mono_us();
+        if (due < sc->backlog_until_ms * 1000) due = sc->backlog_until_ms * 1000;
+        at = mono + due - store_now_us(sc->s);
+        if (at < mono + 1) at = mono + 1; /* passed: at once (0 would disarm it) */
+    }
+    if (at == sc->wheel_at_us) return;
+    /* set as a delay from now, not as a time: the same, a microsecond on,
+     * and what a library standing in for the clocks (libfaketime, in the
+     * tests) leaves alone */
+    int64_t in = at ? at - mono : 0;
+    struct itimerspec its = {.it_value = {(time_t)(in / 1000000), (long)(in % 1000000) * 1000}};
+    if (timerfd_settime(sc->wheel_fd, 0, &its, NULL) != 0) {
+        log_warn("scheduler: timerfd_settime: %s", strerror(errno));
+        sc->wheel_at_us = -1;
         return;
     }
-    /* to the microsecond: the timer (libevent's precise one) runs when the
-     * store's clock reaches next.000, not up to a millisecond after */
-    int64_t now = store_now_us(sc->s);
-    int64_t delay = (int64_t)next * 1000 - now;
-    if (delay < sc->backlog_until_ms * 1000 - now) delay = sc->backlog_until_ms * 1000 - now;
-    if (delay < 0) delay = 0;
-    struct timeval tv = {delay / 1000000, delay % 1000000};
-    event_add(sc->wheel_ev, &tv);
+    sc->wheel_at_us = at;
 }
 
 static void sched_flow_arm(sched *sc)
@@ -335,6 +354,8 @@ static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
     (void)fd, (void)what;
+    /* it ran: set again (or disarmed), which also clears its expiry */
+    sc->wheel_at_us = -1;
     wheel_advance(sc->w, (uint64_t)store_now_ms(sc->s));
     sched_wheel_arm(sc);
 }
@@ -1179,16 +1200,28 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->base = base;
     sc->s = s;
     sc->cfg = cfg;
+    sc->wheel_fd = -1;
     sc->nb = (int)cfg->buckets;
     sc->reach_ms = cfg->lookahead_ms;
     sc->period_ms = cfg->tick_ms;
     sc->rate_from_ms = store_now_ms(s);
     sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
     sc->tick_ev = evtimer_new(base, sched_tick_cb, sc);
-    sc->wheel_ev = evtimer_new(base, sched_wheel_cb, sc);
+    sc->wheel_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    sc->wheel_at_us = -1;
+    if (sc->wheel_fd < 0) {
+        snprintf(err, errlen, "scheduler: timerfd_create: %s", strerror(errno));
+        sched_free(sc);
+        return NULL;
+    }
+    sc->wheel_ev = event_new(base, sc->wheel_fd, EV_READ | EV_PERSIST, sched_wheel_cb, sc);
     /* a due task is never kept waiting by other ready work (main.c sets up
      * two priorities; where the base has one, this fails harmlessly) */
     if (sc->wheel_ev) event_priority_set(sc->wheel_ev, 0);
+    if (sc->wheel_ev && event_add(sc->wheel_ev, NULL) != 0) {
+        event_free(sc->wheel_ev);
+        sc->wheel_ev = NULL;
+    }
     sc->flush_ev = evtimer_new(base, sched_flush_cb, sc);
     sc->flow_ev = evtimer_new(base, sched_flow_cb, sc);
     sc->asking_tail = &sc->asking;
@@ -1293,6 +1326,7 @@ void sched_free(sched *sc)
     if (sc->w) wheel_free(sc->w);
     if (sc->tick_ev) event_free(sc->tick_ev);
     if (sc->wheel_ev) event_free(sc->wheel_ev);
+    if (sc->wheel_fd >= 0) close(sc->wheel_fd);
     if (sc->flush_ev) event_free(sc->flush_ev);
     if (sc->flow_ev) event_free(sc->flow_ev);
     if (sc->snap_ev) event_free(sc->snap_ev);
