@@ -5,7 +5,8 @@
 # that answers at once and stores nothing) and against bench/store_http.c
 # (the least a server that answers only once Redis holds the body can do:
 # one RPUSH a request, pipelined, on a Redis of its own): CPU time a request
-# of the server, of Redis and of wrk, from /proc/PID/stat and wrk's own rusage.
+# of the server (in all, and its user and system parts), of Redis and of
+# wrk, from /proc/PID/stat and wrk's own rusage.
 # It prints a table; it writes no results file.
 #
 #   bench/post_cpu.sh            (ROUNDS=2; BENCH_TICKD as for bench/run.sh)
@@ -14,16 +15,20 @@ source "$(dirname "$0")/lib.sh"
 ROUNDS=${ROUNDS:-2}
 HZ=$(getconf CLK_TCK)
 us_per() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}'; }
+split_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user system, in 1/CLK_TCK s
 measure() { # measure NAME URL SERVER_PID [REDIS_PID]
-  local f=$TMP/wrk-$1.txt s0 s1 r0=0 r1=0 n wu ws
+  local f=$TMP/wrk-$1.txt s0 s1 r0=0 r1=0 n wu ws u0 y0 u1 y1
   s0=$(cpu_ticks "$3"); [ -z "${4:-}" ] || r0=$(cpu_ticks "$4")
+  read -r u0 y0 < <(split_ticks "$3")
   BENCH_CB_URL=$CB/cb /usr/bin/time -f "%U %S" -o "$TMP/time" timeout 60 \
     wrk -t2 -c64 -d5s --timeout 10s -s "$BENCH/post.lua" "$2" >"$f"
   s1=$(cpu_ticks "$3"); [ -z "${4:-}" ] || r1=$(cpu_ticks "$4")
+  read -r u1 y1 < <(split_ticks "$3")
   (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "$1: wrk saw errors"; }
   n=$(wrk_reqs "$f")
   read -r wu ws <"$TMP/time"
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$(us_per "$s0" "$s1" "$n")" \
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(us_per "$s0" "$s1" "$n")" \
+    "$(us_per "$u0" "$u1" "$n")" "$(us_per "$y0" "$y1" "$n")" \
     "$([ -z "${4:-}" ] && echo "" || us_per "$r0" "$r1" "$n")" \
     "$(awk -v u="$wu" -v s="$ws" -v n="$n" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}')" \
     "$(wrk_rate "$f")"
@@ -46,8 +51,8 @@ spid=$!
 wait_until 5 "store_http up" curl -s -o /dev/null "http://127.0.0.1:$sport/"
 tickd_start
 rpid=$(head -1 "$GPIDS")
-echo "| server | server us/request | Redis us/request | wrk us/request | requests/s |"
-echo "| --- | ---: | ---: | ---: | ---: |"
+echo "| server | server us/request | of it user | of it system | Redis us/request | wrk us/request | requests/s |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 for r in $(seq "$ROUNDS"); do
   measure "do-nothing ($r)" "http://127.0.0.1:$nport/v1/tasks" "$npid"
   measure "store-only ($r)" "http://127.0.0.1:$sport/v1/tasks" "$spid" "$srpid"

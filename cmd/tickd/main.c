@@ -583,7 +583,13 @@ static struct event_base *tickd_base(void)
      * store probe wake it through an eventfd, util_wake). With the lock,
      * each event_add, event_del and activation took a mutex: twelve a
      * callback. */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+    /* The changelist: an event added and deleted in one loop turn (hiredis
+     * arms a connection's write event with each command, and the store
+     * writes the turn's commands at its end: rcluster.c, rc_flush_cb)
+     * costs no epoll_ctl, and the rest are made once, when the loop polls.
+     * libevent warns against it for descriptors cloned by dup(): tickd
+     * makes none. */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK | EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     struct event_base *base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     return base;
