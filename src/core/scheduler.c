@@ -269,7 +269,8 @@ static void sched_wheel_arm(sched *sc)
     int64_t in = at ? at - mono : 0;
     struct itimerspec its = {.it_value = {(time_t)(in / 1000000), (long)(in % 1000000) * 1000}};
     if (timerfd_settime(sc->wheel_fd, 0, &its, NULL) != 0) {
-        log_warn("scheduler: timerfd_settime: %s", strerror(errno));
+        log_warn_limited(&sc->warn, store_now_ms(sc->s), "scheduler: timerfd_settime: %s",
+                         strerror(errno));
         sc->wheel_at_us = -1;
         return;
     }
@@ -353,8 +354,13 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
 static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
-    (void)fd, (void)what;
-    /* it ran: set again (or disarmed), which also clears its expiry */
+    uint64_t n;
+    (void)what;
+    /* it ran: read, so that it is not ready again whatever comes next, and
+     * set again (or disarmed) below */
+    if (fd >= 0 && read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        log_warn_limited(&sc->warn, store_now_ms(sc->s), "scheduler: timerfd read: %s",
+                         strerror(errno));
     sc->wheel_at_us = -1;
     wheel_advance(sc->w, (uint64_t)store_now_ms(sc->s));
     sched_wheel_arm(sc);

@@ -97,6 +97,7 @@ struct h1_call {
     h1_done_fn *done;
     void *priv;
     int started;                /* off the caller's stack: on a connection or waiting */
+    int64_t began_ms;           /* when it started (util_mono_ms): its timeout runs from then */
     int retried;                /* a kept connection failed before any answer: once more */
     h1_answer a;                /* the answer being read */
     size_t got;                 /* bytes of answer received */
@@ -771,10 +772,11 @@ static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
     if (!k->started) {
         /* started from the loop: done never runs inside h1_call_start */
         k->started = 1;
+        k->began_ms = util_mono_ms();
         struct timeval tv = {k->timeout_ms / 1000, (k->timeout_ms % 1000) * 1000};
         evtimer_add(k->tev, &tv);
         h1_host *h = k->h;
-        if (util_mono_ms() < h->addr_until_ms) {
+        if (k->began_ms < h->addr_until_ms) {
             call_connect(k);
             return;
         }
@@ -782,6 +784,15 @@ static void call_timer_cb(evutil_socket_t fd, short what, void *arg)
         *h->waiting_tail = k;
         h->waiting_tail = &k->next;
         if (!h->dnsreq) host_resolve(h);
+        return;
+    }
+    /* the loop's timers run on its coarse clock (a kernel tick, main.c),
+     * which can run one out a few ms early: a call is never cut before
+     * its timeout */
+    int64_t left = k->began_ms + k->timeout_ms - util_mono_ms();
+    if (left > 0) {
+        struct timeval tv = {left / 1000, (left % 1000) * 1000};
+        evtimer_add(k->tev, &tv);
         return;
     }
     if (!k->conn) waiting_remove(k->h, k);

@@ -146,6 +146,29 @@ def test_callbacks_queue_per_host_in_order(redis, receiver, tickd_factory):
     assert order == [r["id"] for r in res]
 
 
+def test_a_timeout_never_cuts_a_call_before_it(tickd, receiver):
+    """An attempt cut by its timeout_ms ends no sooner than timeout_ms after
+    it was handed to the pool (which is no sooner than its due; the timeout
+    covers any wait for a connection, which took_ms leaves out). The main
+    loop's timers run on the kernel's coarse clock (4 ms ticks here), which
+    cut calls up to a tick early; the call checks its own time first."""
+    due = now_ms() + 1500
+    tasks = [{"callback_url": receiver.url("/slow/600"), "timeout_ms": 20 + i,
+              "retry": {"max_attempts": 1}, "key": f"t{i}", "execute_at": due + 3 * i + i % 4}
+             for i in range(100)]
+    ids = {r["id"]: t for r, t in zip(tickd.batch(tasks), tasks)}
+    wait_for(lambda: all(tickd.get(i)[1]["status"] == "failed" for i in ids), 15,
+             what="every call timed out")
+    short = []
+    for tid, t in ids.items():
+        h = tickd.get(tid)[1]["attempt_history"][0]
+        assert "within" in h["error"], h
+        # the end, from the due (1 ms for the clocks' rounding)
+        if h["at"] + h["took_ms"] - t["execute_at"] < t["timeout_ms"] - 1:
+            short.append((t["timeout_ms"], h["at"] + h["took_ms"] - t["execute_at"]))
+    assert not short, f"cut before their timeout (timeout_ms, ms from due): {short}"
+
+
 def test_timeout_covers_the_wait_for_a_connection(redis, receiver, tickd_factory):
     """timeout_ms bounds the whole attempt, queueing for a connection to the
     host included, so an attempt always ends within its lease."""
