@@ -7,7 +7,7 @@
 # (bench/receiver.js), and tickd started fresh (Redis flushed) for each of
 # its workloads; the BullMQ side (bench/bullmq.js) runs on the same Redis and
 # the same receiver. Prints a markdown table and writes it, with the
-# machine's details, to bench/results.md. About 5 minutes.
+# machine's details, to bench/results.md. About 10 minutes.
 #
 # Environment: TICKD_* is passed to tickd as usual (e.g. TICKD_SERVER_WORKERS);
 # BENCH_ONLY="ingest burst steady memory" runs a subset; BENCH_TICKD=path
