@@ -17,17 +17,15 @@ HZ=$(getconf CLK_TCK)
 us_per() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}'; }
 split_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user system, in 1/CLK_TCK s
 measure() { # measure NAME URL SERVER_PID [REDIS_PID]
-  local f=$TMP/wrk-$1.txt s0 s1 r0=0 r1=0 n wu ws u0 y0 u1 y1
-  s0=$(cpu_ticks "$3"); [ -z "${4:-}" ] || r0=$(cpu_ticks "$4")
-  read -r u0 y0 < <(split_ticks "$3")
+  local f=$TMP/wrk-$1.txt r0=0 r1=0 n wu ws u0 y0 u1 y1
+  read -r u0 y0 < <(split_ticks "$3"); [ -z "${4:-}" ] || r0=$(cpu_ticks "$4")
   BENCH_CB_URL=$CB/cb /usr/bin/time -f "%U %S" -o "$TMP/time" timeout 60 \
     wrk -t2 -c64 -d5s --timeout 10s -s "$BENCH/post.lua" "$2" >"$f"
-  s1=$(cpu_ticks "$3"); [ -z "${4:-}" ] || r1=$(cpu_ticks "$4")
-  read -r u1 y1 < <(split_ticks "$3")
+  read -r u1 y1 < <(split_ticks "$3"); [ -z "${4:-}" ] || r1=$(cpu_ticks "$4")
   (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "$1: wrk saw errors"; }
   n=$(wrk_reqs "$f")
   read -r wu ws <"$TMP/time"
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(us_per "$s0" "$s1" "$n")" \
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(us_per $((u0 + y0)) $((u1 + y1)) "$n")" \
     "$(us_per "$u0" "$u1" "$n")" "$(us_per "$y0" "$y1" "$n")" \
     "$([ -z "${4:-}" ] && echo "" || us_per "$r0" "$r1" "$n")" \
     "$(awk -v u="$wu" -v s="$ws" -v n="$n" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}')" \

@@ -82,7 +82,7 @@ struct sched {
     struct event *tick_ev;
     struct event *wheel_ev;   /* reads wheel_fd */
     int wheel_fd;             /* the wheel's timerfd (sched_wheel_arm) */
-    int64_t wheel_at_us;      /* what it is armed to (monotonic); 0: not, -1: unknown */
+    int64_t wheel_due_us;     /* the store's time it is set for; 0: none, -1: unknown */
     bucket_scan *bk;
     int nb;
     int held;            /* jobs claimed and not yet settled */
@@ -254,27 +254,26 @@ static void sched_job_gone(sched *sc, job *j)
 static void sched_wheel_arm(sched *sc)
 {
     uint64_t next = wheel_next_due(sc->w);
-    int64_t at = 0, mono = 0;
+    int64_t due = 0, in = 0;
     if (next != WHEEL_NEVER) {
-        int64_t due = (int64_t)next * 1000;
-        mono = util_mono_us();
+        due = (int64_t)next * 1000;
         if (due < sc->backlog_until_ms * 1000) due = sc->backlog_until_ms * 1000;
-        at = mono + due - store_now_us(sc->s);
-        if (at < mono + 1) at = mono + 1; /* passed: at once (0 would disarm it) */
     }
-    if (at == sc->wheel_at_us) return;
-    /* set as a delay from now, not as a time: the same, a microsecond on,
-     * and what a library standing in for the clocks (libfaketime, in the
-     * tests) leaves alone */
-    int64_t in = at ? at - mono : 0;
+    if (due == sc->wheel_due_us) return;
+    /* set as a delay from now, not as a time: what a library standing in
+     * for the clocks (libfaketime, in the tests) leaves alone */
+    if (due) {
+        in = due - store_now_us(sc->s);
+        if (in < 1) in = 1; /* passed: at once (0 would disarm it) */
+    }
     struct itimerspec its = {.it_value = {(time_t)(in / 1000000), (long)(in % 1000000) * 1000}};
     if (timerfd_settime(sc->wheel_fd, 0, &its, NULL) != 0) {
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "scheduler: timerfd_settime: %s",
                          strerror(errno));
-        sc->wheel_at_us = -1;
+        sc->wheel_due_us = -1;
         return;
     }
-    sc->wheel_at_us = at;
+    sc->wheel_due_us = due;
 }
 
 static void sched_flow_arm(sched *sc)
@@ -357,11 +356,12 @@ static void sched_wheel_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t n;
     (void)what;
     /* it ran: read, so that it is not ready again whatever comes next, and
-     * set again (or disarmed) below */
+     * set again (or disarmed) below, even for the same due (it may have run
+     * a little ahead of the store's clock) */
     if (fd >= 0 && read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "scheduler: timerfd read: %s",
                          strerror(errno));
-    sc->wheel_at_us = -1;
+    sc->wheel_due_us = -1;
     wheel_advance(sc->w, (uint64_t)store_now_ms(sc->s));
     sched_wheel_arm(sc);
 }
@@ -1206,7 +1206,6 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->base = base;
     sc->s = s;
     sc->cfg = cfg;
-    sc->wheel_fd = -1;
     sc->nb = (int)cfg->buckets;
     sc->reach_ms = cfg->lookahead_ms;
     sc->period_ms = cfg->tick_ms;
@@ -1214,7 +1213,7 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     sc->w = wheel_create(1, (uint64_t)store_now_ms(s));
     sc->tick_ev = evtimer_new(base, sched_tick_cb, sc);
     sc->wheel_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    sc->wheel_at_us = -1;
+    sc->wheel_due_us = -1;
     if (sc->wheel_fd < 0) {
         snprintf(err, errlen, "scheduler: timerfd_create: %s", strerror(errno));
         sched_free(sc);
