@@ -13,12 +13,23 @@
  * stores: SET would need a key made a request and a dict entry in Redis,
  * EVALSHA a script call. Its reply (":N\r\n", or "-ERR ...\r\n") is one line.
  *
+ * Built with -DPARSE_JSON (and -lcjson), it is "parse-and-store": before
+ * storing, each body is parsed with cJSON, the JSON library tickd is built
+ * on, and its three members of bench/post.lua's task are looked up and their
+ * types checked; a body that is not such an object is answered 400 and not
+ * stored. The floor of a server that reads the task it stores with that
+ * library, and does nothing else a scheduler must (no id, no due time, no
+ * record, no script).
+ *
  *   store_http PORT REDIS_PORT      (Redis on 127.0.0.1; runs until killed) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 
 #include "fixed_http.h"
+#ifdef PARSE_JSON
+#include <cjson/cJSON.h>
+#endif
 
 #define KEY "store_http:tasks"
 
@@ -38,6 +49,22 @@ static size_t wq_head, wq_tail, wq_cap; /* ring: [head, tail) */
 
 static const char unavailable[] =
     "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
+
+#ifdef PARSE_JSON
+static const char bad_request[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+
+/* 1 if b[0..n) is an object with a string callback_url, a string method
+ * and a number delay_ms (bench/post.lua's task), parsed by cJSON. */
+static int task_ok(const char *b, size_t n)
+{
+    cJSON *j = cJSON_ParseWithLength(b, n);
+    int ok = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "callback_url")) &&
+             cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "method")) &&
+             cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "delay_ms"));
+    cJSON_Delete(j);
+    return ok;
+}
+#endif
 
 static void die(const char *what)
 {
@@ -184,6 +211,16 @@ int main(int argc, char **argv)
             }
             size_t used, head, cl;
             while ((used = complete(bufs[fd], lens[fd], &head, &cl)) > 0) {
+#ifdef PARSE_JSON
+                if (cl && !task_ok(bufs[fd] + head, cl)) { /* (a bodiless probe is stored) */
+                    if (write(fd, bad_request, sizeof(bad_request) - 1) < 0) {
+                        conn_close(fd);
+                        break;
+                    }
+                    fixed_take(fd, used);
+                    continue;
+                }
+#endif
                 store(fd, bufs[fd] + head, cl);
                 fixed_take(fd, used);
             }
