@@ -528,6 +528,19 @@ judge() { # judge AWK-CONDITION a b: met / missed / n/a
   awk -v a="$2" -v b="${3:-0}" "BEGIN {print ($1) ? \"met\" : \"**missed**\"}"
 }
 
+# judge_floor AWK-CONDITION a floor: as judge, and where tickd misses, says
+# whether the floor measured in this run (what no scheduler beats on this
+# machine: bench/floor's scripts, volley.c) misses the same target too, i.e.
+# the target is out of this machine's reach in this run
+judge_floor() {
+  local r
+  r=$(judge "$1" "$2")
+  if [ "$r" = "**missed**" ] && [ -n "$3" ] && [ "$(judge "$1" "$3")" = "**missed**" ]; then
+    r="**missed**; out of reach in this run: the floor, $(fmt "$3" 1), misses it too"
+  fi
+  echo "$r"
+}
+
 ist=$(num ingest_single_tickd); isb=$(num ingest_single_bullmq); ihc=$(num ingest_http_ceiling)
 ibt=$(num ingest_batch_tickd); ibr=$(num ingest_redis_evalsha); ibb=$(num ingest_batch_bullmq)
 brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq); brf=$(num burst_rate_tickdflow)
@@ -566,7 +579,7 @@ table=$(
   echo "| burst, $(fmt $BURST_N) due at one instant (tasks/s) | $(fmt "$brt") | $(fmt "$brb") | $(ratio "$brt" "$brb") | ≥ 3× BullMQ | $(judge 'a >= 3 * b && a > 0' "$brt" "$brb") |"
   echo "| burst with flow control on (another queue limited; the burst's queue unlimited) vs without (tasks/s) | $(fmt "$brf") | $(fmt "$brt") (tickd) | $(ratio "$brf" "$brt") | ≥ 90 % of tickd without | $(judge 'a >= 0.9 * b && a > 0' "$brf" "$brt") |"
   echo "| burst: tickd's CPU a callback vs wrk's a callback-shaped request to the same receiver (us) | $(fmt "$pct" 1) | $(fmt "$wcu" 1) (wrk) | $(ratio "$pct" "$wcu") | ≤ 1.3× wrk | $(judge 'a <= 1.3 * b' "$pct" "$wcu") |"
-  echo "| burst: Redis's CPU a callback (claim and settle; us) | $(fmt "$bcr" 1) | — | — | ≤ 8 us | $(judge 'a <= 8' "$bcr") |"
+  echo "| burst: Redis's CPU a callback (claim and settle; us) | $(fmt "$bcr" 1) | — | — | ≤ 8 us | $(judge_floor 'a <= 8' "$bcr" "$bfr") |"
   echo "| burst: the receiver's CPU a callback (us) | $(fmt "$bcv" 1) | — | — | — | info |"
   echo "| burst rate vs the receiver's limit (callback-shaped wrk, requests/s) | $(fmt "$prt") | $(fmt "$wcr") (receiver) | $(ratio "$prt" "$wcr") | ≥ 0.85× | $(judge 'a >= 0.85 * b' "$prt" "$wcr") |"
   echo "| burst at the keyspace's floor (tickd running bench/floor's claim and settle, which leave out the features lua/ keeps): Redis's CPU a callback (us) | $(fmt "$bfr" 1) | $(fmt "$bcr" 1) (lua/) | $(ratio "$bfr" "$bcr") | — | info: the least any design of these keys costs Redis here |"
@@ -574,11 +587,11 @@ table=$(
   echo "| burst lateness p99 (ms) | $(fmt "$bpt" 1) | $(fmt "$bpb" 1) | $(ratio "$bpt" "$bpb") | lower than BullMQ | $(judge 'a < b' "$bpt" "$bpb") |"
   echo "| burst lateness p50 (ms) | $(fmt "$b5t" 1) | $(fmt "$b5b" 1) | $(ratio "$b5t" "$b5b") | — | info |"
   echo "| steady 2,000/s due +2 s, lateness p50 (ms) | $(fmt "$s5t" 1) | $(fmt "$s5b" 1) | $(ratio "$s5t" "$s5b") | — | info |"
-  echo "| steady 2,000/s due +2 s, lateness p99 (ms) | $(fmt "$spt" 1) | $(fmt "$spb" 1) | $(ratio "$spt" "$spb") | ≤ 5 ms | $(judge 'a <= 5' "$spt") |"
+  echo "| steady 2,000/s due +2 s, lateness p99 (ms) | $(fmt "$spt" 1) | $(fmt "$spb" 1) | $(ratio "$spt" "$spb") | ≤ 5 ms | $(judge_floor 'a <= 5' "$spt" "$v1p9") |"
   echo "| steady 2,000/s due +2 s, lateness max (ms) | $(fmt "$smt" 1) | $(fmt "$smb" 1) | $(ratio "$smt" "$smb") | — | info |"
   echo "| steady 2,000/s: the receiver's floor, the same batches sent at their millisecond by volley.c (no scheduler, no store), lateness p50 / p99 (ms) | $(fmt "$s5t" 1) / $(fmt "$spt" 1) | $(fmt "$v1p5" 1) / $(fmt "$v1p9" 1) (volley) | $(ratio "$spt" "$v1p9") | — | info |"
   echo "| steady 10,000/s (500 / 50 ms) due +2 s, lateness p50 (ms) | $(fmt "$s5k" 1) | $(fmt "$b5k" 1) | $(ratio "$s5k" "$b5k") | — | info |"
-  echo "| steady 10,000/s, lateness p99 (ms); all arrived | $(fmt "$s9k" 1) | $(fmt "$b9k" 1) | $(ratio "$s9k" "$b9k") | ≤ 20 ms, none lost | $(judge 'a <= 20 && b > 0' "$s9k" "$([ -n "$sck" ] && [ -n "$ssk" ] && ((sck >= ssk)) && echo 1 || echo 0)") |"
+  echo "| steady 10,000/s, lateness p99 (ms); all arrived | $(fmt "$s9k" 1) | $(fmt "$b9k" 1) | $(ratio "$s9k" "$b9k") | ≤ 20 ms, none lost | $([ -n "$sck" ] && [ -n "$ssk" ] && ((sck >= ssk)) && judge_floor 'a <= 20' "$s9k" "$v5p9" || echo "**missed**: $(fmt "$sck") of $(fmt "$ssk") arrived") |"
   echo "| steady 10,000/s, lateness max (ms) | $(fmt "$smk" 1) | $(fmt "$bmk" 1) | $(ratio "$smk" "$bmk") | — | info |"
   echo "| steady 10,000/s: the receiver's floor (volley.c, 500 at one instant), lateness p50 / p99 (ms) | $(fmt "$s5k" 1) / $(fmt "$s9k" 1) | $(fmt "$v5p5" 1) / $(fmt "$v5p9" 1) (volley) | $(ratio "$s9k" "$v5p9") | — | info |"
   echo "| steady 10,000/s, each batch posted 25 ms off the instant it is due at (its ingest away from the callbacks), lateness p50 / p99 (ms) | $(fmt "$s5o" 1) / $(fmt "$s9o" 1) | $(fmt "$v5p5" 1) / $(fmt "$v5p9" 1) (volley) | $(ratio "$s9o" "$v5p9") | — | info |"

@@ -70,7 +70,13 @@ static void rs_key(const rstore *rs, const char *slice, int kind, char *out)
 {
     static const char *suffix[K_COUNT] = {"due", "task", "del", "run", "ptr", "ok", "failed",
                                           "cancelled", "w", "expired"};
-    snprintf(out, KEY_MAX, "%s:{%s}:%s", rs->prefix, slice, suffix[kind]);
+    /* made for every claim, settle and add call: no format to parse */
+    util_buf b = {out, 0, KEY_MAX};
+    util_buf_str(&b, rs->prefix);
+    util_buf_add(&b, ":{", 2);
+    util_buf_str(&b, slice);
+    util_buf_add(&b, "}:", 2);
+    util_buf_str(&b, suffix[kind]);
 }
 
 static void rs_wm_key(const rstore *rs, int bucket, char *out)
