@@ -9,8 +9,11 @@
 # JSON library tickd uses, before it is stored): CPU time a request of the
 # server (in all, and its user and system parts), of Redis and of wrk, from
 # /proc/PID/stat and wrk's own rusage, and the server's CPU a request over
-# the do-nothing server's in the same round.
-# It prints a table; it writes no results file.
+# the do-nothing server's in the same round. Under the table, the verdict on
+# the single POST's target (tickd ≤ 1.3x, the median of the rounds), with the
+# parse-and-store floor's own median beside it.
+# It prints a table and its verdict and, for the build in the tree (no
+# BENCH_TICKD), writes both to the post part of bench/results.md.
 #
 #   bench/post_cpu.sh            (ROUNDS=2; BENCH_TICKD as for bench/run.sh)
 set -euo pipefail
@@ -19,7 +22,7 @@ ROUNDS=${ROUNDS:-2}
 HZ=$(getconf CLK_TCK)
 us_per() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}'; }
 split_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user system, in 1/CLK_TCK s
-NOOP_US= # the do-nothing server's CPU a request in this round
+NOOP_US= # the do-nothing server's CPU a request in this round (unrounded)
 measure() { # measure NAME URL SERVER_PID [REDIS_PID]
   local f=$TMP/wrk-$1.txt r0=0 r1=0 n wu ws u0 y0 u1 y1 us
   read -r u0 y0 < <(split_ticks "$3"); [ -z "${4:-}" ] || r0=$(cpu_ticks "$4")
@@ -29,14 +32,16 @@ measure() { # measure NAME URL SERVER_PID [REDIS_PID]
   (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "$1: wrk saw errors"; }
   n=$(wrk_reqs "$f")
   read -r wu ws <"$TMP/time"
-  us=$(us_per $((u0 + y0)) $((u1 + y1)) "$n")
+  us=$(awk -v t=$((u1 + y1 - u0 - y0)) -v n="$n" -v hz="$HZ" 'BEGIN {print t * 1e6 / hz / n}')
   [ "$3" != "$npid" ] || NOOP_US=$us
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$us" \
-    "$(awk -v a="$us" -v b="$NOOP_US" 'BEGIN {if (b > 0) printf "%.2fx", a / b}')" \
+  (($(awk -v b="$NOOP_US" 'BEGIN {print (b > 0)}'))) || die "$1: no CPU time measured for the do-nothing server"
+  awk -v a="$us" -v b="$NOOP_US" 'BEGIN {print a / b}' >>"$TMP/ratio-${1% (*}"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(printf '%.1f' "$us")" \
+    "$(awk -v a="$us" -v b="$NOOP_US" 'BEGIN {printf "%.2fx", a / b}')" \
     "$(us_per "$u0" "$u1" "$n")" "$(us_per "$y0" "$y1" "$n")" \
     "$([ -z "${4:-}" ] && echo "" || us_per "$r0" "$r1" "$n")" \
     "$(awk -v u="$wu" -v s="$ws" -v n="$n" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}')" \
-    "$(wrk_rate "$f")"
+    "$(wrk_rate "$f")" | out
 }
 command -v /usr/bin/time >/dev/null || die "needs /usr/bin/time (apt-get install time)"
 cc -O2 -o "$TMP/noop_http" "$BENCH/noop_http.c"
@@ -64,11 +69,38 @@ ppid=$!
 wait_until 5 "parse-and-store up" curl -s -o /dev/null "http://127.0.0.1:$pport/"
 tickd_start
 rpid=$(head -1 "$GPIDS")
-echo "| server | server us/request | ÷ do-nothing | of it user | of it system | Redis us/request | wrk us/request | requests/s |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+OUTF=$TMP/post.md
+out() { tee -a "$OUTF"; } # the lines printed, kept for results.md
+echo "| server | server us/request | ÷ do-nothing | of it user | of it system | Redis us/request | wrk us/request | requests/s |" | out
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" | out
 for r in $(seq "$ROUNDS"); do
+  timeout 30 redis-cli -p "$srport" DEL store_http:tasks >/dev/null # the bodies of the rounds before
   measure "do-nothing ($r)" "http://127.0.0.1:$nport/v1/tasks" "$npid"
   measure "store-only ($r)" "http://127.0.0.1:$sport/v1/tasks" "$spid" "$srpid"
   measure "parse-and-store ($r)" "http://127.0.0.1:$pport/v1/tasks" "$ppid" "$srpid"
   measure "tickd ($r)" "$TURL/v1/tasks" "$TICKD_PID" "$rpid"
 done
+median() { # median FILE: of its numbers, unrounded; fails on an empty file
+  sort -g "$1" | awk '{v[NR] = $1} END {if (!NR) exit 1
+    print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+t=$(median "$TMP/ratio-tickd") || die "no rounds of tickd"
+f=$(median "$TMP/ratio-parse-and-store") || die "no rounds of parse-and-store"
+echo | out
+if awk -v t="$t" 'BEGIN {exit !(t <= 1.3)}'; then v=met
+elif awk -v f="$f" 'BEGIN {exit !(f > 1.3)}'; then
+  v="**missed**; out of reach in this run: parse-and-store, $(printf '%.2f' "$f")x, misses it too"
+else
+  v="**missed**; parse-and-store, the floor of a server that parses and stores, $(printf '%.2f' "$f")x, meets it"
+fi
+echo "tickd's CPU a request ÷ the do-nothing server's, the median of $ROUNDS rounds: $(printf '%.2f' "$t")x; target ≤ 1.3x: $v" | out
+if [ -z "${BENCH_TICKD:-}" ]; then
+  results_put post <<EOF
+## The single POST's CPU (bench/post_cpu.sh)
+
+Written by bench/post_cpu.sh ($(date -u +%Y-%m-%dT%H:%MZ), $("$TICKD" --version 2>/dev/null | head -1) $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')); see bench/README.md.
+
+$(cat "$OUTF")
+EOF
+  log "wrote the post part of bench/results.md"
+fi

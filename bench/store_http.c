@@ -19,7 +19,9 @@
  * types checked; a body that is not such an object is answered 400 and not
  * stored. The floor of a server that reads the task it stores with that
  * library, and does nothing else a scheduler must (no id, no due time, no
- * record, no script).
+ * record, no script). A refused body's 400 goes out in its turn: a PING
+ * takes its place in the line to Redis, so that an answer never passes
+ * those of the requests before it on the same connection.
  *
  *   store_http PORT REDIS_PORT      (Redis on 127.0.0.1; runs until killed) */
 #define _GNU_SOURCE
@@ -43,6 +45,7 @@ static size_t rin_len, rin_cap;
 typedef struct {
     int fd;
     unsigned gen;
+    int refused; /* a body parse-and-store refused: answered 400 when its PING comes back */
 } waiter;
 static waiter *wq;
 static size_t wq_head, wq_tail, wq_cap; /* ring: [head, tail) */
@@ -81,17 +84,25 @@ static void *grow(void *p, size_t *cap, size_t need, size_t unit)
     return p;
 }
 
-/* Queue RPUSH KEY BODY for the request of fd. */
-static void store(int fd, const char *b, size_t n)
+/* Queue RPUSH KEY BODY for the request of fd (with refused, a PING: its
+ * answer, a 400, then waits its turn). */
+static void store(int fd, const char *b, size_t n, int refused)
 {
-    char pre[96];
-    int pl = snprintf(pre, sizeof(pre), "*3\r\n$5\r\nRPUSH\r\n$%zu\r\n%s\r\n$%zu\r\n",
-                      sizeof(KEY) - 1, KEY, n);
-    rout = grow(rout, &rout_cap, rout_len + (size_t)pl + n + 2, 1);
-    memcpy(rout + rout_len, pre, (size_t)pl);
-    memcpy(rout + rout_len + pl, b, n);
-    memcpy(rout + rout_len + pl + n, "\r\n", 2);
-    rout_len += (size_t)pl + n + 2;
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    if (refused) {
+        rout = grow(rout, &rout_cap, rout_len + sizeof(ping) - 1, 1);
+        memcpy(rout + rout_len, ping, sizeof(ping) - 1);
+        rout_len += sizeof(ping) - 1;
+    } else {
+        char pre[96];
+        int pl = snprintf(pre, sizeof(pre), "*3\r\n$5\r\nRPUSH\r\n$%zu\r\n%s\r\n$%zu\r\n",
+                          sizeof(KEY) - 1, KEY, n);
+        rout = grow(rout, &rout_cap, rout_len + (size_t)pl + n + 2, 1);
+        memcpy(rout + rout_len, pre, (size_t)pl);
+        memcpy(rout + rout_len + pl, b, n);
+        memcpy(rout + rout_len + pl + n, "\r\n", 2);
+        rout_len += (size_t)pl + n + 2;
+    }
     if (wq_tail - wq_head == wq_cap) { /* full: make it twice as large, in order */
         size_t old = wq_cap, ncap = old ? old * 2 : 1024;
         waiter *nw = malloc(ncap * sizeof(*nw));
@@ -103,7 +114,7 @@ static void store(int fd, const char *b, size_t n)
         wq_head = 0;
         wq_tail = old;
     }
-    wq[wq_tail++ % wq_cap] = (waiter){fd, gens[fd]};
+    wq[wq_tail++ % wq_cap] = (waiter){fd, gens[fd], refused};
 }
 
 static void conn_close(int fd)
@@ -163,12 +174,19 @@ static void read_redis(int rfd, const char *resp, int rl)
         waiter w = wq[wq_head++ % wq_cap];
         off = (size_t)(e - rin) + 2;
         if (w.gen != gens[w.fd]) continue; /* its connection is gone */
-        int ok = kind == ':';
-        if (ok) {
-            if (write(w.fd, resp, (size_t)rl) != rl) conn_close(w.fd);
-        } else if (write(w.fd, unavailable, sizeof(unavailable) - 1) < 0) {
-            conn_close(w.fd);
+        const char *a = resp;
+        size_t al = (size_t)rl;
+        if (kind != (w.refused ? '+' : ':')) {
+            a = unavailable;
+            al = sizeof(unavailable) - 1;
         }
+#ifdef PARSE_JSON
+        else if (w.refused) {
+            a = bad_request;
+            al = sizeof(bad_request) - 1;
+        }
+#endif
+        if (write(w.fd, a, al) != (ssize_t)al) conn_close(w.fd);
     }
     memmove(rin, rin + off, rin_len - off);
     rin_len -= off;
@@ -211,17 +229,11 @@ int main(int argc, char **argv)
             }
             size_t used, head, cl;
             while ((used = complete(bufs[fd], lens[fd], &head, &cl)) > 0) {
+                int refused = 0;
 #ifdef PARSE_JSON
-                if (cl && !task_ok(bufs[fd] + head, cl)) { /* (a bodiless probe is stored) */
-                    if (write(fd, bad_request, sizeof(bad_request) - 1) < 0) {
-                        conn_close(fd);
-                        break;
-                    }
-                    fixed_take(fd, used);
-                    continue;
-                }
+                refused = cl && !task_ok(bufs[fd] + head, cl); /* (a bodiless probe is stored) */
 #endif
-                store(fd, bufs[fd] + head, cl);
+                store(fd, bufs[fd] + head, cl, refused);
                 fixed_take(fd, used);
             }
             if (lens[fd] == CONN_BUF) /* not HTTP this server can take */
