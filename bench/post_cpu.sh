@@ -20,7 +20,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 ROUNDS=${ROUNDS:-2}
 HZ=$(getconf CLK_TCK)
-us_per() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {printf "%.1f", (b - a) * 1e6 / hz / n}'; }
+per_req() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {print (b - a) * 1e6 / hz / n}'; } # us, unrounded
+us_per() { printf '%.1f' "$(per_req "$@")"; }
 split_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user system, in 1/CLK_TCK s
 NOOP_US= # the do-nothing server's CPU a request in this round (unrounded)
 measure() { # measure NAME URL SERVER_PID [REDIS_PID]
@@ -32,12 +33,12 @@ measure() { # measure NAME URL SERVER_PID [REDIS_PID]
   (($(wrk_errors "$f") == 0)) || { cat "$f" >&2; die "$1: wrk saw errors"; }
   n=$(wrk_reqs "$f")
   read -r wu ws <"$TMP/time"
-  us=$(awk -v t=$((u1 + y1 - u0 - y0)) -v n="$n" -v hz="$HZ" 'BEGIN {print t * 1e6 / hz / n}')
+  us=$(per_req $((u0 + y0)) $((u1 + y1)) "$n")
   [ "$3" != "$npid" ] || NOOP_US=$us
   (($(awk -v b="$NOOP_US" 'BEGIN {print (b > 0)}'))) || die "$1: no CPU time measured for the do-nothing server"
   awk -v a="$us" -v b="$NOOP_US" 'BEGIN {print a / b}' >>"$TMP/ratio-${1% (*}"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(printf '%.1f' "$us")" \
-    "$(awk -v a="$us" -v b="$NOOP_US" 'BEGIN {printf "%.2fx", a / b}')" \
+    "$(ratio "$us" "$NOOP_US")" \
     "$(us_per "$u0" "$u1" "$n")" "$(us_per "$y0" "$y1" "$n")" \
     "$([ -z "${4:-}" ] && echo "" || us_per "$r0" "$r1" "$n")" \
     "$(awk -v u="$wu" -v s="$ws" -v n="$n" 'BEGIN {printf "%.1f", (u + s) * 1e6 / n}')" \
@@ -87,13 +88,9 @@ median() { # median FILE: of its numbers, unrounded; fails on an empty file
 t=$(median "$TMP/ratio-tickd") || die "no rounds of tickd"
 f=$(median "$TMP/ratio-parse-and-store") || die "no rounds of parse-and-store"
 echo | out
-if awk -v t="$t" 'BEGIN {exit !(t <= 1.3)}'; then v=met
-elif awk -v f="$f" 'BEGIN {exit !(f > 1.3)}'; then
-  v="**missed**; out of reach in this run: parse-and-store, $(printf '%.2f' "$f")x, misses it too"
-else
-  v="**missed**; parse-and-store, the floor of a server that parses and stores, $(printf '%.2f' "$f")x, meets it"
-fi
-echo "tickd's CPU a request ÷ the do-nothing server's, the median of $ROUNDS rounds: $(printf '%.2f' "$t")x; target ≤ 1.3x: $v" | out
+echo "tickd's CPU a request ÷ the do-nothing server's, the median of $ROUNDS rounds: $(fmt "$t" 2)×;" \
+  "target ≤ 1.3×: $(judge_floor 'a <= 1.3' "$t" "$f" 2) (parse-and-store, the floor of a" \
+  "server that parses and stores: $(fmt "$f" 2)×)" | out
 if [ -z "${BENCH_TICKD:-}" ]; then
   results_put post <<EOF
 ## The single POST's CPU (bench/post_cpu.sh)

@@ -515,32 +515,6 @@ log "workloads done in $(($(date +%s) - started)) s"
 
 # ---- report -------------------------------------------------------------
 
-fmt() { # fmt VALUE [DECIMALS]: thousands grouped, "n/a" when empty
-  [ -n "$1" ] || { echo "n/a"; return; }
-  LC_ALL=C awk -v v="$1" -v d="${2:-0}" 'BEGIN {
-    s = sprintf("%." d "f", v); split(s, p, "."); i = p[1]; neg = (i ~ /^-/); sub(/^-/, "", i)
-    o = ""; while (length(i) > 3) { o = "," substr(i, length(i) - 2) o; i = substr(i, 1, length(i) - 3) }
-    o = i o; if (neg) o = "-" o; if (d > 0) o = o "." p[2]; print o }'
-}
-ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f×", a / b; else print "n/a"}' || echo "n/a"; }
-judge() { # judge AWK-CONDITION a b: met / missed / n/a
-  [ -n "$2" ] && { [ -n "${3:-}" ] || [[ $1 != *b* ]]; } || { echo "n/a"; return; }
-  awk -v a="$2" -v b="${3:-0}" "BEGIN {print ($1) ? \"met\" : \"**missed**\"}"
-}
-
-# judge_floor AWK-CONDITION a floor: as judge, and where tickd misses, says
-# whether the floor measured in this run (what no scheduler beats on this
-# machine: bench/floor's scripts, volley.c) misses the same target too, i.e.
-# the target is out of this machine's reach in this run
-judge_floor() {
-  local r
-  r=$(judge "$1" "$2")
-  if [ "$r" = "**missed**" ] && [ -n "$3" ] && [ "$(judge "$1" "$3")" = "**missed**" ]; then
-    r="**missed**; out of reach in this run: the floor, $(fmt "$3" 1), misses it too"
-  fi
-  echo "$r"
-}
-
 ist=$(num ingest_single_tickd); isb=$(num ingest_single_bullmq); ihc=$(num ingest_http_ceiling)
 ibt=$(num ingest_batch_tickd); ibr=$(num ingest_redis_evalsha); ibb=$(num ingest_batch_bullmq)
 brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq); brf=$(num burst_rate_tickdflow)

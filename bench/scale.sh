@@ -177,11 +177,6 @@ secs=$(($(date +%s) - T0))
 
 # ---- the table ------------------------------------------------------------
 
-fmt() { [ -n "$1" ] && printf "%'.${2:-0}f" "$1" || echo "n/a"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f×", a / b}'; }
-judge() { # judge EXPR a b: met / MISSED (a, b as awk variables)
-  awk -v a="$2" -v b="${3:-0}" "BEGIN {if (a == \"\") print \"n/a\"; else if ($1) print \"met\"; else print \"MISSED\"}"
-}
 row() { # row WHAT KEY: full vs empty, target >= 0.9x (rates)
   local e f
   e=$(num "${2}_empty"); f=$(num "${2}_full")
