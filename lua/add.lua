@@ -6,9 +6,9 @@
 -- be one tickd made (a fresh task of that id is looked for too). The state
 -- names the queue (q: its name, 1 for the default; lib.lua state_queue) so
 -- that its end is counted off it.
--- Returns two elements per task, in order: 1 and its state when stored, or 0
--- and the state already stored under that id (also for an id repeated within
--- the call: the first one is stored).
+-- Returns one element per task, in order: 1 when stored, or the state already
+-- stored under that id (also for an id repeated within the call: the first one
+-- is stored). A stored task's state is what tickd sent: it is not sent back.
 -- Refuses (error STALE) a slice the scan may already have passed: nothing is
 -- written then.
 local G = 6
@@ -27,11 +27,18 @@ for i = 3, #ARGV, G do
 end
 local old = redis.call('HMGET', KEYS[2], unpack(sfields))
 local again = #fresh > 0 and redis.call('ZMSCORE', KEYS[1], unpack(fresh)) or {}
+-- The state a stored task starts in (its group at ARGV[i]); queue names are
+-- [A-Za-z0-9._-]: nothing to escape
+local function scheduled(i)
+  local q = ARGV[i + 4] == '' and '1' or ('"' .. ARGV[i + 4] .. '"')
+  return '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] ..
+         ',"q":' .. q .. '}'
+end
 local out, seen, hset, zadd, ids, full = {}, {}, {}, {}, {}, {}
 local fi = 0
 for i = 3, #ARGV, G do
   local id, n, form = ARGV[i], (i - 3) / G + 1, ARGV[i + 5]
-  local prev = old[n] or seen[id]
+  local prev = old[n] or (seen[id] and scheduled(seen[id]))
   local member = id
   if form == 'f' then
     fi = fi + 1
@@ -43,26 +50,20 @@ for i = 3, #ARGV, G do
     if m then prev = cjson.encode(fresh_state(rec, at)) end
   end
   if prev then
-    out[#out + 1] = 0
     out[#out + 1] = prev
   else
-    -- queue names are [A-Za-z0-9._-]: nothing to escape
-    local q = ARGV[i + 4] == '' and '1' or ('"' .. ARGV[i + 4] .. '"')
-    local st = '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] ..
-               ',"q":' .. q .. '}'
-    seen[id] = st
+    seen[id] = i
     if form ~= 'f' then
       hset[#hset + 1] = id
       hset[#hset + 1] = ARGV[i + 1]
       hset[#hset + 1] = sfields[n]
-      hset[#hset + 1] = st
+      hset[#hset + 1] = scheduled(i)
       full[#full + 1] = id
     end
     zadd[#zadd + 1] = ARGV[i + 2]
     zadd[#zadd + 1] = member
     ids[#ids + 1] = id
     out[#out + 1] = 1
-    out[#out + 1] = st
   end
 end
 -- Old tombstones of these ids go first (one left behind would make the claim

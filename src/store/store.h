@@ -31,8 +31,9 @@ typedef struct store store;
 
 typedef enum { ST_OK, ST_EXISTS, ST_NOTFOUND, ST_CONFLICT, ST_UNAVAILABLE } store_status;
 
-/* add: cb(status, id, state JSON, err). ST_OK = stored, ST_EXISTS = the same
- * id was stored before (nothing new written), ST_UNAVAILABLE = not stored
+/* add: cb(status, id, state JSON, err). ST_OK = stored (state NULL: a stored
+ * task is scheduled), ST_EXISTS = the same id was stored before (nothing new
+ * written; state is its state), ST_UNAVAILABLE = not stored
  * (id NULL), or stored but not confirmed by the replicas (id set, err says
  * so in full). The adds of one loop turn go to the backend together. */
 typedef void store_add_fn(store_status st, const char *id, const char *state,

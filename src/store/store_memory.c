@@ -368,7 +368,6 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
     ms_link(m, t, slice);
     r->st = ST_OK;
     r->a = xstrdup(id);
-    r->b = ms_state(t);
     if (s->added) s->added(task_slice_bucket(slice), t->due_ms, s->added_priv);
 }
 

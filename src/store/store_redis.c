@@ -1688,10 +1688,11 @@ typedef struct store_op {
     char due[UTIL_INT_MAX], to[UTIL_INT_MAX]; /* add: due_ms and timeout_ms as the script takes them */
     int64_t end_ms;        /* add: end of the home slice's minute */
     int tries;
-    int exists;
+    int exists;            /* add: the id was stored before */
+    int written;           /* add: the script answered (its WAIT may not) */
     void *cb;
     void *priv;
-    char *state;           /* add: the task's state JSON, kept for the WAIT */
+    char *state;           /* add: the state found under the id, kept for the WAIT */
 } store_op;
 
 /* ---- add: gathered per slice ------------------------------------------- */
@@ -1722,7 +1723,7 @@ static void rs_add_done(store_op *op, store_status st, const char *state, const 
 {
     store *s = &op->rs->base;
     if (st == ST_OK && s->added) s->added(task_slice_bucket(op->slice), op->t.due_ms, s->added_priv);
-    ((store_add_fn *)op->cb)(st, st == ST_UNAVAILABLE && !op->state ? NULL : op->id, state, err,
+    ((store_add_fn *)op->cb)(st, st == ST_UNAVAILABLE && !op->written ? NULL : op->id, state, err,
                              op->priv);
     free(op->state);
     free(op);
@@ -1776,6 +1777,19 @@ static void rs_touch_cb(redisReply *r, const char *err, void *priv)
     rs_wait_send(b);
 }
 
+/* add.lua's answer: one element a task, 1 when stored, the state found
+ * under its id otherwise. */
+static int rs_add_reply_ok(const redisReply *r, int n)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) return 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (!(e->type == REDIS_REPLY_INTEGER && e->integer == 1) && e->type != REDIS_REPLY_STRING)
+            return 0;
+    }
+    return 1;
+}
+
 static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
 {
     store_add_batch *b = priv;
@@ -1792,15 +1806,15 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         free(b);
         return;
     }
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 * (size_t)b->n) {
+    if (!rs_add_reply_ok(r, b->n)) {
         rs_add_fail_all(ops, rs_err(r, err));
         free(b);
         return;
     }
     int fresh = 0;
     size_t i = 0;
-    for (store_op *op = ops; op; op = op->next, i += 2) {
-        op->exists = r->element[i]->integer == 0;
+    for (store_op *op = ops; op; op = op->next, i++) {
+        op->exists = r->element[i]->type == REDIS_REPLY_STRING;
         fresh += !op->exists;
         if (!op->exists) qcount_add(rs, op->t.queue, 1);
     }
@@ -1814,8 +1828,10 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         char key[KEY_MAX];
         b->conn = rc_reply_conn(rs->rc);
         i = 0;
-        for (store_op *op = ops; op; op = op->next, i += 2)
-            op->state = xstrndup(r->element[i + 1]->str, r->element[i + 1]->len);
+        for (store_op *op = ops; op; op = op->next, i++) {
+            op->written = 1;
+            if (op->exists) op->state = xstrndup(r->element[i]->str, r->element[i]->len);
+        }
         if (fresh == b->n) {
             rs_wait_send(b);
             return;
@@ -1826,9 +1842,10 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         return;
     }
     i = 0;
-    for (store_op *op = ops, *next; op; op = next, i += 2) {
+    for (store_op *op = ops, *next; op; op = next, i++) {
         next = op->next;
-        rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, r->element[i + 1]->str, NULL);
+        rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, op->exists ? r->element[i]->str : NULL,
+                    NULL);
     }
     free(b);
 }
@@ -1949,6 +1966,7 @@ static void rs_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
     store_op *op = xmalloc(sizeof(*op));
     op->tries = 0;
     op->exists = 0;
+    op->written = 0;
     op->state = NULL;
     op->rs = RS(s);
     op->t = *t;
