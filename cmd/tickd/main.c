@@ -23,6 +23,7 @@
 
 #include "edge/api.h"
 #include "base/config.h"
+#include "base/jarena.h"
 #include "delivery/cbtls.h"
 #include "delivery/dispatch.h"
 #include "edge/http_server.h"
@@ -607,6 +608,7 @@ int main(int argc, char **argv)
     log_level = log_level_parse(t.cfg.log_level);
     log_json = strcmp(t.cfg.log_format, "json") == 0;
     signal(SIGPIPE, SIG_IGN);
+    jarena_init(); /* cJSON's hooks, before any thread uses cJSON */
     /* until the loop handles them (below): not fatal while starting */
     signal(SIGHUP, SIG_IGN), signal(SIGUSR1, SIG_IGN), signal(SIGUSR2, SIG_IGN);
     int api_conns = tickd_api_connections(&t.cfg);

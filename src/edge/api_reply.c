@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/jarena.h"
 #include "base/util.h"
 #include "edge/ui.h"
 #include "model/task.h"
@@ -121,7 +122,7 @@ cJSON *api_body_parse(http_req *req)
                   (size_t)(nul - data));
         return NULL;
     }
-    cJSON *j = cJSON_ParseWithLengthOpts(data, len, &end, 0);
+    cJSON *j = jarena_parse(data, len, &end);
     if (!j) {
         size_t at = end ? (size_t)(end - data) : 0;
         api_error(req, 400, "invalid_argument", "body: not valid JSON (near byte %zu)", at);
