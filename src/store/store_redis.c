@@ -207,6 +207,13 @@ static int rs_fence(const char *key, char *out)
     return 1;
 }
 
+/* rs_eval's argument i: the keys, the fence when there is one, the args */
+static inline const char *rs_eval_arg(int i, int nkeys, int fenced, const char **keys,
+                                      const char *fence, const char **args)
+{
+    return i < nkeys ? keys[i] : i == nkeys && fenced ? fence : args[i - nkeys - fenced];
+}
+
 /* Run a script on `lane` (see rc_command_lane); routed by the first key,
  * with its slot's fence (rs_fence) as one more key. keys and args are
  * copied. */
@@ -218,8 +225,13 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     /* one allocation: the call, argv and argvlen, then copies of the
      * arguments (kept for the NOSCRIPT resend) */
     int argc = 3 + nkeys + fenced + nargs;
-    size_t bytes = fenced ? strlen(fence) + 1 : 0;
-    for (int i = 0; i < nkeys + nargs; i++) bytes += strlen(i < nkeys ? keys[i] : args[i - nkeys]) + 1;
+    /* each argument's length found once: a batch's are hundreds */
+    size_t lens_here[64], *lens = argc <= 64 ? lens_here : xmalloc((size_t)argc * sizeof(*lens));
+    size_t bytes = 0;
+    for (int i = 0; i < nkeys + fenced + nargs; i++) {
+        lens[i] = strlen(rs_eval_arg(i, nkeys, fenced, keys, fence, args));
+        bytes += lens[i] + 1;
+    }
     /* only the header is zeroed: argv, argvlen and the copies are written whole */
     rs_call *c = xmalloc(sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
     memset(c, 0, sizeof(*c));
@@ -233,13 +245,12 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     c->argvlen = (size_t *)(c->argv + argc);
     char *p = (char *)(c->argvlen + argc);
     for (int i = 0, j = 3; i < nkeys + fenced + nargs; i++, j++) {
-        const char *a = i < nkeys ? keys[i] : i == nkeys && fenced ? fence : args[i - nkeys - fenced];
-        size_t len = strlen(a);
-        memcpy(p, a, len + 1);
+        memcpy(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i] + 1);
         c->argv[j] = p;
-        c->argvlen[j] = len;
-        p += len + 1;
+        c->argvlen[j] = lens[i];
+        p += lens[i] + 1;
     }
+    if (lens != lens_here) free(lens);
     int n = util_fmt_int(c->nkeys, nkeys + fenced);
     util_copy(c->route, sizeof(c->route), keys[0]);
     c->argv[0] = "EVALSHA";
