@@ -445,7 +445,7 @@ int rc_parse_redirect(const char *s, int *ask, unsigned *slot, char *host, size_
 static void rc_req_free(rc_req *q)
 {
     if (q->retry_ev) event_free(q->retry_ev);
-    free(q); /* the command lives in the same block */
+    free(q); /* the command lives in the same block, or is the caller's */
 }
 
 typedef struct rc_fail {
@@ -598,15 +598,26 @@ static char *rc_resp_len(char *p, char type, size_t n)
     return p;
 }
 
-/* A request and its command, formatted once in RESP (what hiredis would
- * format on every send, a printf per argument), in one allocation. */
-static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
-                          const char **argv, const size_t *argvlen)
+char *rc_resp_count(char *p, size_t n)
 {
-    size_t bytes = 24;
-    for (int i = 0; i < argc; i++) bytes += (argvlen ? argvlen[i] : strlen(argv[i])) + 26;
-    /* only the header is zeroed: the command (a settle call's can be tens of
-     * KB) is written whole below */
+    return rc_resp_len(p, '*', n);
+}
+
+char *rc_resp_arg(char *p, const char *s, size_t len)
+{
+    p = rc_resp_len(p, '$', len);
+    memcpy(p, s, len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* A request, its command in RESP after it in the same allocation (bytes),
+ * or borrowed (bytes 0: set by the caller). Only the header is zeroed: the
+ * command (a settle call's can be tens of KB) is written whole. */
+static rc_req *rc_req_alloc(rcluster *c, rc_reply_fn *cb, void *priv, size_t bytes)
+{
     rc_req *q = malloc(sizeof(*q) + bytes);
     if (!q) return NULL;
     memset(q, 0, sizeof(*q));
@@ -614,15 +625,21 @@ static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
     q->cb = cb;
     q->priv = priv;
     q->cmd = (char *)(q + 1);
-    char *p = rc_resp_len(q->cmd, '*', (size_t)argc);
-    for (int i = 0; i < argc; i++) {
-        size_t len = argvlen ? argvlen[i] : strlen(argv[i]);
-        p = rc_resp_len(p, '$', len);
-        memcpy(p, argv[i], len);
-        p += len;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
+    return q;
+}
+
+/* A request and its command, formatted once in RESP (what hiredis would
+ * format on every send, a printf per argument), in one allocation. */
+static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
+                          const char **argv, const size_t *argvlen)
+{
+    size_t bytes = RC_RESP_HEAD;
+    for (int i = 0; i < argc; i++) bytes += RC_RESP_ARG(argvlen ? argvlen[i] : strlen(argv[i]));
+    rc_req *q = rc_req_alloc(c, cb, priv, bytes);
+    if (!q) return NULL;
+    char *p = rc_resp_count(q->cmd, (size_t)argc);
+    for (int i = 0; i < argc; i++)
+        p = rc_resp_arg(p, argv[i], argvlen ? argvlen[i] : strlen(argv[i]));
     q->cmdlen = (size_t)(p - q->cmd);
     return q;
 }
@@ -642,10 +659,10 @@ static void rc_oom_cb(evutil_socket_t fd, short what, void *arg)
     free(o);
 }
 
-static void rc_start(rcluster *c, int slot, int node, int lane, rc_reply_fn *cb, void *priv,
-                     int argc, const char **argv, const size_t *argvlen)
+/* Send q (NULL: out of memory, cb fails from the loop). */
+static void rc_start(rcluster *c, rc_req *q, int slot, int node, int lane, rc_reply_fn *cb,
+                     void *priv)
 {
-    rc_req *q = rc_req_new(c, cb, priv, argc, argv, argvlen);
     if (!q) {
         rc_oom *o = malloc(sizeof(*o));
         struct timeval tv = {0, 0};
@@ -663,12 +680,29 @@ static void rc_start(rcluster *c, int slot, int node, int lane, rc_reply_fn *cb,
     rc_send(q, node, 0);
 }
 
-void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
-                     int argc, const char **argv, const size_t *argvlen)
+static void rc_start_routed(rcluster *c, rc_req *q, const char *route, int lane,
+                            rc_reply_fn *cb, void *priv)
 {
     int slot = c->cluster ? (int)rc_key_slot(route, strlen(route)) : -1;
     int node = c->cluster ? c->slots[slot] : 0;
-    rc_start(c, slot, node, lane, cb, priv, argc, argv, argvlen);
+    rc_start(c, q, slot, node, lane, cb, priv);
+}
+
+void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
+                     int argc, const char **argv, const size_t *argvlen)
+{
+    rc_start_routed(c, rc_req_new(c, cb, priv, argc, argv, argvlen), route, lane, cb, priv);
+}
+
+void rc_command_resp(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
+                     const char *cmd, size_t len)
+{
+    rc_req *q = rc_req_alloc(c, cb, priv, 0);
+    if (q) {
+        q->cmd = (char *)cmd;
+        q->cmdlen = len;
+    }
+    rc_start_routed(c, q, route, lane, cb, priv);
 }
 
 rc_conn rc_reply_conn(const rcluster *c)
@@ -681,7 +715,7 @@ void rc_command_on(rcluster *c, rc_conn conn, rc_reply_fn *cb, void *priv, int a
 {
     rc_req *q = rc_req_new(c, cb, priv, argc, argv, argvlen);
     if (!q) {
-        rc_start(c, -1, -1, 0, cb, priv, argc, argv, argvlen); /* fails it from the loop */
+        rc_start(c, NULL, -1, -1, 0, cb, priv); /* fails it from the loop */
         return;
     }
     q->slot = -1;
@@ -702,7 +736,7 @@ void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
 void rc_node_command(rcluster *c, int node, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen)
 {
-    rc_start(c, -1, node, 0, cb, priv, argc, argv, argvlen);
+    rc_start(c, rc_req_new(c, cb, priv, argc, argv, argvlen), -1, node, 0, cb, priv);
 }
 
 /* ---- life -------------------------------------------------------------- */

@@ -62,6 +62,19 @@ void rc_command(rcluster *c, const char *route, rc_reply_fn *cb, void *priv,
 void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
                      int argc, const char **argv, const size_t *argvlen);
 
+/* The same for a command the caller wrote in RESP, cmd[0..len): not
+ * copied; the caller keeps it whole until cb has returned (it is sent again
+ * as it is on a retry or a redirect). */
+void rc_command_resp(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
+                     const char *cmd, size_t len);
+/* Writing RESP: "*n\r\n" at p, and an argument ("$len\r\n" s "\r\n"),
+ * each returning the end. RC_RESP_ARG(len): the most an argument of len
+ * bytes takes; RC_RESP_HEAD: the most "*n\r\n" takes. */
+#define RC_RESP_HEAD 24
+#define RC_RESP_ARG(len) ((len) + 26)
+char *rc_resp_count(char *p, size_t n);
+char *rc_resp_arg(char *p, const char *s, size_t len);
+
 /* Inside a reply callback: the connection that reply came on. */
 rc_conn rc_reply_conn(const rcluster *c);
 

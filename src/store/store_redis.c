@@ -152,37 +152,50 @@ static int64_t rs_now_ms(const store *s)
 
 /* ---- eval with NOSCRIPT fallback --------------------------------------- */
 
+/* A script call. Its command is written once, in RESP, in the same block:
+ * room for the head, then the tail (keys and arguments), which the NOSCRIPT
+ * resend puts behind a head of its own. */
+#define RS_HEAD_MAX 128
 typedef struct rs_call {
     rstore *rs;
     rs_script sc;
     int argc;
-    const char **argv;   /* [0..2] static, the rest copied into this block */
-    size_t *argvlen;
-    char nkeys[16];
     char route[KEY_MAX];
     rc_reply_fn *cb;
     void *priv;
-    int tried_eval;
     int lane;
+    char *cmd;           /* the command as sent: head then tail */
+    size_t cmdlen;
+    char *tail;          /* the keys and arguments, after the head's room */
+    size_t tail_len;
+    char *eval;          /* the resend's command, malloc'd; NULL before */
 } rs_call;
+
+/* The head of c's command, for `name` ("EVALSHA" or "EVAL") and `body`
+ * (the sha or the source), into out: its length. */
+static size_t rs_eval_head(const rs_call *c, const char *name, const char *body, char *out)
+{
+    char *p = rc_resp_count(out, (size_t)c->argc);
+    p = rc_resp_arg(p, name, strlen(name));
+    p = rc_resp_arg(p, body, strlen(body));
+    return (size_t)(p - out);
+}
 
 static void rs_eval_cb(redisReply *r, const char *err, void *priv)
 {
     rs_call *c = priv;
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
-        !c->tried_eval) {
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && !c->eval) {
         /* The node lost its scripts (flush, failover): send the source once. */
-        c->tried_eval = 1;
-        c->argv[0] = "EVAL";
-        c->argv[1] = c->rs->src[c->sc];
-        c->argvlen[0] = 4;
-        c->argvlen[1] = strlen(c->argv[1]);
-        rc_command_lane(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->argc, c->argv,
-                        c->argvlen);
+        const char *src = c->rs->src[c->sc];
+        c->eval = xmalloc(RC_RESP_HEAD + RC_RESP_ARG(4) + RC_RESP_ARG(strlen(src)) + c->tail_len);
+        size_t h = rs_eval_head(c, "EVAL", src, c->eval);
+        memcpy(c->eval + h, c->tail, c->tail_len);
+        rc_command_resp(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->eval, h + c->tail_len);
         return;
     }
     c->cb(r, err, c->priv);
-    free(c); /* argv and the arguments' copies live in the same block */
+    free(c->eval);
+    free(c); /* the command lives in the same block */
 }
 
 /* The fence of key's slot: P:{tag}:fence, a key no one writes, named last
@@ -216,50 +229,43 @@ static inline const char *rs_eval_arg(int i, int nkeys, int fenced, const char *
 
 /* Run a script on `lane` (see rc_command_lane); routed by the first key,
  * with its slot's fence (rs_fence) as one more key. keys and args are
- * copied. */
+ * copied (into the command, written once). */
 static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
                     const char **args, rc_reply_fn *cb, void *priv)
 {
-    char fence[KEY_MAX];
-    int fenced = rs_fence(keys[0], fence);
-    /* one allocation: the call, argv and argvlen, then copies of the
-     * arguments (kept for the NOSCRIPT resend) */
-    int argc = 3 + nkeys + fenced + nargs;
+    char fence[KEY_MAX], nk[UTIL_INT_MAX];
+    int fenced = rs_fence(keys[0], fence), n = nkeys + fenced + nargs;
+    size_t nkl = (size_t)util_fmt_int(nk, nkeys + fenced);
     /* each argument's length found once: a batch's are hundreds */
-    size_t lens_here[64], *lens = argc <= 64 ? lens_here : xmalloc((size_t)argc * sizeof(*lens));
-    size_t bytes = 0;
-    for (int i = 0; i < nkeys + fenced + nargs; i++) {
+    size_t lens_here[64], *lens = n <= 64 ? lens_here : xmalloc((size_t)n * sizeof(*lens));
+    size_t bytes = RS_HEAD_MAX + RC_RESP_ARG(nkl);
+    for (int i = 0; i < n; i++) {
         lens[i] = strlen(rs_eval_arg(i, nkeys, fenced, keys, fence, args));
-        bytes += lens[i] + 1;
+        bytes += RC_RESP_ARG(lens[i]);
     }
-    /* only the header is zeroed: argv, argvlen and the copies are written whole */
-    rs_call *c = xmalloc(sizeof(*c) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes);
+    /* only the header is zeroed: the command is written whole */
+    rs_call *c = xmalloc(sizeof(*c) + bytes);
     memset(c, 0, sizeof(*c));
     c->lane = lane;
     c->rs = rs;
     c->sc = sc;
     c->cb = cb;
     c->priv = priv;
-    c->argc = argc;
-    c->argv = (const char **)(c + 1);
-    c->argvlen = (size_t *)(c->argv + argc);
-    char *p = (char *)(c->argvlen + argc);
-    for (int i = 0, j = 3; i < nkeys + fenced + nargs; i++, j++) {
-        memcpy(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i] + 1);
-        c->argv[j] = p;
-        c->argvlen[j] = lens[i];
-        p += lens[i] + 1;
-    }
+    c->argc = 3 + n;
+    c->tail = (char *)(c + 1) + RS_HEAD_MAX;
+    char *p = rc_resp_arg(c->tail, nk, nkl);
+    for (int i = 0; i < n; i++) p = rc_resp_arg(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i]);
     if (lens != lens_here) free(lens);
-    int n = util_fmt_int(c->nkeys, nkeys + fenced);
+    c->tail_len = (size_t)(p - c->tail);
+    /* the head, written just before the tail */
+    char head[RS_HEAD_MAX];
+    size_t h = rs_eval_head(c, "EVALSHA", rs->sha[sc], head);
+    log_assert(h <= RS_HEAD_MAX);
+    c->cmd = c->tail - h;
+    memcpy(c->cmd, head, h);
+    c->cmdlen = h + c->tail_len;
     util_copy(c->route, sizeof(c->route), keys[0]);
-    c->argv[0] = "EVALSHA";
-    c->argv[1] = rs->sha[sc];
-    c->argv[2] = c->nkeys;
-    c->argvlen[0] = 7;
-    c->argvlen[1] = strlen(rs->sha[sc]);
-    c->argvlen[2] = (size_t)n;
-    rc_command_lane(rs->rc, c->route, lane, rs_eval_cb, c, c->argc, c->argv, c->argvlen);
+    rc_command_resp(rs->rc, c->route, lane, rs_eval_cb, c, c->cmd, c->cmdlen);
 }
 
 /* ---- tasks not yet ended, per queue (flow.lua's n) ---------------------- */

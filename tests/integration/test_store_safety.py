@@ -273,3 +273,23 @@ def test_while_waiting_for_a_redis_that_never_answers_the_api_answers_at_once(ti
         assert time.monotonic() - start < 10
     finally:
         silent.close()
+
+
+def test_scripts_flushed_are_sent_again_and_nothing_fails(redis, receiver, tickd_factory):
+    """A node that lost its scripts (SCRIPT FLUSH, a failover to a replica
+    that never loaded them) answers NOSCRIPT: each script call is sent again
+    once with the script's source, so an add, a claim and a settle still
+    work, and the task fires once."""
+    t = tickd_factory(redis).start()
+    first = t.post({"callback_url": receiver.url("/before"), "delay_ms": 200})["id"]
+    wait_for(lambda: first in receiver.by_task(), 10, what="a task before the flush")
+    assert redis.cli("SCRIPT", "FLUSH") == "OK"
+    tid = t.post({"callback_url": receiver.url("/after"), "delay_ms": 300})["id"]
+    code, body = t.request("POST", "/v1/tasks/batch", {"tasks": [
+        {"callback_url": receiver.url("/b"), "delay_ms": 300, "key": f"b{i}"} for i in range(3)]})
+    assert code == 200 and all("id" in r for r in body["results"]), body
+    wait_for(lambda: tid in receiver.by_task(), 10, what="a task after the flush")
+    wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 10, what="its settle")
+    for r in body["results"]:
+        wait_for(lambda: t.get(r["id"])[1]["status"] == "succeeded", 10, what="a batch task")
+    assert len(receiver.by_task()[tid]) == 1
