@@ -206,12 +206,13 @@ fmt() { # fmt VALUE [DECIMALS]: thousands grouped, "n/a" when empty
     o = i o; if (neg) o = "-" o; if (d > 0) o = o "." p[2]; print o }'
 }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f×", a / b; else print "n/a"}' || echo "n/a"; }
+quot() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) print a / b}' || true; } # a / b, unrounded; empty when either is missing
 judge() { # judge AWK-CONDITION a b: met / missed / n/a
   [ -n "$2" ] && { [ -n "${3:-}" ] || [[ $1 != *b* ]]; } || { echo "n/a"; return; }
   awk -v a="$2" -v b="${3:-0}" "BEGIN {print ($1) ? \"met\" : \"**missed**\"}"
 }
 
-# judge_floor AWK-CONDITION a floor [DECIMALS]: as judge, and where tickd
+# judge_floor AWK-CONDITION a floor [DECIMALS [UNIT]]: as judge, and where tickd
 # misses, says whether the floor measured in this run (what no scheduler
 # beats on this machine: bench/floor's scripts, volley.c, parse-and-store)
 # misses the same target too, i.e. the target is out of this machine's reach
@@ -220,7 +221,7 @@ judge_floor() {
   local r
   r=$(judge "$1" "$2")
   if [ "$r" = "**missed**" ] && [ -n "$3" ] && [ "$(judge "$1" "$3")" = "**missed**" ]; then
-    r="**missed**; out of reach in this run: the floor, $(fmt "$3" "${4:-1}"), misses it too"
+    r="**missed**; out of reach in this run: the floor, $(fmt "$3" "${4:-1}")${5:-}, misses it too"
   fi
   echo "$r"
 }

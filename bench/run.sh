@@ -555,7 +555,7 @@ table=$(
   echo "| burst: tickd's CPU a callback vs wrk's a callback-shaped request to the same receiver (us) | $(fmt "$pct" 1) | $(fmt "$wcu" 1) (wrk) | $(ratio "$pct" "$wcu") | ≤ 1.3× wrk | $(judge 'a <= 1.3 * b' "$pct" "$wcu") |"
   echo "| burst: Redis's CPU a callback (claim and settle; us) | $(fmt "$bcr" 1) | — | — | ≤ 8 us | $(judge_floor 'a <= 8' "$bcr" "$bfr") |"
   echo "| burst: the receiver's CPU a callback (us) | $(fmt "$bcv" 1) | — | — | — | info |"
-  echo "| burst rate vs the receiver's limit (callback-shaped wrk, requests/s) | $(fmt "$prt") | $(fmt "$wcr") (receiver) | $(ratio "$prt" "$wcr") | ≥ 0.85× | $(judge 'a >= 0.85 * b' "$prt" "$wcr") |"
+  echo "| burst rate vs the receiver's limit (callback-shaped wrk, requests/s) | $(fmt "$prt") | $(fmt "$wcr") (receiver) | $(ratio "$prt" "$wcr") | ≥ 0.85× | $(judge_floor 'a >= 0.85' "$(quot "$prt" "$wcr")" "$(quot "$pfr" "$wfr")" 2 ×) |"
   echo "| burst at the keyspace's floor (tickd running bench/floor's claim and settle, which leave out the features lua/ keeps): Redis's CPU a callback (us) | $(fmt "$bfr" 1) | $(fmt "$bcr" 1) (lua/) | $(ratio "$bfr" "$bcr") | — | info: the least any design of these keys costs Redis here |"
   echo "| burst at the keyspace's floor: rate vs the receiver's limit (requests/s) | $(fmt "$pfr") | $(fmt "$wfr") (receiver) | $(ratio "$pfr" "$wfr") | — | info: the most any design of these keys reaches here |"
   echo "| burst lateness p99 (ms) | $(fmt "$bpt" 1) | $(fmt "$bpb" 1) | $(ratio "$bpt" "$bpb") | lower than BullMQ | $(judge 'a < b' "$bpt" "$bpb") |"
