@@ -1,14 +1,16 @@
 -- add: store tasks in their home slice (this call's slice). Idempotent on the id.
--- KEYS: due, task, del. ARGV: slice_end_ms, grace_ms, then per task a group
--- of 6: id, record (src/model/task.h), due_ms, timeout_ms (due_ms and timeout_ms
+-- KEYS: due, task, del. ARGV: slice_end_ms, grace_ms, again ('1': this call
+-- may have run before, its answer lost: rcluster sent it again), then per task
+-- a group of 6: id, record (src/model/task.h), due_ms, timeout_ms (due_ms and timeout_ms
 -- as integers), queue ('' = the default), form: f = fresh (lib.lua; its key
 -- is tickd's, due at its execute_at), k = full, c = full, and its key could
 -- be one tickd made (a fresh task of that id is looked for too). The state
 -- names the queue (q: its name, 1 for the default; lib.lua state_queue) so
 -- that its end is counted off it.
--- Returns one element per task, in order: 1 when stored, or the state already
--- stored under that id (also for an id repeated within the call: the first one
--- is stored). A stored task's state is what tickd sent: it is not sent back.
+-- Returns one element per task, in order: 1 when stored (by this call, or by
+-- its first run when it is sent again), or the state already stored under that
+-- id (also for an id repeated within the call: the first one is stored). A
+-- stored task's state is what tickd sent: it is not sent back.
 -- Refuses (error STALE) a slice the scan may already have passed: nothing is
 -- written then.
 local G = 6
@@ -17,16 +19,23 @@ if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
   return redis.error_reply('STALE slice already passed by the scan')
 end
 -- Every task: its state, to find one stored before. A fresh one is named by
--- no other add, but this very call may come again (a command is sent again
--- when its connection drops before the answer): once the task has become
--- full (claimed, cancelled) its state says so; before, its member does.
-local sfields, fresh = {}, {}
-for i = 3, #ARGV, G do
-  sfields[#sfields + 1] = 's:' .. ARGV[i]
-  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1] end
+-- no other add (its id is new: a key tickd drew), but this very call may come
+-- again (a command is sent again when its connection drops before the
+-- answer; ARGV[3] then says so): once the task has become full (claimed,
+-- cancelled) its state says so; before, its member does. A call of fresh
+-- tasks only, sent once, has nothing to look for.
+local maybe_again = ARGV[3] == '1'
+local sfields, fresh, looked = {}, {}, maybe_again
+for i = 4, #ARGV, G do
+  if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1]
+  else looked = true end
 end
-local old = redis.call('HMGET', KEYS[2], unpack(sfields))
-local again = #fresh > 0 and redis.call('ZMSCORE', KEYS[1], unpack(fresh)) or {}
+local old = {}
+if looked then
+  for i = 4, #ARGV, G do sfields[#sfields + 1] = 's:' .. ARGV[i] end
+  old = redis.call('HMGET', KEYS[2], unpack(sfields))
+end
+local again = maybe_again and #fresh > 0 and redis.call('ZMSCORE', KEYS[1], unpack(fresh)) or {}
 -- The state a stored task starts in (its group at ARGV[i]); queue names are
 -- [A-Za-z0-9._-]: nothing to escape
 local function scheduled(i)
@@ -36,8 +45,8 @@ local function scheduled(i)
 end
 local out, seen, hset, zadd, ids, full = {}, {}, {}, {}, {}, {}
 local fi = 0
-for i = 3, #ARGV, G do
-  local id, n, form = ARGV[i], (i - 3) / G + 1, ARGV[i + 5]
+for i = 4, #ARGV, G do
+  local id, n, form = ARGV[i], (i - 4) / G + 1, ARGV[i + 5]
   local prev = old[n] or (seen[id] and scheduled(seen[id]))
   local member = id
   if form == 'f' then
@@ -50,13 +59,15 @@ for i = 3, #ARGV, G do
     if m then prev = cjson.encode(fresh_state(rec, at)) end
   end
   if prev then
-    out[#out + 1] = prev
+    -- a fresh task found is this call's own (its id is new), stored by its
+    -- first run, whose answer was lost: told stored, as that run would have
+    out[#out + 1] = form == 'f' and 1 or prev
   else
     seen[id] = i
     if form ~= 'f' then
       hset[#hset + 1] = id
       hset[#hset + 1] = ARGV[i + 1]
-      hset[#hset + 1] = sfields[n]
+      hset[#hset + 1] = sfields[n] or ('s:' .. id)
       hset[#hset + 1] = scheduled(i)
       full[#full + 1] = id
     end

@@ -168,6 +168,7 @@ typedef struct rs_call {
     size_t cmdlen;
     char *tail;          /* the keys and arguments, after the head's room */
     size_t tail_len;
+    long again;          /* in the tail, the byte rcluster sets on a resend; -1: none */
     char *eval;          /* the resend's command, malloc'd; NULL before */
 } rs_call;
 
@@ -190,7 +191,8 @@ static void rs_eval_cb(redisReply *r, const char *err, void *priv)
         c->eval = xmalloc(RC_RESP_HEAD + RC_RESP_ARG(4) + RC_RESP_ARG(strlen(src)) + c->tail_len);
         size_t h = rs_eval_head(c, "EVAL", src, c->eval);
         memcpy(c->eval + h, c->tail, c->tail_len);
-        rc_command_resp(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->eval, h + c->tail_len);
+        rc_command_resp(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->eval, h + c->tail_len,
+                        c->again >= 0 ? (long)h + c->again : -1);
         return;
     }
     c->cb(r, err, c->priv);
@@ -229,9 +231,11 @@ static inline const char *rs_eval_arg(int i, int nkeys, int fenced, const char *
 
 /* Run a script on `lane` (see rc_command_lane); routed by the first key,
  * with its slot's fence (rs_fence) as one more key. keys and args are
- * copied (into the command, written once). */
-static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
-                    const char **args, rc_reply_fn *cb, void *priv)
+ * copied (into the command, written once). args[again] (when >= 0) is a
+ * one-byte argument, "0", that becomes "1" if the call is sent again
+ * (rc_command_resp): the script then knows it may have run before. */
+static void rs_eval_again(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys,
+                          int nargs, const char **args, int again, rc_reply_fn *cb, void *priv)
 {
     char fence[KEY_MAX], nk[UTIL_INT_MAX];
     int fenced = rs_fence(keys[0], fence), n = nkeys + fenced + nargs;
@@ -253,8 +257,13 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     c->priv = priv;
     c->argc = 3 + n;
     c->tail = (char *)(c + 1) + RS_HEAD_MAX;
+    c->again = -1;
     char *p = rc_resp_arg(c->tail, nk, nkl);
-    for (int i = 0; i < n; i++) p = rc_resp_arg(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i]);
+    for (int i = 0; i < n; i++) {
+        p = rc_resp_arg(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i]);
+        if (i == nkeys + fenced + again && again >= 0 && lens[i] == 1)
+            c->again = (long)(p - 3 - c->tail);   /* its byte, before the CRLF */
+    }
     if (lens != lens_here) free(lens);
     c->tail_len = (size_t)(p - c->tail);
     /* the head, written just before the tail */
@@ -265,7 +274,14 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
     memcpy(c->cmd, head, h);
     c->cmdlen = h + c->tail_len;
     util_copy(c->route, sizeof(c->route), keys[0]);
-    rc_command_resp(rs->rc, c->route, lane, rs_eval_cb, c, c->cmd, c->cmdlen);
+    rc_command_resp(rs->rc, c->route, lane, rs_eval_cb, c, c->cmd, c->cmdlen,
+                    c->again >= 0 ? (long)h + c->again : -1);
+}
+
+static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
+                    const char **args, rc_reply_fn *cb, void *priv)
+{
+    rs_eval_again(rs, lane, sc, nkeys, keys, nargs, args, -1, cb, priv);
 }
 
 /* ---- tasks not yet ended, per queue (flow.lua's n) ---------------------- */
@@ -1887,10 +1903,11 @@ static void rs_add_batch_send_now(void *priv)
     /* half the scan's grace: the add refuses a slice well before the scan
      * may pass it, so no clock difference between replicas loses a task */
     util_fmt_int(grace, rs->base.cfg->slice_grace_ms / 2);
-    const char *args[2 + 6 * STORE_ADD_MAX];
+    const char *args[3 + 6 * STORE_ADD_MAX];
     int n = 0;
     args[n++] = end;
     args[n++] = grace;
+    args[n++] = "0";   /* "1" if sent again (add.lua) */
     for (store_op *op = b->ops; op; op = op->next) {
         args[n++] = op->id;
         args[n++] = op->t.rec;
@@ -1906,7 +1923,7 @@ static void rs_add_batch_send_now(void *priv)
     }
     /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
      * of its own connection, and blocks none but that one */
-    rs_eval(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, rs_add_batch_cb, b);
+    rs_eval_again(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, 2, rs_add_batch_cb, b);
 }
 
 static void rs_add_flush_cb(evutil_socket_t fd, short what, void *arg)

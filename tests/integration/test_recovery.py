@@ -265,3 +265,62 @@ def test_a_node_that_accepts_and_drops_holds_no_memory(redis, receiver, tickd_fa
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="healthy again")
     tid = t.post({"callback_url": receiver.url(), "delay_ms": 200})["id"]
     wait_for(lambda: tid in receiver.by_task(), 15, what="the task after the outage")
+
+
+class _LosingProxy:
+    """A TCP proxy in front of a Redis that, once a command holding `mark`
+    went through to Redis, drops the next answer Redis sends on that
+    connection and closes it: the command ran, its answer was lost."""
+
+    def __init__(self, port, mark):
+        self.port_to, self.mark, self.lost = port, mark, 0
+        self.srv = TcpServer(self._serve)
+        self.port = self.srv.port
+
+    def _serve(self, c):
+        u = socket.create_connection(("127.0.0.1", self.port_to))
+        armed = threading.Event()
+
+        def up():   # tickd -> Redis, arming on the mark
+            try:
+                while (data := c.recv(65536)):
+                    if self.mark in data and not self.lost:
+                        armed.set()
+                    u.sendall(data)
+            except OSError:
+                pass
+
+        threading.Thread(target=up, daemon=True).start()
+        try:
+            while (data := u.recv(65536)):
+                if armed.is_set() and not self.lost:
+                    self.lost += 1
+                    break
+                c.sendall(data)
+        except OSError:
+            pass
+        for s in (c, u):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_an_add_whose_answer_is_lost_is_sent_again_and_stores_once(redis, receiver, tickd_factory):
+    """The add of a task (a fresh one: no key given) ran in Redis, and its
+    answer was lost with the connection. rcluster sends the call again,
+    marked so (lua/add.lua's "again"): the second run finds the task stored
+    by the first, so the slice counts it open once, and it fires once."""
+    proxy = _LosingProxy(redis.port, b"/lost-answer")
+    t = tickd_factory(f"127.0.0.1:{proxy.port}").start()
+    code, body = t.request("POST", "/v1/tasks", {"callback_url": receiver.url("/lost-answer"),
+                                                 "delay_ms": 4000})
+    assert code == 201, (code, body)
+    assert proxy.lost == 1, "no answer was lost: the test proved nothing"
+    tid = body["id"]
+    slice_ = ".".join(tid.split(".")[:2])
+    assert redis.cli("HGET", f"tickd:{{{slice_}}}:task", "#open") == "1"
+    assert redis.cli("ZCARD", f"tickd:{{{slice_}}}:due") == "1"  # (due beyond the lookahead)
+    wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 10, what="the task fired")
+    assert len(receiver.by_task()[tid]) == 1
+    assert redis.cli("HGET", f"tickd:{{{slice_}}}:task", "#open") == "0"
