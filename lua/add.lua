@@ -7,15 +7,19 @@
 -- be one tickd made (a fresh task of that id is looked for too). The state
 -- names the queue (q: its name, 1 for the default; lib.lua state_queue) so
 -- that its end is counted off it.
--- Returns one element per task, in order: 1 when stored (by this call, or by
--- its first run when it is sent again), or the state already stored under that
--- id (also for an id repeated within the call: the first one is stored). A
--- stored task's state is what tickd sent: it is not sent back.
+-- Returns one element per task, in order: 1 when stored, 2 when stored by this
+-- call's first run (it was sent again: a fresh task found is its own, its id
+-- being new), or the state already stored under that id (also for an id
+-- repeated within the call: the first one is stored). A stored task's state is
+-- what tickd sent: it is not sent back.
 -- Refuses (error STALE) a slice the scan may already have passed: nothing is
--- written then.
+-- written then. A call sent again is answered all the same when its first run
+-- stored every task of it (nothing is left to write).
 local G = 6
 local now = now_ms()
-if tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now then
+local maybe_again = ARGV[3] == '1'
+local stale = tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now
+if stale and not maybe_again then
   return redis.error_reply('STALE slice already passed by the scan')
 end
 -- Every task: its state, to find one stored before. A fresh one is named by
@@ -24,7 +28,6 @@ end
 -- answer; ARGV[3] then says so): once the task has become full (claimed,
 -- cancelled) its state says so; before, its member does. A call of fresh
 -- tasks only, sent once, has nothing to look for.
-local maybe_again = ARGV[3] == '1'
 local sfields, fresh, looked = {}, {}, maybe_again
 for i = 4, #ARGV, G do
   if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1]
@@ -49,19 +52,21 @@ for i = 4, #ARGV, G do
   local id, n, form = ARGV[i], (i - 4) / G + 1, ARGV[i + 5]
   local prev = old[n] or (seen[id] and scheduled(seen[id]))
   local member = id
+  local own = false
   if form == 'f' then
     fi = fi + 1
     member = fresh[fi]
-    if again[fi] then prev = prev or cjson.encode(fresh_state(ARGV[i + 1], tonumber(again[fi]))) end
+    -- found (fresh still, or full since): this call's first run stored it
+    own = old[n] or again[fi]
   end
   if form == 'c' and not prev then
     local m, rec, at = fresh_find(KEYS[1], id)
     if m then prev = cjson.encode(fresh_state(rec, at)) end
   end
-  if prev then
-    -- a fresh task found is this call's own (its id is new), stored by its
-    -- first run, whose answer was lost: told stored, as that run would have
-    out[#out + 1] = form == 'f' and 1 or prev
+  if own then
+    out[#out + 1] = 2
+  elseif prev then
+    out[#out + 1] = prev
   else
     seen[id] = i
     if form ~= 'f' then
@@ -76,6 +81,10 @@ for i = 4, #ARGV, G do
     ids[#ids + 1] = id
     out[#out + 1] = 1
   end
+end
+-- (sent again past the slice's end, with a task its first run did not store)
+if stale and #ids > 0 then
+  return redis.error_reply('STALE slice already passed by the scan')
 end
 -- Old tombstones of these ids go first (one left behind would make the claim
 -- drop the new task; a fresh task's id is new), then the :due entries: if a

@@ -127,7 +127,9 @@ static void api_created_text(util_buf *b, const char *id, const char *key, int64
 }
 
 /* The status of a task add() answered: a stored one is scheduled (add.lua
- * writes that state), one found has its state's. */
+ * writes that state; one its call's first run stored, found when the call
+ * was sent again, may have been claimed since: scheduled is what this
+ * request made), one found has its state's. */
 static void api_added_status(store_status st, const char *state, char *out, size_t outlen)
 {
     if (st == ST_OK) util_copy(out, outlen, "scheduled");
@@ -152,10 +154,16 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
                    "application/json", body, b.len);
         r->a->busy--;
         api_req_free(r);
+    } else if (id) {
+        /* stored, or perhaps stored: err says which; the id lets the
+         * client look (the batch's results carry it the same way) */
+        cJSON *o = api_error_body("unavailable", err);
+        cJSON_AddStringToObject(o, "id", id);
+        api_finish(r, 503, "Service Unavailable", o);
+        cJSON_Delete(o);
     } else {
         char msg[400];
         snprintf(msg, sizeof(msg), "redis: %s; the task was not stored", err ? err : "unavailable");
-        if (id) snprintf(msg, sizeof(msg), "%s", err);
         api_finish_error(r, 503, "unavailable", msg);
     }
     task_input_free(&it->t);

@@ -54,6 +54,7 @@ struct rc_node {
 
 struct rcluster {
     rc_conn reply_conn;         /* the connection of the reply being handed over */
+    int reply_sent;             /* its command was handed to a connection before */
     struct event_base *base;
     int cluster;
     rc_node **nodes;
@@ -460,6 +461,7 @@ static void rc_fail_cb(evutil_socket_t fd, short what, void *arg)
 {
     rc_fail *f = arg;
     (void)fd, (void)what;
+    f->q->c->reply_sent = f->q->sent;
     f->q->cb(NULL, f->err, f->q->priv);
     rc_req_free(f->q);
     free(f);
@@ -478,6 +480,7 @@ static void rc_fail_later(rc_req *q, const char *err)
         free(f);
     }
     /* out of memory: nothing better than failing now */
+    q->c->reply_sent = q->sent;
     q->cb(NULL, err, q->priv);
     rc_req_free(q);
 }
@@ -530,6 +533,7 @@ static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
                strncmp(r->str, "ASK ", 4) != 0))
         q->c->errors++;
     q->c->reply_conn = l ? (rc_conn){l->n->idx, l->lane, l->gen} : (rc_conn){-1, 0, 0};
+    q->c->reply_sent = 1;
     if (q->pinned) { /* its answer, whatever it is: never sent again */
         q->cb(r, r ? NULL : "redis connection lost", q->priv);
         rc_req_free(q);
@@ -654,6 +658,7 @@ static rc_req *rc_req_new(rcluster *c, rc_reply_fn *cb, void *priv, int argc,
 static void rc_oom_cb(evutil_socket_t fd, short what, void *arg);
 
 typedef struct rc_oom {
+    rcluster *c;
     rc_reply_fn *cb;
     void *priv;
 } rc_oom;
@@ -662,6 +667,7 @@ static void rc_oom_cb(evutil_socket_t fd, short what, void *arg)
 {
     rc_oom *o = arg;
     (void)fd, (void)what;
+    o->c->reply_sent = 0;
     o->cb(NULL, "out of memory", o->priv);
     free(o);
 }
@@ -673,10 +679,11 @@ static void rc_start(rcluster *c, rc_req *q, int slot, int node, int lane, rc_re
     if (!q) {
         rc_oom *o = malloc(sizeof(*o));
         struct timeval tv = {0, 0};
-        if (o && (o->cb = cb, o->priv = priv,
+        if (o && (o->c = c, o->cb = cb, o->priv = priv,
                   event_base_once(c->base, -1, EV_TIMEOUT, rc_oom_cb, o, &tv) == 0))
             return;
         free(o);
+        c->reply_sent = 0;
         cb(NULL, "out of memory", priv);
         return;
     }
@@ -716,6 +723,11 @@ void rc_command_resp(rcluster *c, const char *route, int lane, rc_reply_fn *cb, 
 rc_conn rc_reply_conn(const rcluster *c)
 {
     return c->reply_conn;
+}
+
+int rc_reply_sent(const rcluster *c)
+{
+    return c->reply_sent;
 }
 
 void rc_command_on(rcluster *c, rc_conn conn, rc_reply_fn *cb, void *priv, int argc,

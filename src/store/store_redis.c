@@ -266,10 +266,12 @@ static void rs_eval_again(rstore *rs, int lane, rs_script sc, int nkeys, const c
     }
     if (lens != lens_here) free(lens);
     c->tail_len = (size_t)(p - c->tail);
-    /* the head, written just before the tail */
+    /* the head, written just before the tail (a sha is 40 hex digits,
+     * checked when the scripts load) */
+    _Static_assert(RC_RESP_HEAD + RC_RESP_ARG(7) + RC_RESP_ARG(40) <= RS_HEAD_MAX,
+                   "RS_HEAD_MAX holds an EVALSHA head");
     char head[RS_HEAD_MAX];
     size_t h = rs_eval_head(c, "EVALSHA", rs->sha[sc], head);
-    log_assert(h <= RS_HEAD_MAX);
     c->cmd = c->tail - h;
     memcpy(c->cmd, head, h);
     c->cmdlen = h + c->tail_len;
@@ -1721,7 +1723,9 @@ typedef struct store_op {
     char due[UTIL_INT_MAX], to[UTIL_INT_MAX]; /* add: due_ms and timeout_ms as the script takes them */
     int64_t end_ms;        /* add: end of the home slice's minute */
     int tries;
-    int exists;            /* add: the id was stored before */
+    int exists;            /* add: the id was stored before (ST_EXISTS) */
+    int before;            /* add: written by an earlier call, this one's first
+                            * run among them: not by this call's writes */
     int written;           /* add: the script answered (its WAIT may not) */
     void *cb;
     void *priv;
@@ -1784,7 +1788,7 @@ static void rs_wait_cb(redisReply *r, const char *err, void *priv)
              r && r->type == REDIS_REPLY_INTEGER ? "too few replicas" : rs_err(r, err));
     for (store_op *op = b->ops, *next; op; op = next) {
         next = op->next;
-        if (op->exists ? ok_stored : ok)
+        if (op->before ? ok_stored : ok)
             rs_add_done(op, op->exists ? ST_EXISTS : ST_OK, op->state, NULL);
         else
             rs_add_done(op, ST_UNAVAILABLE, NULL, why);
@@ -1810,14 +1814,16 @@ static void rs_touch_cb(redisReply *r, const char *err, void *priv)
     rs_wait_send(b);
 }
 
-/* add.lua's answer: one element a task, 1 when stored, the state found
- * under its id otherwise. */
+/* add.lua's answer: one element a task, 1 when stored, 2 when stored by
+ * this call's first run (it was sent again), the state found under its id
+ * otherwise. */
 static int rs_add_reply_ok(const redisReply *r, int n)
 {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) return 0;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
-        if (!(e->type == REDIS_REPLY_INTEGER && e->integer == 1) && e->type != REDIS_REPLY_STRING)
+        if (!(e->type == REDIS_REPLY_INTEGER && (e->integer == 1 || e->integer == 2)) &&
+            e->type != REDIS_REPLY_STRING)
             return 0;
     }
     return 1;
@@ -1840,21 +1846,36 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         return;
     }
     if (!rs_add_reply_ok(r, b->n)) {
-        rs_add_fail_all(ops, rs_err(r, err));
+        if (!r && rc_reply_sent(rs->rc)) {
+            /* sent, never answered: it may have run, so each task is named
+             * (its id) and not said to be unstored */
+            char why[300];
+            snprintf(why, sizeof(why), "redis: %s after the task was sent: it may have been "
+                     "stored; GET it by its id to know, or POST it again with a key",
+                     err ? err : "no answer");
+            for (store_op *op = ops; op; op = op->next) op->written = 1;
+            rs_add_fail_all(ops, why);
+        } else {
+            rs_add_fail_all(ops, rs_err(r, err));
+        }
         free(b);
         return;
     }
-    int fresh = 0;
+    int written_here = 0;
     size_t i = 0;
     for (store_op *op = ops; op; op = op->next, i++) {
         op->exists = r->element[i]->type == REDIS_REPLY_STRING;
-        fresh += !op->exists;
+        op->before = op->exists || r->element[i]->integer == 2;
+        written_here += !op->before;
+        /* stored by this call (its first run's answer was lost: not
+         * counted then) */
         if (!op->exists) qcount_add(rs, op->t.queue, 1);
     }
     if (rs->base.cfg->wait_replicas > 0) {
         /* WAIT counts the writes of its own connection: it goes on the
          * connection this answer came on, or fails (a resend on another
-         * would confirm nothing). An id found stored was written by another
+         * would confirm nothing). An id found stored (answered with its
+         * state, or 2: by this call's first run) was written by another
          * call, perhaps this one sent before on a connection since lost: a
          * write of this connection behind it, on the same master, makes the
          * WAIT cover it too. */
@@ -1865,7 +1886,7 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
             op->written = 1;
             if (op->exists) op->state = xstrndup(r->element[i]->str, r->element[i]->len);
         }
-        if (fresh == b->n) {
+        if (written_here == b->n) {
             rs_wait_send(b);
             return;
         }
@@ -2000,6 +2021,7 @@ static void rs_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
     store_op *op = xmalloc(sizeof(*op));
     op->tries = 0;
     op->exists = 0;
+    op->before = 0;
     op->written = 0;
     op->state = NULL;
     op->rs = RS(s);

@@ -402,14 +402,23 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     first = ["EVAL", add, 3, *k[:3], end, 30000, "0", tid, rec, at, 10000, "", "f"]
     call = first[:8] + ["1"] + first[9:]  # as rcluster sends it again
     assert redis.cli(*first).splitlines() == ["1"]
-    # still fresh: its member found, this call's own (stored, not again)
-    assert redis.cli(*call).splitlines() == ["1"]
+    # still fresh: its member found, this call's own (2: stored by its first run)
+    assert redis.cli(*call).splitlines() == ["2"]
     assert redis.cli("HGET", k[1], "#open") == "1"
     assert redis.cli("EVAL", cancel, 6, *k, tid, 60000, 60000).splitlines()[0] == "ok"
     assert redis.cli("HGET", k[1], "#open") == "0"
-    assert redis.cli(*call).splitlines() == ["1"]  # its state found: stored before
+    assert redis.cli(*call).splitlines() == ["2"]  # its state found: stored before
     assert redis.cli("HGET", k[1], "#open") == "0"
     assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]  # no fresh member again
+    # sent again once the slice's end has passed: answered when its first run
+    # stored every task, refused whole (nothing written) when one is new
+    late = call[:6] + [now_ms() - 60000] + call[7:]
+    assert redis.cli(*late).splitlines() == ["2"]
+    assert "STALE" in redis.cli(*(late[:8] + ["0"] + late[9:]))
+    other = f"{sl}.{at}.Zz3dEf7hIj9lMn1pQr5tUv"
+    assert "STALE" in redis.cli(*(late + [other, rec, at, 10000, "", "f"]))
+    assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]
+    assert redis.cli("HGET", k[1], "#open") == "0"
 
 
 def test_batch_answer_text(tickd, receiver):

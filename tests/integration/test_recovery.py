@@ -269,58 +269,118 @@ def test_a_node_that_accepts_and_drops_holds_no_memory(redis, receiver, tickd_fa
 
 class _LosingProxy:
     """A TCP proxy in front of a Redis that, once a command holding `mark`
-    went through to Redis, drops the next answer Redis sends on that
-    connection and closes it: the command ran, its answer was lost."""
+    has gone through to Redis, forwards nothing more from Redis on that
+    connection and closes it as soon as Redis shows the command ran
+    (ran(): a check on Redis itself): the command ran, its answer was lost."""
 
-    def __init__(self, port, mark):
-        self.port_to, self.mark, self.lost = port, mark, 0
+    def __init__(self, port, mark, ran, then_dead=False):
+        self.port_to, self.mark, self.ran, self.lost = port, mark, ran, 0
+        self.then_dead, self.dead = then_dead, False   # then: every connection closed at once
         self.srv = TcpServer(self._serve)
         self.port = self.srv.port
 
     def _serve(self, c):
+        if self.dead:
+            return
         u = socket.create_connection(("127.0.0.1", self.port_to))
         armed = threading.Event()
 
-        def up():   # tickd -> Redis, arming on the mark
+        def close():
+            for s in (c, u):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        def up():   # tickd -> Redis; armed once the mark is on its way
             try:
                 while (data := c.recv(65536)):
-                    if self.mark in data and not self.lost:
+                    marked = self.mark in data and not self.lost
+                    if marked:   # before it goes: its answer must not get through
+                        self.lost += 1
                         armed.set()
                     u.sendall(data)
+                    if marked:
+                        wait_for(self.ran, 10, what="the command ran in Redis")
+                        self.dead = self.then_dead
+                        close()
+                        return
             except OSError:
                 pass
 
         threading.Thread(target=up, daemon=True).start()
         try:
             while (data := u.recv(65536)):
-                if armed.is_set() and not self.lost:
-                    self.lost += 1
-                    break
+                if armed.is_set():
+                    continue   # every answer from here on is lost
                 c.sendall(data)
         except OSError:
             pass
-        for s in (c, u):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        close()
 
 
-def test_an_add_whose_answer_is_lost_is_sent_again_and_stores_once(redis, receiver, tickd_factory):
+@pytest.mark.parametrize("wait", [False, True], ids=["alone", "wait_replicas"])
+def test_an_add_whose_answer_is_lost_is_sent_again_and_stores_once(tmp_path, redis, receiver,
+                                                                   tickd_factory, wait):
     """The add of a task (a fresh one: no key given) ran in Redis, and its
     answer was lost with the connection. rcluster sends the call again,
-    marked so (lua/add.lua's "again"): the second run finds the task stored
-    by the first, so the slice counts it open once, and it fires once."""
-    proxy = _LosingProxy(redis.port, b"/lost-answer")
-    t = tickd_factory(f"127.0.0.1:{proxy.port}").start()
-    code, body = t.request("POST", "/v1/tasks", {"callback_url": receiver.url("/lost-answer"),
-                                                 "delay_ms": 4000})
-    assert code == 201, (code, body)
-    assert proxy.lost == 1, "no answer was lost: the test proved nothing"
+    marked so (lua/add.lua's "again"): the second run finds the task its
+    first run stored (201 all the same), so the slice counts it open once,
+    and it fires once. With wait_replicas, the second run wrote nothing on
+    its connection, so a write of that connection (P:{slice}:w) goes before
+    the WAIT: a WAIT alone would confirm nothing."""
+    env, replica = {}, None
+    if wait:
+        replica = Redis(str(tmp_path), name="replica",
+                        extra=["--replicaof", "127.0.0.1", str(redis.port)]).start()
+        wait_for(lambda: "state=online" in redis.cli("INFO", "replication"), 10,
+                 what="the replica online at the master")
+        env = {"TICKD_REDIS_WAIT_REPLICAS": "1", "TICKD_REDIS_WAIT_TIMEOUT_MS": "2000"}
+
+    def ran():   # the task is in Redis: the add ran
+        return any("/lost-answer" in m for k in redis.cli("KEYS", "tickd:*:due").split()
+                   for m in redis.cli("ZRANGE", k, 0, -1).splitlines())
+
+    try:
+        proxy = _LosingProxy(redis.port, b"/lost-answer", ran)
+        t = tickd_factory(f"127.0.0.1:{proxy.port}", env=env).start()
+        code, body = t.request("POST", "/v1/tasks", {"callback_url": receiver.url("/lost-answer"),
+                                                     "delay_ms": 4000})
+        assert code == 201, (code, body)
+        assert proxy.lost == 1, "no answer was lost: the test proved nothing"
+        tid = body["id"]
+        slice_ = ".".join(tid.split(".")[:2])
+        assert redis.cli("HGET", f"tickd:{{{slice_}}}:task", "#open") == "1"
+        assert redis.cli("ZCARD", f"tickd:{{{slice_}}}:due") == "1"  # (due beyond the lookahead)
+        assert redis.cli("EXISTS", f"tickd:{{{slice_}}}:w") == ("1" if wait else "0")
+        wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 10, what="the task fired")
+        assert len(receiver.by_task()[tid]) == 1
+        assert redis.cli("HGET", f"tickd:{{{slice_}}}:task", "#open") == "0"
+    finally:
+        if replica:
+            replica.stop()
+
+
+def test_an_add_sent_and_never_answered_says_it_may_be_stored(redis, receiver, tickd_factory):
+    """The add ran in Redis, its answer was lost, and Redis stays out of
+    reach past redis.timeout_ms: the 503 gives the task's id and says it may
+    have been stored, not that it was not; once Redis is back, the id finds
+    the task, which fires once."""
+    def ran():
+        return any("/maybe" in m for k in redis.cli("KEYS", "tickd:*:due").split()
+                   for m in redis.cli("ZRANGE", k, 0, -1).splitlines())
+
+    proxy = _LosingProxy(redis.port, b"/maybe", ran, then_dead=True)
+    t = tickd_factory(f"127.0.0.1:{proxy.port}", env={"TICKD_REDIS_TIMEOUT_MS": "1500"}).start()
+    code, body = t.request("POST", "/v1/tasks", {"callback_url": receiver.url("/maybe"),
+                                                 "delay_ms": 6000})
+    assert code == 503 and body["error"]["code"] == "unavailable", (code, body)
+    assert "may have been stored" in body["error"]["message"], body
+    assert "not stored" not in body["error"]["message"], body
     tid = body["id"]
-    slice_ = ".".join(tid.split(".")[:2])
-    assert redis.cli("HGET", f"tickd:{{{slice_}}}:task", "#open") == "1"
-    assert redis.cli("ZCARD", f"tickd:{{{slice_}}}:due") == "1"  # (due beyond the lookahead)
-    wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 10, what="the task fired")
+    proxy.dead = False
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="Redis back")
+    code, got = t.get(tid)
+    assert code == 200, (code, got)
+    wait_for(lambda: t.get(tid)[1]["status"] == "succeeded", 15, what="the task fired")
     assert len(receiver.by_task()[tid]) == 1
-    assert redis.cli("HGET", f"tickd:{{{slice_}}}:task", "#open") == "0"
