@@ -46,7 +46,7 @@ local function scheduled(i)
   return '{"s":"scheduled","a":0,"due":' .. ARGV[i + 2] .. ',"to":' .. ARGV[i + 3] ..
          ',"q":' .. q .. '}'
 end
-local out, seen, hset, zadd, ids, full = {}, {}, {}, {}, {}, {}
+local out, seen, hset, zadd, zfresh, ids, full = {}, {}, {}, {}, {}, {}, {}
 local fi = 0
 for i = 4, #ARGV, G do
   local id, n, form = ARGV[i], (i - 4) / G + 1, ARGV[i + 5]
@@ -76,8 +76,9 @@ for i = 4, #ARGV, G do
       hset[#hset + 1] = scheduled(i)
       full[#full + 1] = id
     end
-    zadd[#zadd + 1] = ARGV[i + 2]
-    zadd[#zadd + 1] = member
+    local z = form == 'f' and zfresh or zadd
+    z[#z + 1] = ARGV[i + 2]
+    z[#z + 1] = member
     ids[#ids + 1] = id
     out[#out + 1] = 1
   end
@@ -91,12 +92,19 @@ end
 -- later write is refused the call answers an error (the client is told
 -- nothing was stored), and an entry with no record is dropped by the claim; a
 -- record with no entry would never fire.
+-- A fresh task is counted open when its member is new: a call's first run
+-- that Redis runs after the same call sent again (its connection dropped
+-- while Redis was stalled; the resend, on another, ran first) finds nothing
+-- to look for (again = 0) and adds the same member, which is not new then.
 if #ids > 0 then
   if #full > 0 then redis.call('SREM', KEYS[3], unpack(full)) end
+  local opened = #full + bulk_write('ZADD', KEYS[1], zfresh)
   bulk_write('ZADD', KEYS[1], zadd)
   bulk_write('HSET', KEYS[2], hset)
-  redis.call('HINCRBY', KEYS[2], '#open', #ids)
-  redis.call('PERSIST', KEYS[2])
-  redis.call('PERSIST', KEYS[3])
+  if opened > 0 then
+    redis.call('HINCRBY', KEYS[2], '#open', opened)
+    redis.call('PERSIST', KEYS[2])
+    redis.call('PERSIST', KEYS[3])
+  end
 end
 return out

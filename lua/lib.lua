@@ -288,10 +288,13 @@ end
 -- nothing.
 local BULK = 4000
 
+-- (returns the sum of what the calls answered: ZADD's members added, ...)
 local function bulk_write(cmd, key, list)
+  local n = 0
   for i = 1, #list, BULK do
-    redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))
+    n = n + redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))
   end
+  return n
 end
 
 local function bulk_read(cmd, key, list)

@@ -320,8 +320,9 @@ static void api_batch_add_cb(store_status st, const char *id, const char *state,
         util_copy(x->id, sizeof(x->id), id);
         api_added_status(st, state, x->status, sizeof(x->status));
     } else if (id) {
-        /* stored, but not confirmed by the replicas: err says so, and the
-         * id lets the client check on it */
+        /* stored but not confirmed by the replicas, or sent and never
+         * answered (perhaps stored): err says which, and the id lets the
+         * client check on it */
         cJSON *o = api_error_body("unavailable", err);
         cJSON_AddStringToObject(o, "id", id);
         r->results[x->it.idx] = api_batch_json(o);

@@ -80,8 +80,9 @@ char *rc_resp_arg(char *p, const char *s, size_t len);
 /* Inside a reply callback: the connection that reply came on. */
 rc_conn rc_reply_conn(const rcluster *c);
 /* Inside a reply callback given no reply (r NULL): 1 when the command had
- * been handed to a connection, so it may have run, its answer lost; 0 when
- * it never left. */
+ * been handed to a connection (queued on it: perhaps one that never
+ * connected, so 1 may say more than happened), so it may have run, its
+ * answer lost; 0 when it never left. */
 int rc_reply_sent(const rcluster *c);
 
 /* Send a command on that connection and no other: never redirected nor

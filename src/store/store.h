@@ -34,8 +34,9 @@ typedef enum { ST_OK, ST_EXISTS, ST_NOTFOUND, ST_CONFLICT, ST_UNAVAILABLE } stor
 /* add: cb(status, id, state JSON, err). ST_OK = stored (state NULL: a stored
  * task is scheduled), ST_EXISTS = the same id was stored before (nothing new
  * written; state is its state), ST_UNAVAILABLE = not stored
- * (id NULL), or stored but not confirmed by the replicas (id set, err says
- * so in full). The adds of one loop turn go to the backend together. */
+ * (id NULL), or stored but not confirmed by the replicas, or sent and never
+ * answered, so perhaps stored (id set, err says which in full). The adds of
+ * one loop turn go to the backend together. */
 typedef void store_add_fn(store_status st, const char *id, const char *state,
                           const char *err, void *priv);
 /* get: ST_OK (spec, state), ST_NOTFOUND or ST_UNAVAILABLE (err). */

@@ -50,6 +50,8 @@ typedef struct rstore {
     int64_t clock_asked_us;    /* when the last TIME in flight was asked; 0: none */
     int64_t clock_set_us;      /* when the offset was last taken */
     store_add_batch *adds;     /* adds gathered in this loop turn */
+    int call_may_have_run;     /* for a script call's callback: it was sent and
+                                * its answer lost at least once (rs_eval_cb) */
     int add_bucket;            /* this turn's bucket for tasks without a key */
     struct event *flush_ev;    /* sends them at the end of the turn */
     struct qcount *counts;     /* queue counts changed, not yet sent */
@@ -170,6 +172,7 @@ typedef struct rs_call {
     size_t tail_len;
     long again;          /* in the tail, the byte rcluster sets on a resend; -1: none */
     char *eval;          /* the resend's command, malloc'd; NULL before */
+    long eval_again;     /* in eval, the again byte; -1: none */
 } rs_call;
 
 /* The head of c's command, for `name` ("EVALSHA" or "EVAL") and `body`
@@ -191,10 +194,16 @@ static void rs_eval_cb(redisReply *r, const char *err, void *priv)
         c->eval = xmalloc(RC_RESP_HEAD + RC_RESP_ARG(4) + RC_RESP_ARG(strlen(src)) + c->tail_len);
         size_t h = rs_eval_head(c, "EVAL", src, c->eval);
         memcpy(c->eval + h, c->tail, c->tail_len);
+        c->eval_again = c->again >= 0 ? (long)h + c->again : -1;
         rc_command_resp(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->eval, h + c->tail_len,
-                        c->again >= 0 ? (long)h + c->again : -1);
+                        c->eval_again);
         return;
     }
+    /* a call whose again byte is set was sent before and not answered; one
+     * given no answer now may have run too */
+    c->rs->call_may_have_run = (c->again >= 0 && c->tail[c->again] == '1') ||
+                               (c->eval && c->eval_again >= 0 && c->eval[c->eval_again] == '1') ||
+                               (!r && rc_reply_sent(c->rs->rc));
     c->cb(r, err, c->priv);
     free(c->eval);
     free(c); /* the command lives in the same block */
@@ -258,6 +267,7 @@ static void rs_eval_again(rstore *rs, int lane, rs_script sc, int nkeys, const c
     c->argc = 3 + n;
     c->tail = (char *)(c + 1) + RS_HEAD_MAX;
     c->again = -1;
+    c->eval_again = -1;
     char *p = rc_resp_arg(c->tail, nk, nkl);
     for (int i = 0; i < n; i++) {
         p = rc_resp_arg(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i]);
@@ -292,7 +302,10 @@ static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **
  * its queue, one that ends (succeeded, failed, cancelled) takes one away, a
  * retry of an ended one adds it again. The changes of QCOUNT_MS go as one
  * HINCRBY a queue, not waited for; a crash between a task's write and its
- * count's leaves the count off by that task. */
+ * count's leaves the count off by that task, and so does a task with a key
+ * given whose add's answer was lost: sent again, the add finds it stored and
+ * cannot tell its own first run from an earlier POST of the key, so it is
+ * answered as found, not counted (a task without a key is: add.lua's 2). */
 #define QCOUNT_MS 20
 #define QCOUNT_QUEUES 16
 
@@ -1846,13 +1859,14 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
         return;
     }
     if (!rs_add_reply_ok(r, b->n)) {
-        if (!r && rc_reply_sent(rs->rc)) {
-            /* sent, never answered: it may have run, so each task is named
-             * (its id) and not said to be unstored */
+        if (rs->call_may_have_run) {
+            /* sent and never answered, or answered only after it was sent
+             * again: it may have run, so each task is named (its id) and
+             * not said to be unstored */
             char why[300];
             snprintf(why, sizeof(why), "redis: %s after the task was sent: it may have been "
-                     "stored; GET it by its id to know, or POST it again with a key",
-                     err ? err : "no answer");
+                     "stored; GET it by its id to know, and POST it again only if that "
+                     "answers 404", rs_err(r, err));
             for (store_op *op = ops; op; op = op->next) op->written = 1;
             rs_add_fail_all(ops, why);
         } else {

@@ -419,6 +419,15 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     assert "STALE" in redis.cli(*(late + [other, rec, at, 10000, "", "f"]))
     assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]
     assert redis.cli("HGET", k[1], "#open") == "0"
+    # the first run run by Redis after its resend (connections dropped while
+    # Redis was stalled): the resend stored the task, the first run (again
+    # = 0, nothing looked for) adds the same member, which opens nothing
+    two = f"{sl}.{at}.Yy3dEf7hIj9lMn1pQr5tUv"
+    one = first[:9] + [two] + first[10:]
+    assert redis.cli(*(one[:8] + ["1"] + one[9:])).splitlines() == ["1"]
+    assert redis.cli(*one).splitlines() == ["1"]
+    assert redis.cli("HGET", k[1], "#open") == "1"
+    assert redis.cli("ZCARD", k[0]) == "2"
 
 
 def test_batch_answer_text(tickd, receiver):

@@ -345,7 +345,7 @@ def test_an_add_whose_answer_is_lost_is_sent_again_and_stores_once(tmp_path, red
         proxy = _LosingProxy(redis.port, b"/lost-answer", ran)
         t = tickd_factory(f"127.0.0.1:{proxy.port}", env=env).start()
         code, body = t.request("POST", "/v1/tasks", {"callback_url": receiver.url("/lost-answer"),
-                                                     "delay_ms": 4000})
+                                                     "delay_ms": 8000})
         assert code == 201, (code, body)
         assert proxy.lost == 1, "no answer was lost: the test proved nothing"
         tid = body["id"]
