@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/jarena.h"
 #include "model/task.h"
 #include "model/task_spec.h"
 #include "base/util.h"
@@ -98,6 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *s = (const char *)data;
     char err[400];
+    /* the last input's tree was freed whole: the block is whole again */
+    if (jarena_used() != 0) abort();
     size_t seen = 0;
     size_t n = task_json_nuls(s, size, fuzz_count, &seen);
     if (n != seen) abort();
@@ -117,7 +120,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (memchr(s, '\0', size)) return 0;
     fuzz_text(s, size);
 
-    cJSON *j = cJSON_ParseWithLength(s, size);
+    /* parsed as api_body does, into the thread's block (base/jarena); the
+     * parse below, while j lives, gets malloc'd values */
+    cJSON *j = jarena_parse(s, size, NULL);
     if (!j) return 0;
     int64_t ms;
     if (task_json_time(j, "t", &ms, err, sizeof(err)) == 0 ? ms < 0 || ms > TASK_TIME_MAX_MS
