@@ -72,7 +72,7 @@ for i = 4, #ARGV, G do
     if form ~= 'f' then
       hset[#hset + 1] = id
       hset[#hset + 1] = ARGV[i + 1]
-      hset[#hset + 1] = sfields[n] or ('s:' .. id)
+      hset[#hset + 1] = sfields[n]
       hset[#hset + 1] = scheduled(i)
       full[#full + 1] = id
     end

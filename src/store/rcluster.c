@@ -88,8 +88,8 @@ typedef struct rc_req {
     int pinned;                 /* rc_command_on: that connection or none */
     uint64_t pin_gen;
     int sent;                   /* handed to a connection before */
-    long again_at;              /* rc_command_resp: the byte set to '1' when
-                                 * sent again; -1: none */
+    char *again;                /* rc_command_resp: the byte of cmd set to '1'
+                                 * when sent again; NULL: none */
 } rc_req;
 
 /* CRC16-CCITT (XMODEM), as Redis Cluster uses for key slots. */
@@ -588,7 +588,7 @@ static void rc_send(rc_req *q, int node, int asking)
     }
     if (asking) redisAsyncCommand(l->ac, NULL, NULL, "ASKING");
     /* sent before: it may have run, its answer lost with its connection */
-    if (q->sent && q->again_at >= 0) q->cmd[q->again_at] = '1';
+    if (q->sent && q->again) *q->again = '1';
     if (redisAsyncFormattedCommand(l->ac, rc_on_reply, q, q->cmd, q->cmdlen) != REDIS_OK) {
         if (rc_retry(q) != 0) rc_fail_later(q, "redis unavailable");
         return;
@@ -635,7 +635,6 @@ static rc_req *rc_req_alloc(rcluster *c, rc_reply_fn *cb, void *priv, size_t byt
     q->cb = cb;
     q->priv = priv;
     q->cmd = (char *)(q + 1);
-    q->again_at = -1;
     return q;
 }
 
@@ -709,13 +708,13 @@ void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, 
 }
 
 void rc_command_resp(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
-                     char *cmd, size_t len, long again_at)
+                     char *cmd, size_t len, char *again)
 {
     rc_req *q = rc_req_alloc(c, cb, priv, 0);
     if (q) {
         q->cmd = cmd;
         q->cmdlen = len;
-        q->again_at = again_at;
+        q->again = again;
     }
     rc_start_routed(c, q, route, lane, cb, priv);
 }

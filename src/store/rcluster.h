@@ -64,11 +64,12 @@ void rc_command_lane(rcluster *c, const char *route, int lane, rc_reply_fn *cb, 
 
 /* The same for a command the caller wrote in RESP, cmd[0..len): not
  * copied; the caller keeps it whole until cb has returned. It is sent again
- * as it is on a retry or a redirect, except that cmd[again_at] (when >= 0:
- * an argument's one byte) is set to '1' first, so that a write told so knows
- * it may have run before, its answer lost with a connection (add.lua). */
+ * as it is on a retry or a redirect, except that *again (when not NULL: the
+ * one byte of an argument of cmd) is set to '1' first, so that a write told
+ * so knows it may have run before, its answer lost with a connection
+ * (add.lua). */
 void rc_command_resp(rcluster *c, const char *route, int lane, rc_reply_fn *cb, void *priv,
-                     char *cmd, size_t len, long again_at);
+                     char *cmd, size_t len, char *again);
 /* Writing RESP: "*n\r\n" at p, and an argument ("$len\r\n" s "\r\n"),
  * each returning the end. RC_RESP_ARG(len): the most an argument of len
  * bytes takes; RC_RESP_HEAD: the most "*n\r\n" takes. */

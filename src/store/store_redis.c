@@ -166,13 +166,11 @@ typedef struct rs_call {
     rc_reply_fn *cb;
     void *priv;
     int lane;
-    char *cmd;           /* the command as sent: head then tail */
-    size_t cmdlen;
     char *tail;          /* the keys and arguments, after the head's room */
     size_t tail_len;
-    long again;          /* in the tail, the byte rcluster sets on a resend; -1: none */
-    char *eval;          /* the resend's command, malloc'd; NULL before */
-    long eval_again;     /* in eval, the again byte; -1: none */
+    char *eval;          /* the NOSCRIPT resend's command, malloc'd; NULL before */
+    char *again;         /* in the command sent last (tail or eval), the byte
+                          * rcluster sets on a resend; NULL: none */
 } rs_call;
 
 /* The head of c's command, for `name` ("EVALSHA" or "EVAL") and `body`
@@ -194,16 +192,15 @@ static void rs_eval_cb(redisReply *r, const char *err, void *priv)
         c->eval = xmalloc(RC_RESP_HEAD + RC_RESP_ARG(4) + RC_RESP_ARG(strlen(src)) + c->tail_len);
         size_t h = rs_eval_head(c, "EVAL", src, c->eval);
         memcpy(c->eval + h, c->tail, c->tail_len);
-        c->eval_again = c->again >= 0 ? (long)h + c->again : -1;
+        /* (the byte as it was: set if the EVALSHA was sent again) */
+        if (c->again) c->again = c->eval + h + (c->again - c->tail);
         rc_command_resp(c->rs->rc, c->route, c->lane, rs_eval_cb, c, c->eval, h + c->tail_len,
-                        c->eval_again);
+                        c->again);
         return;
     }
     /* a call whose again byte is set was sent before and not answered; one
      * given no answer now may have run too */
-    c->rs->call_may_have_run = (c->again >= 0 && c->tail[c->again] == '1') ||
-                               (c->eval && c->eval_again >= 0 && c->eval[c->eval_again] == '1') ||
-                               (!r && rc_reply_sent(c->rs->rc));
+    c->rs->call_may_have_run = (c->again && *c->again == '1') || (!r && rc_reply_sent(c->rs->rc));
     c->cb(r, err, c->priv);
     free(c->eval);
     free(c); /* the command lives in the same block */
@@ -266,13 +263,12 @@ static void rs_eval_again(rstore *rs, int lane, rs_script sc, int nkeys, const c
     c->priv = priv;
     c->argc = 3 + n;
     c->tail = (char *)(c + 1) + RS_HEAD_MAX;
-    c->again = -1;
-    c->eval_again = -1;
+    int again_i = again >= 0 ? nkeys + fenced + again : -1;
+    log_assert(again_i < 0 || lens[again_i] == 1);
     char *p = rc_resp_arg(c->tail, nk, nkl);
     for (int i = 0; i < n; i++) {
         p = rc_resp_arg(p, rs_eval_arg(i, nkeys, fenced, keys, fence, args), lens[i]);
-        if (i == nkeys + fenced + again && again >= 0 && lens[i] == 1)
-            c->again = (long)(p - 3 - c->tail);   /* its byte, before the CRLF */
+        if (i == again_i) c->again = p - 3;   /* its byte, before the CRLF */
     }
     if (lens != lens_here) free(lens);
     c->tail_len = (size_t)(p - c->tail);
@@ -282,12 +278,10 @@ static void rs_eval_again(rstore *rs, int lane, rs_script sc, int nkeys, const c
                    "RS_HEAD_MAX holds an EVALSHA head");
     char head[RS_HEAD_MAX];
     size_t h = rs_eval_head(c, "EVALSHA", rs->sha[sc], head);
-    c->cmd = c->tail - h;
-    memcpy(c->cmd, head, h);
-    c->cmdlen = h + c->tail_len;
+    memcpy(c->tail - h, head, h);
     util_copy(c->route, sizeof(c->route), keys[0]);
-    rc_command_resp(rs->rc, c->route, lane, rs_eval_cb, c, c->cmd, c->cmdlen,
-                    c->again >= 0 ? (long)h + c->again : -1);
+    rc_command_resp(rs->rc, c->route, lane, rs_eval_cb, c, c->tail - h, h + c->tail_len,
+                    c->again);
 }
 
 static void rs_eval(rstore *rs, int lane, rs_script sc, int nkeys, const char **keys, int nargs,
