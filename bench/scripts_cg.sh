@@ -50,12 +50,14 @@ SETTLE=$(load settle)
 # the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
 # ago, the claims, the settles
 python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
-  "$ROOT/tests/integration" <<'PY'
+  "$ROOT/tests/integration" "$LIB" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
 sys.path.insert(0, sys.argv[8])
 from redis_proto import resp
+import re
+pin = re.search(r"^local TASK_PIN = '([^']*)'", open(sys.argv[9]).read(), re.M).group(1)
 random.seed(1)
 at = int(time.time() * 1000) - 60000
 minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
@@ -78,6 +80,7 @@ with open(f"{w}/setup.resp", "wb") as f:
                 args += [t.split(".")[2], t + "\n" + rec]
             f.write(resp(*args))
         f.write(resp("HINCRBY", keys(s, ["task"])[0], "#open", len(ids)))
+        f.write(resp("HSET", keys(s, ["task"])[0], "#pin", pin))  # as add.lua does
 with open(f"{w}/claim.resp", "wb") as f:
     for s, ids in slices:
         for i in range(0, len(ids), b):

@@ -102,7 +102,11 @@ if #ids > 0 then
   bulk_write('ZADD', KEYS[1], zadd)
   bulk_write('HSET', KEYS[2], hset)
   if opened > 0 then
-    redis.call('HINCRBY', KEYS[2], '#open', opened)
+    -- a hash this add made (or one whose tasks had all ended) gets its pin
+    -- now (lib.lua: TASK_PIN), before the claim writes the records
+    if redis.call('HINCRBY', KEYS[2], '#open', opened) == opened then
+      redis.call('HSET', KEYS[2], TASK_PIN_FIELD, TASK_PIN)
+    end
     redis.call('PERSIST', KEYS[2])
     redis.call('PERSIST', KEYS[3])
   end

@@ -4,7 +4,8 @@
 -- (the room's last places are kept for tasks due soon); each moves to :run
 -- with a lease deadline.
 -- KEYS: due, task, del, run, ptr. ARGV: reach_ms (how far ahead of now), limit,
--- lease_margin_ms, near_ms, far_limit
+-- lease_margin_ms, near_ms, far_limit, counts ('1': due_left and run_left
+-- wanted; else both are -1, not counted)
 -- Returns {due_left, run_left, taken, then per task leased either its :due
 -- member "id\nrecord" (a fresh task, lib.lua: its first attempt, due at the
 -- execute_at its id holds) or due_ms, id, attempt, spec}: due_ms an integer,
@@ -13,7 +14,16 @@
 -- the home slice with fetch); `taken` counts every id consumed, delivered
 -- or dropped, so taken == limit means there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
--- not one command per id; every read and check comes before the first write.
+-- not one command per id; every read and check comes before the first write
+-- but one (the fresh tasks' records: below), which changes nothing a read
+-- here needs. A command costs Redis about as much as a hundred ids it
+-- carries, whatever its size: what most claims find empty (:del, :ptr) is
+-- asked once for both, and the counts only when wanted.
+
+-- a slice with nothing due and nothing leased (most of a tick's claims:
+-- buckets with no task this minute, the next minute's slice when the reach
+-- crosses into it) is answered at once
+if redis.call('EXISTS', KEYS[1], KEYS[4]) == 0 then return {0, 0, 0} end
 local now = now_ms()
 local limit = tonumber(ARGV[2])
 local margin = tonumber(ARGV[3])
@@ -84,36 +94,57 @@ if taken < limit then
   taken_due = due
 end
 
--- cancellations are rare: most slices have an empty :del and skip this
-local deleted = {}
-if taken > 0 and redis.call('SCARD', KEYS[3]) > 0 then
-  for i = 1, taken do deleted[i] = redis.call('SISMEMBER', KEYS[3], ids[i]) == 1 end
+-- cancellations and retry pointers are rare: most slices have neither
+local deleted, ptr = {}, {}
+if taken > 0 and redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 then
+  if redis.call('SCARD', KEYS[3]) > 0 then
+    for i = 1, taken do deleted[i] = redis.call('SISMEMBER', KEYS[3], ids[i]) == 1 end
+  end
+  if redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
 end
-local ptr = {}
-if taken > 0 and redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
--- one HMGET: each task's state, then a full task's spec (a fresh one holds
--- its record in its member)
+-- A fresh task's record goes to the task hash first, all in one HSET, which
+-- answers how many fields it added: a record is written with the task's
+-- first state (here, or by task_state), so a record new to the hash is a
+-- task with no state, claimed for its first attempt. One not new is a
+-- fresh member this claim must not take: an add whose first run Redis ran
+-- after the run sent again for it (rcluster), which put back the member of
+-- a task claimed since (its record the same bytes as the one written here).
+-- Only then are the fresh tasks' states read (below).
+local frec, nfr = {}, 0
+for i = 1, taken do
+  if recs[i] then
+    nfr = nfr + 1; frec[nfr] = ids[i]
+    nfr = nfr + 1; frec[nfr] = recs[i]
+  end
+end
+local all_new = nfr == 0 or bulk_write('HSET', KEYS[2], frec) == nfr / 2
+-- one HMGET: the state and spec of each task that is not fresh (and each
+-- fresh one's state, when not all records were new)
 local fields, sfield, nf = {}, {}, 0
 for i = 1, taken do
   local f = 's:' .. ids[i]
   sfield[i] = f
-  nf = nf + 1
-  fields[nf] = f
-  if not recs[i] then nf = nf + 1; fields[nf] = ids[i] end
+  if not recs[i] then
+    nf = nf + 1; fields[nf] = f
+    nf = nf + 1; fields[nf] = ids[i]
+  elseif not all_new then
+    nf = nf + 1; fields[nf] = f
+  end
 end
 local got = bulk_read('HMGET', KEYS[2], fields)
 local states, specs, fresh = {}, {}, {}
 local j = 1
 for i = 1, taken do
-  states[i] = got[j]
-  j = j + 1
   if not recs[i] then
-    specs[i] = got[j]
-    j = j + 1
-  elseif not states[i] then
-    -- (a state already there: a task of the same id was stored in full
-    -- since, a key given that tickd once made; that one stands)
+    states[i], specs[i] = got[j], got[j + 1]
+    j = j + 2
+  elseif all_new then
     fresh[i] = true
+  else
+    states[i] = got[j]
+    j = j + 1
+    -- (a state already there: that task stands)
+    fresh[i] = not states[i]
   end
 end
 
@@ -162,8 +193,6 @@ for i = 1, taken do
     end
     nh = nh + 1; hset[nh] = sfield[i]
     nh = nh + 1; hset[nh] = run1_text
-    nh = nh + 1; hset[nh] = id
-    nh = nh + 1; hset[nh] = recs[i]
     nz = nz + 1; zadd[nz] = dlt
     nz = nz + 1; zadd[nz] = id
     no = no + 1; out[no] = member[i]
@@ -198,7 +227,7 @@ if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
 bulk_write('ZREM', KEYS[1], taken_due)
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)
-out[1] = redis.call('ZCARD', KEYS[1])
-if #zrem > 0 then out[2] = run_unpin(KEYS[4]) else out[2] = run_count(KEYS[4]) end
+if #zrem > 0 then out[2] = run_unpin(KEYS[4]) elseif ARGV[6] == '1' then out[2] = run_count(KEYS[4]) end
+if ARGV[6] == '1' then out[1] = redis.call('ZCARD', KEYS[1]) else out[1], out[2] = -1, -1 end
 out[3] = taken
 return out

@@ -262,7 +262,9 @@ local RUN_PIN = '#pin: a member longer than zset-max-listpack-value keeps the le
 -- longer than hash-max-listpack-value (64): the claim writes each task's
 -- record and state there, about 50 bytes each for a short callback, and the
 -- first 256 tasks of a slice would each walk the packed list (512 fields).
--- The field goes with the hash (it expires with the slice's records).
+-- The add that makes the hash writes it (add.lua); the claim writes it again
+-- with the states (a hash made by an older build). The field goes with the
+-- hash (it expires with the slice's records).
 local TASK_PIN_FIELD = '#pin'
 local TASK_PIN = 'a value longer than hash-max-listpack-value keeps this hash a hash table'
 

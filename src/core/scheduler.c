@@ -382,11 +382,6 @@ static void sched_wait(sched *sc, job *j)
 
 /* ---- recording attempts ------------------------------------------------ */
 
-/* Outcomes are gathered for SETTLE_GATHER_MS and handed to the store in one
- * call (which sends one script call per home slice): under a burst that is
- * tens of outcomes a call rather than a few. The outcome is recorded a few ms
- * later; the lease (lease_margin_ms past the attempt's timeout) covers it. */
-#define SETTLE_GATHER_MS 5
 
 static flow_rec *sched_flow_rec(flow_batch *b, const job *j)
 {
@@ -454,7 +449,7 @@ static void sched_record(sched *sc, job *j, store_outcome o, int64_t due_ms)
         .took_ms = j->cb.took_ms, .answer = j->cb.answer, .answer_len = j->cb.answer_len,
         .park_slice = j->park_slice};
     if (!event_pending(sc->flush_ev, EV_TIMEOUT, NULL)) {
-        struct timeval tv = {0, SETTLE_GATHER_MS * 1000};
+        struct timeval tv = {0, SCHED_SETTLE_GATHER_MS * 1000};
         event_add(sc->flush_ev, &tv);
     }
     sc->recording++;
@@ -1002,7 +997,10 @@ static void scan_claim(bucket_scan *bs)
     bs->share = 0;
     /* the reserve is for what is due before the next tick */
     int far = room - sched_reserve(sc);
-    store_claim_ask ask = {sc->reach_ms, sched_near(sc), bs->limit, far > 0 ? far : 0};
+    /* the counts decide only whether a slice whose minute is over may be
+     * passed (scan_claim_cb) */
+    int counts = (bs->minute + 1) * 60000 + sc->cfg->slice_grace_ms <= store_now_ms(sc->s);
+    store_claim_ask ask = {sc->reach_ms, sched_near(sc), bs->limit, far > 0 ? far : 0, counts};
     sc->claiming += bs->limit;
     sc->pending++;
     store_claim_slice(sc->s, bs->b, bs->minute, &ask, scan_claim_cb, bs);
@@ -1109,19 +1107,35 @@ static void scan_resume(sched *sc)
      * Their claims after the first take what room there is, as a full pass
      * does: kept to the share, each resume is a round of small claims, and a
      * backlog at 10 M pending drained a third slower */
-    int n = 0;
+    /* No share below the least claim: a claim call costs the store about
+     * as much as a hundred tasks it takes (its commands, whatever their
+     * size), and 16 buckets sharing half the reserve claimed 64 tasks a
+     * call. So as many buckets go on as the room gives each the least claim,
+     * the others at the next resume, from the bucket after the last one
+     * that went (each bucket's turn comes round). */
+    int room = sched_room(sc), n = 0, least = sched_least_claim(sc);
     for (int i = 0; i < sc->nb; i++) n += sc->bk[i].starved && !sc->bk[i].active;
-    int share = n ? sched_room(sc) / n : 0;
+    if (n == 0) return;
+    if (room / n < least) {
+        n = room / least;
+        if (n < 1) n = 1;
+    }
+    int share = room / n, went = 0, last = sc->kick_from;
     if (share < 1) share = 1;
-    for (int i = 0; i < sc->nb; i++) {
-        bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
+    for (int i = 0; i < sc->nb && went < n; i++) {
+        last = (sc->kick_from + i) % sc->nb;
+        bucket_scan *bs = &sc->bk[last];
         if (!bs->starved || bs->active) continue;
+        went++;
         scan_begin(bs, share);
         bs->end_minute = end;
         if (bs->minute > end) bs->minute = end;
         scan_claim(bs);
     }
-    sc->kick_from = (sc->kick_from + 1) % sc->nb;
+    sc->kick_from = (last + 1) % sc->nb;
+    /* the buckets left for the next resume keep the scheduler starved */
+    for (int i = 0; i < sc->nb; i++)
+        if (sc->bk[i].starved && !sc->bk[i].active) sc->starved = 1;
 }
 
 /* Every bucket, starting with another one each time: when the room for

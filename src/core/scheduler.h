@@ -36,6 +36,14 @@ typedef struct sched sched;
  * this long plus up to as much again of jitter. */
 #define UNCOUNTED_RETRY_MS 1000
 
+/* Outcomes are gathered for this long and handed to the store in one call
+ * (which sends one script call per home slice): under a burst that is a
+ * hundred outcomes a call rather than tens, and a script call costs Redis
+ * about as much as a hundred outcomes it carries, whatever its size. The
+ * outcome is recorded a few ms later; the lease (lease_margin_ms past the
+ * attempt's timeout) covers it. */
+#define SCHED_SETTLE_GATHER_MS 20
+
 /* A claimed task while the scheduler holds it: the callback the pool makes
  * (delivery's type, first, so that the pool's answer leads back here) and
  * what the scheduler keeps beside it. Owned by the scheduler from the claim

@@ -61,7 +61,7 @@ typedef struct store_lease {
  * id consumed (leased or dropped): taken == limit means there may be more. */
 typedef struct store_claim {
     const char *err;
-    int64_t due_left, run_left;  /* ids still due / leased in the slice */
+    int64_t due_left, run_left;  /* ids still due / leased in the slice; -1: not counted */
     int taken;
     int n;
     store_lease *leases;
@@ -70,10 +70,13 @@ typedef void store_claim_fn(const store_claim *res, void *priv);
 
 /* What a claim may take: expired leases and tasks due before now +
  * reach_ms, at most `limit` in all, and of the tasks due at or after now +
- * near_ms at most far_limit. */
+ * near_ms at most far_limit. counts: due_left and run_left are wanted (the
+ * slice's minute is over, it may be passed); without it a store may answer
+ * -1 for both (not counted: two commands a claim saved). */
 typedef struct store_claim_ask {
     int64_t reach_ms, near_ms;
     int limit, far_limit;
+    int counts;
 } store_claim_ask;
 
 /* An attempt's outcome, to record. */

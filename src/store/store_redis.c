@@ -936,8 +936,8 @@ static void rs_claim(store *s, int bucket, int64_t minute, const store_claim_ask
     util_fmt_int(margin, s->cfg->lease_margin_ms);
     util_fmt_int(near, ask->near_ms);
     util_fmt_int(far, ask->far_limit);
-    const char *args[] = {reach, lim, margin, near, far};
-    rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 5, args, rs_claim_cb, cl);
+    const char *args[] = {reach, lim, margin, near, far, ask->counts ? "1" : "0"};
+    rs_eval(rs, 0, SCRIPT_CLAIM, 5, k.p, 6, args, rs_claim_cb, cl);
 }
 
 /* An error reply at start: 1 with err set (and *fatal when waiting cannot

@@ -1,10 +1,9 @@
 """The HTTP API: creation, validation errors, GET states, cancel, idempotency,
 batch, health."""
 import json
-import os
 import time
 
-from harness import now_ms, stored_keys, wait_for
+from harness import lua_source, now_ms, stored_keys, wait_for
 from scenarios import batch_with_one_bad_task
 
 
@@ -389,10 +388,7 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     full (here: cancelled), finds it: its own, told stored (its first answer
     was lost), nothing is stored again, and the slice's count of open tasks
     stays right."""
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "lua")
-    lib = open(os.path.join(root, "lib.lua")).read() + "\n"
-    add = lib + open(os.path.join(root, "add.lua")).read()
-    cancel = lib + open(os.path.join(root, "cancel.lua")).read()
+    add, cancel = lua_source("add"), lua_source("cancel")
     at = now_ms() + 20000
     sl = time.strftime("%Y%m%d%H%M", time.gmtime(at // 1000)) + ".3"
     tid = f"{sl}.{at}.Ab3dEf7hIj9lMn1pQr5tUv"
@@ -428,6 +424,45 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     assert redis.cli(*one).splitlines() == ["1"]
     assert redis.cli("HGET", k[1], "#open") == "1"
     assert redis.cli("ZCARD", k[0]) == "2"
+
+
+def test_a_claim_drops_a_fresh_member_an_add_put_back_after_it_claimed_the_task(redis):
+    """The claim writes each fresh task's record first and takes the task
+    when the record was new (lua/claim.lua). An add's first run that Redis
+    runs after the run sent again for it can put back the member of a task
+    claimed since: that record is not new, the claim reads the states, drops
+    that member (its task keeps the state and record it has, and the slice's
+    count of open tasks stays right) and takes the other tasks."""
+    add, claim = lua_source("add"), lua_source("claim")
+    at = now_ms() + 500
+    sl = time.strftime("%Y%m%d%H%M", time.gmtime(at // 1000)) + ".5"
+    one = f"{sl}.{at}.Cl1dEf7hIj9lMn1pQr5tUv"
+    two = f"{sl}.{at}.Cl2dEf7hIj9lMn1pQr5tUv"
+    rec = '"http://127.0.0.1:1/"\n\n10000\n\n\n{}'
+    k = [f"tickd:{{{sl}}}:{n}" for n in ("due", "task", "del", "run", "ptr")]
+    end = (at // 60000 + 1) * 60000
+    first = ["EVAL", add, 3, *k[:3], end, 30000, "0", one, rec, at, 10000, "", "f"]
+    take = ["EVAL", claim, 5, *k, 5000, 256, 5000, 5000, 256, "1"]
+    assert redis.cli(*first).splitlines() == ["1"]
+    assert redis.cli("HGET", k[1], "#pin")  # the add that made the hash pinned it
+    got = redis.cli(*take).splitlines()
+    assert got[2:] == ["1", one] + rec.split("\n")
+    running = redis.cli("HGET", k[1], f"s:{one}")
+    assert '"s":"running"' in running
+    # the add's first run, run late, puts the member back (it is new again:
+    # the claim took it) and opens the task again; another task is added
+    assert redis.cli(*first).splitlines() == ["1"]
+    assert redis.cli("HGET", k[1], "#open") == "2"
+    assert redis.cli(*(first[:9] + [two] + first[10:])).splitlines() == ["1"]
+    assert redis.cli("HGET", k[1], "#open") == "3"
+    got = redis.cli(*take).splitlines()
+    assert got[2] == "2"  # both taken, the one put back dropped
+    assert got[3:] == [two] + rec.split("\n")
+    assert redis.cli("HGET", k[1], f"s:{one}") == running
+    assert redis.cli("HGET", k[1], one) == rec
+    assert redis.cli("HGET", k[1], "#open") == "2"
+    assert redis.cli("ZCARD", k[0]) == "0"
+    assert sorted(redis.cli("ZRANGE", k[3], 0, -1).splitlines())[-2:] == [one, two]
 
 
 def test_batch_answer_text(tickd, receiver):

@@ -51,7 +51,7 @@ def test_the_claim_counts_leases_without_the_pin(redis):
     later = now_ms() + 600000
 
     def claim():
-        out = redis.cli("EVAL", src, "5", *keys, "1500", "16", "5000", "1000", "16").split()
+        out = redis.cli("EVAL", src, "5", *keys, "1500", "16", "5000", "1000", "16", "1").split()
         return int(out[1])  # the leases left
 
     # a live lease of another replica (its deadline ahead), and the pin

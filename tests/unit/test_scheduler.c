@@ -378,7 +378,7 @@ static void test_retry_timing(void **state)
     assert_true(sched_calling(x->sc) == 1);
     int64_t t = x->f.now;
     finish(x, 0, 0);
-    pump(x, 20);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
     assert_int_equal(x->f.settle_calls, 1);
     store_attempt *a = &x->f.settled[0];
     assert_int_equal(a->outcome, OUT_RETRY);
@@ -401,7 +401,7 @@ static void test_permanent_failure(void **state)
     assert_int_equal(x->f.nfired, 1);
     x->f.fired[0]->cb.permanent = 1;
     finish(x, 0, 0);
-    pump(x, 20);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
     assert_int_equal(x->f.nsettled, 1);
     assert_int_equal(x->f.settled[0].outcome, OUT_FAIL);
     assert_int_equal(x->f.settled[0].attempt, 1);
@@ -420,7 +420,7 @@ static void test_uncounted_failure(void **state)
     x->f.fired[0]->cb.uncounted = 1;
     int64_t t = x->f.now;
     finish(x, 0, 0);
-    pump(x, 20);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
     assert_int_equal(x->f.nsettled, 1);
     store_attempt *a = &x->f.settled[0];
     assert_int_equal(a->outcome, OUT_RETRY);
@@ -444,7 +444,7 @@ static void test_settles_batched(void **state)
     assert_int_equal(x->f.nfired, 10);
     for (int i = 0; i < 10; i++) finish(x, i, 1);
     assert_int_equal(x->f.settle_calls, 0); /* gathering */
-    pump(x, 20);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
     assert_int_equal(x->f.settle_calls, 1);
     assert_int_equal(x->f.settle_size[0], 10);
     for (int i = 0; i < 10; i++) assert_int_equal(x->f.settled[i].outcome, OUT_OK);
@@ -463,7 +463,7 @@ static void test_hand_back_on_stop(void **state)
     assert_int_equal(x->f.nfired, 0);
     assert_false(sched_idle(x->sc));
     sched_stop(x->sc);
-    pump(x, 20);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
     assert_int_equal(x->f.settle_calls, 1);
     assert_int_equal(x->f.nsettled, 2);
     for (int i = 0; i < 2; i++) {
@@ -537,7 +537,7 @@ static void test_room_frees_when_callbacks_end(void **state)
     /* 4 callbacks end; their outcomes are not recorded yet, and claiming
      * goes on */
     for (int i = 0; i < 4; i++) finish(x, i, 1);
-    pump(x, 20);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
     assert_int_equal(x->f.nsettled, 4);
     assert_true(sched_held(x->sc) > 8);
     /* every callback ends, none recorded: claiming stops at 16 held (within
@@ -631,6 +631,38 @@ static void test_resumed_buckets_share_evenly(void **state)
         if (b && !first[b]) first[b] = x->f.climit[i];
     }
     for (int b = 1; b < 4; b++) assert_int_equal(first[b], 16 / 3);
+}
+
+/* A resume asks no bucket for less than the least claim: with 4 places
+ * free and 4 starved buckets, one bucket claims 4 (not each of them 1), and
+ * the others go on at the next resumes, each in its turn. */
+static void test_resumed_claims_ask_at_least_the_least(void **state)
+{
+    fixture *x = *state;
+    char key[16];
+    for (int i = 0; i < 48; i++) {
+        snprintf(key, sizeof(key), "b%d", i);
+        lease(x, x->m, x->f.now, key, 1);
+        x->f.l[x->f.nl - 1].bucket = i % 4;
+    }
+    for (int b = 0; b < 4; b++) sched_kick(x->sc, b);
+    pump(x, 20);
+    assert_int_equal(sched_held(x->sc), 16);
+    sched_poll(x->sc);
+    assert_int_equal(x->f.nfired, 16);
+    int mark = x->f.nclaimed;
+    for (int i = 0; i < 16; i++) {
+        finish(x, i, 1);
+        pump(x, 5);
+    }
+    pump(x, 30);
+    int turns[4] = {0, 0, 0, 0};
+    assert_true(x->f.nclaimed - mark >= 4);
+    for (int i = mark; i < x->f.nclaimed; i++) {
+        assert_true(x->f.climit[i] >= 4); /* the least claim: min(8 / 2 + 1, 8 / 2) */
+        turns[x->f.cbucket[i]]++;
+    }
+    for (int b = 0; b < 4; b++) assert_true(turns[b] >= 1);
 }
 
 /* Tasks due later than half the reach take at most half the room: tasks
@@ -750,6 +782,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_room_frees_when_callbacks_end, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_starved_pass_goes_on, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_resumed_buckets_share_evenly, setup_wide4, teardown),
+        cmocka_unit_test_setup_teardown(test_resumed_claims_ask_at_least_the_least, setup_wide4,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_short_room_found_before_any_fire, setup_small4,
                                         teardown),
     };

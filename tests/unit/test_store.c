@@ -295,7 +295,7 @@ static const char *status_of(fixture *f, const char *id)
  * scheduler does while its room is not short. */
 static void claim_slice(fixture *f, int64_t minute, int limit)
 {
-    store_claim_ask ask = {f->cfg.lookahead_ms, f->cfg.lookahead_ms, limit, limit};
+    store_claim_ask ask = {f->cfg.lookahead_ms, f->cfg.lookahead_ms, limit, limit, 1};
     store_claim_slice(f->s, 0, minute, &ask, claim_cb, f);
 }
 
@@ -526,7 +526,7 @@ static void test_claim_far_limit(void **state)
         snprintf(key, sizeof(key), "f%d", i);
         add(f, key, base - f->t0 + (i < 2 ? 0 : 300), 1000);
     }
-    store_claim_ask ask = {5000, base + 150 - store_now_ms(f->s), 10, 1};
+    store_claim_ask ask = {5000, base + 150 - store_now_ms(f->s), 10, 1, 1};
     store_claim_slice(f->s, 0, base / 60000, &ask, claim_cb, f);
     wait_answers(f, 1);
     assert_null(f->claim.err);
