@@ -151,6 +151,9 @@ end
 -- (the pins first, in the same HSET and ZADD as the tasks: lib.lua)
 local srem, zrem, zadd, hset, seen = {}, {}, {'+inf', RUN_PIN}, {TASK_PIN_FIELD, TASK_PIN}, {}
 local dropped, nh, nz, no = 0, 2, 2, 3
+-- an id is taken twice only when it is an expired lease too (:due's members
+-- are unique, and a fresh member with a plain entry's id is dropped)
+local check_seen = #exp > 0
 -- what a burst repeats, made once a call: a timeout's number, a queue's
 -- JSON (tables: few of each); and once for a run of tasks with the same due
 -- (the last one made): the due's number, a lease deadline's digits, the
@@ -160,11 +163,12 @@ local from_at, from, dl_num, dlt
 local run1_at, run1_to, run1_qj, run1_text
 for i = 1, taken do
   local id = ids[i]
-  if seen[id] then
-    -- an expired lease that was also due: taken once, above
-  elseif recs[i] and not fresh[i] then
+  if recs[i] and not fresh[i] then
     -- dropped (its entry is in taken_due): it was counted open when added
+    -- (first: its id may also be an entry's taken in this call)
     dropped = dropped + 1
+  elseif check_seen and seen[id] then
+    -- an expired lease that was also due: taken once, above
   elseif deleted[i] then
     srem[#srem + 1] = id
     zrem[#zrem + 1] = id
@@ -216,7 +220,7 @@ for i = 1, taken do
       no = no + 4
     end
   end
-  seen[id] = true
+  if check_seen then seen[id] = true end
 end
 -- Writes that add come before those that remove: a script that fails midway
 -- (a write refused) keeps what it did, and so must never have removed an

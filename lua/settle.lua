@@ -112,8 +112,11 @@ local function settled_ok1(n, id, h)
   end
   if not last_queue then return nil end
   local text = SUCCEEDED1 .. last_mid .. fin_h .. h .. ']}'
+  -- (not in counted: a group of the same id after this one finds the text
+  -- in states, which says so)
   states[id] = text
-  ended_now(id, fin_ok)
+  finals = finals + 1
+  fin_ok[#fin_ok + 1] = id
   nhset = nhset + 1; hset[nhset] = sfields[n]
   nhset = nhset + 1; hset[nhset] = text
   return last_queue
@@ -131,6 +134,8 @@ end
 
 local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, hist)
   local st = states[id]
+  -- ended by settled_ok1 earlier in this settle, and counted there
+  local ended_ok1 = type(st) == 'string'
   if loc == '1' then zrem[#zrem + 1] = id end
   if st == nil and o == 'ok' and attempt == '1' and err == '' and code == '' and hist[4] == '' then
     local h = ok1_entry(hist[1], hist[2], hist[3])
@@ -150,7 +155,10 @@ local function settle(n, id, o, attempt, code, err, next_due, loc, next_slice, h
   -- not running: a duplicate delivery after a crash settled it already (or
   -- this very settle, whose answer was lost: st.ft)
   if st.s ~= 'running' then
-    if st.ft == token and not counted[id] then counted[id] = true; return state_queue(st) or '' end
+    if st.ft == token and not counted[id] and not ended_ok1 then
+      counted[id] = true
+      return state_queue(st) or ''
+    end
     return ''
   end
   if o == 'release' then

@@ -463,6 +463,22 @@ def test_a_claim_drops_a_fresh_member_an_add_put_back_after_it_claimed_the_task(
     assert redis.cli("HGET", k[1], "#open") == "2"
     assert redis.cli("ZCARD", k[0]) == "0"
     assert sorted(redis.cli("ZRANGE", k[3], 0, -1).splitlines())[-2:] == [one, two]
+    # the same after a cancel: the task's plain entry and the member put back
+    # come in one claim; the member is dropped and counted off
+    three = f"{sl}.{at}.Cl3dEf7hIj9lMn1pQr5tUv"
+    add3 = first[:9] + [three] + first[10:]
+    assert redis.cli(*add3).splitlines() == ["1"]
+    fin = [f"tickd:{{{sl}}}:{n}" for n in ("ok", "failed", "cancelled", "expired")]
+    assert redis.cli("EVAL", lua_source("cancel"), 7, *k[:3], *fin, three, 60000,
+                     60000).splitlines()[0] == "ok"
+    assert redis.cli("HGET", k[1], "#open") == "2"
+    assert redis.cli(*add3).splitlines() == ["1"]
+    assert redis.cli("HGET", k[1], "#open") == "3"
+    got = redis.cli(*take).splitlines()
+    assert got[2:] == ["2"]  # the entry and the member, neither leased
+    assert redis.cli("HGET", k[1], "#open") == "2"
+    assert redis.cli("ZCARD", k[0]) == "0"
+    assert '"s":"cancelled"' in redis.cli("HGET", k[1], f"s:{three}")
 
 
 def test_batch_answer_text(tickd, receiver):

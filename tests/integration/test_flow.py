@@ -506,7 +506,7 @@ def test_settle_counts_an_end_once_even_when_sent_again(redis):
     assert settle("tok2", "a", short=True) == []
     redis.cli("HSET", keys[1], "s:c", '{"s":"running","a":0,"due":1,"to":10,"q":"mail"}',
               "s:d", '{"s":"running","a":0,"due":1,"to":10,"q":"mail"}')
-    assert settle("tok3", "c", "d", "c", short=True) == ["mail", "2"]
+    assert settle("tok3", "c", "d", "c", short=True) == ["mail", "2"]  # c once
     assert settle("tok3", "d", "c") == ["mail", "2"]          # the same, either form
     # byte for byte the state the general group wrote (but when, and whose)
     def stored(f):
