@@ -228,7 +228,10 @@ end
 if nh > 2 then bulk_write('HSET', KEYS[2], hset) end
 if dropped > 0 then redis.call('HINCRBY', KEYS[2], '#open', -dropped) end
 if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
-bulk_write('ZREM', KEYS[1], taken_due)
+-- (the entries read are :due's first: its ranks from 0, the far ones read
+-- only when every near one was; one range, not a ZREM of each member, which
+-- Redis would hash and look for one by one)
+if #taken_due > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #taken_due - 1) end
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)
 if #zrem > 0 then out[2] = run_unpin(KEYS[4]) elseif ARGV[6] == '1' then out[2] = run_count(KEYS[4]) end

@@ -481,6 +481,34 @@ def test_a_claim_drops_a_fresh_member_an_add_put_back_after_it_claimed_the_task(
     assert '"s":"cancelled"' in redis.cli("HGET", k[1], f"s:{three}")
 
 
+def test_a_claim_takes_the_first_entries_of_due_and_leaves_the_rest(redis):
+    """claim.lua, on a real Redis: the tasks due soon, then at most far_limit
+    of those due later within the reach, oldest first; what it took leaves
+    :due (as one range of its first entries) and the rest stays, each entry
+    as it was."""
+    claim = lua_source("claim")
+    sl = "202611270100.9"
+    k = [f"tickd:{{{sl}}}:{n}" for n in ("due", "task", "del", "run", "ptr")]
+    rec = '"http://127.0.0.1:1/"\n\n10000\n\n\n{}'
+    now = now_ms()
+    entries = {}
+    for name, at in (("a1", now - 1000), ("a2", now - 1000), ("a3", now - 900),
+                     ("f1", now + 1500), ("f2", now + 1500), ("f3", now + 1600),
+                     ("b1", now + 9000), ("b2", now + 9000)):
+        entries[name] = (at, f"{sl}.{at}.{name}xxxxxxxxxxxxxxxxxxxx\n{rec}")
+        redis.cli("ZADD", k[0], at, entries[name][1])
+    redis.cli("HINCRBY", k[1], "#open", len(entries))
+    got = redis.cli("EVAL", claim, 5, *k, 5000, 10, 5000, 1000, 2, "1").splitlines()
+    assert got[:3] == ["3", "5", "5"], got[:3]  # due_left, run_left, taken
+    leased = [ln.split(".")[3][:2] for ln in got[3:] if ln.startswith(sl + ".")]
+    assert leased == ["a1", "a2", "a3", "f1", "f2"]
+    left = sorted(e for e in redis.cli("ZRANGE", k[0], 0, -1, "WITHSCORES").splitlines()
+                  if e.startswith(sl + "."))
+    assert [e.split(".")[3][:2] for e in left] == ["f3", "b1", "b2"]
+    assert redis.cli("ZSCORE", k[0], entries["f3"][1]) == str(entries["f3"][0])
+    assert redis.cli("ZCARD", k[3]) == "6"  # five leases and the pin
+
+
 def test_batch_answer_text(tickd, receiver):
     """The whole text of a batch's answer: each result in index order, a new
     task's id, key, execute_at and status, a reused key's task with its
