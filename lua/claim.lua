@@ -15,10 +15,12 @@
 -- or dropped, so taken == limit means there may be more.
 -- Reads and writes go in bulk (one HMGET, HSET, ZADD... for the whole call),
 -- not one command per id; every read and check comes before the first write
--- but one (the fresh tasks' records: below), which changes nothing a read
--- here needs. A command costs Redis about as much as a hundred ids it
--- carries, whatever its size: what most claims find empty (:del, :ptr) is
--- asked once for both, and the counts only when wanted.
+-- but one: the fresh tasks' records (below), which changes nothing a read
+-- here needs, and which a record with no state left by an error after it
+-- cannot fool (the next claim reads the states then). A command costs Redis
+-- about as much as a hundred ids it carries, whatever its size: what most
+-- claims find empty (:del, :ptr) is asked once for both, and the counts only
+-- when wanted.
 
 -- a slice with nothing due and nothing leased (most of a tick's claims:
 -- buckets with no task this minute, the next minute's slice when the reach
@@ -103,13 +105,15 @@ if taken > 0 and redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 then
   if redis.call('HLEN', KEYS[5]) > 0 then ptr = bulk_read('HMGET', KEYS[5], ids) end
 end
 -- A fresh task's record goes to the task hash first, all in one HSET, which
--- answers how many fields it added: a record is written with the task's
--- first state (here, or by task_state), so a record new to the hash is a
--- task with no state, claimed for its first attempt. One not new is a
--- fresh member this claim must not take: an add whose first run Redis ran
--- after the run sent again for it (rcluster), which put back the member of
--- a task claimed since (its record the same bytes as the one written here).
--- Only then are the fresh tasks' states read (below).
+-- answers how many fields it added. Every other writer of a state writes
+-- the record with it (add.lua, task_state) or changes a state that has one,
+-- and nothing removes a record alone; so a record new to the hash is a task
+-- with no state, claimed for its first attempt (a fresh member is never in
+-- :del or :ptr, nor an expired lease, unless its task has a state). A record
+-- not new is a fresh member this claim must not take: one an add's first
+-- run put back, run by Redis after the run sent again for it (rcluster
+-- sends the same bytes: the record written here is the one there), once the
+-- task was claimed. Only then are the fresh tasks' states read (below).
 local frec, nfr = {}, 0
 for i = 1, taken do
   if recs[i] then
@@ -234,6 +238,7 @@ if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
 if #taken_due > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #taken_due - 1) end
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)
+-- (the unpin also drops the pin with the last lease, counts wanted or not)
 if #zrem > 0 then out[2] = run_unpin(KEYS[4]) elseif ARGV[6] == '1' then out[2] = run_count(KEYS[4]) end
 if ARGV[6] == '1' then out[1] = redis.call('ZCARD', KEYS[1]) else out[1], out[2] = -1, -1 end
 out[3] = taken

@@ -1102,20 +1102,22 @@ void sched_kick(sched *sc, int bucket)
 static void scan_resume(sched *sc)
 {
     int64_t end = (store_now_ms(sc->s) + sc->reach_ms) / 60000;
-    /* the room is shared out evenly among their first claims: the buckets
-     * drain side by side, so that the backlog goes oldest first across them.
-     * Their claims after the first take what room there is, as a full pass
-     * does: kept to the share, each resume is a round of small claims, and a
-     * backlog at 10 M pending drained a third slower */
-    /* No share below the least claim: a claim call costs the store about
-     * as much as a hundred tasks it takes (its commands, whatever their
-     * size), and 16 buckets sharing half the reserve claimed 64 tasks a
-     * call. So as many buckets go on as the room gives each the least claim,
-     * the others at the next resume, from the bucket after the last one
-     * that went (each bucket's turn comes round). */
-    int room = sched_room(sc), n = 0, least = sched_least_claim(sc);
-    for (int i = 0; i < sc->nb; i++) n += sc->bk[i].starved && !sc->bk[i].active;
-    if (n == 0) return;
+    /* The room is shared out evenly among their first claims, so that the
+     * buckets drain side by side and a backlog goes oldest first across
+     * them; their claims after the first take what room there is, as a full
+     * pass does (kept to the share, each resume was a round of small claims,
+     * and a backlog at 10 M pending drained a third slower). But no share
+     * is below the least claim: a claim call costs the store about as much
+     * as a hundred tasks it takes, whatever their number, and 16 buckets
+     * sharing half the reserve claimed 64 tasks a call. So as many go on as
+     * the room gives each the least claim; the others go at the next resume
+     * (once these passes ended and room freed again), starting from the
+     * bucket after the last that went. When all go, the next resume starts
+     * one bucket further, as sched_kick_all does. */
+    int room = sched_room(sc), starved = 0, least = sched_least_claim(sc);
+    for (int i = 0; i < sc->nb; i++) starved += sc->bk[i].starved && !sc->bk[i].active;
+    if (starved == 0) return;
+    int n = starved;
     if (room / n < least) {
         n = room / least;
         if (n < 1) n = 1;
@@ -1123,16 +1125,16 @@ static void scan_resume(sched *sc)
     int share = room / n, went = 0, last = sc->kick_from;
     if (share < 1) share = 1;
     for (int i = 0; i < sc->nb && went < n; i++) {
-        last = (sc->kick_from + i) % sc->nb;
-        bucket_scan *bs = &sc->bk[last];
+        bucket_scan *bs = &sc->bk[(sc->kick_from + i) % sc->nb];
         if (!bs->starved || bs->active) continue;
+        last = (sc->kick_from + i) % sc->nb;
         went++;
         scan_begin(bs, share);
         bs->end_minute = end;
         if (bs->minute > end) bs->minute = end;
         scan_claim(bs);
     }
-    sc->kick_from = (last + 1) % sc->nb;
+    sc->kick_from = (went < starved ? last + 1 : sc->kick_from + 1) % sc->nb;
     /* the buckets left for the next resume keep the scheduler starved */
     for (int i = 0; i < sc->nb; i++)
         if (sc->bk[i].starved && !sc->bk[i].active) sc->starved = 1;

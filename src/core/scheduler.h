@@ -39,9 +39,10 @@ typedef struct sched sched;
 /* Outcomes are gathered for this long and handed to the store in one call
  * (which sends one script call per home slice): under a burst that is a
  * hundred outcomes a call rather than tens, and a script call costs Redis
- * about as much as a hundred outcomes it carries, whatever its size. The
- * outcome is recorded a few ms later; the lease (lease_margin_ms past the
- * attempt's timeout) covers it. */
+ * about as much as a hundred outcomes it carries, whatever its size. An
+ * outcome is recorded up to this long (and a round trip) after its callback
+ * ended; the lease (lease_margin_ms, at least 100, past the attempt's
+ * timeout) covers it, and a stop waits for it (sched_idle). */
 #define SCHED_SETTLE_GATHER_MS 20
 
 /* A claimed task while the scheduler holds it: the callback the pool makes

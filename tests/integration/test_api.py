@@ -479,34 +479,59 @@ def test_a_claim_drops_a_fresh_member_an_add_put_back_after_it_claimed_the_task(
     assert redis.cli("HGET", k[1], "#open") == "2"
     assert redis.cli("ZCARD", k[0]) == "0"
     assert '"s":"cancelled"' in redis.cli("HGET", k[1], f"s:{three}")
+    # and with the task's lease expired: the claim takes the task again by
+    # its lease, and drops the member put back (counted off, not skipped as
+    # the same id taken twice)
+    four = f"{sl}.{at}.Cl4dEf7hIj9lMn1pQr5tUv"
+    add4 = first[:9] + [four] + first[10:]
+    assert redis.cli(*add4).splitlines() == ["1"]
+    assert redis.cli(*take).splitlines()[2] == "1"
+    assert redis.cli("ZADD", k[3], "XX", "CH", now_ms() - 1, four) == "1"
+    assert redis.cli(*add4).splitlines() == ["1"]
+    assert redis.cli("HGET", k[1], "#open") == "4"
+    got = redis.cli(*take).splitlines()
+    assert got[2] == "2" and got[4] == four and got[5] == "1"  # taken again, attempt 1
+    assert redis.cli("HGET", k[1], "#open") == "3"
+    assert redis.cli("ZCARD", k[0]) == "0"
 
 
 def test_a_claim_takes_the_first_entries_of_due_and_leaves_the_rest(redis):
-    """claim.lua, on a real Redis: the tasks due soon, then at most far_limit
-    of those due later within the reach, oldest first; what it took leaves
-    :due (as one range of its first entries) and the rest stays, each entry
-    as it was."""
+    """claim.lua, on a real Redis: expired leases first, then the tasks due
+    soon, then at most far_limit of those due later within the reach, oldest
+    first, limit in all; what it took leaves :due (as one range of its first
+    entries) and the rest stays, each entry as it was. The counts of what is
+    left come only when asked for (-1 otherwise)."""
     claim = lua_source("claim")
     sl = "202611270100.9"
     k = [f"tickd:{{{sl}}}:{n}" for n in ("due", "task", "del", "run", "ptr")]
     rec = '"http://127.0.0.1:1/"\n\n10000\n\n\n{}'
     now = now_ms()
+    # an expired lease of a task claimed before (record and running state)
+    old = f"{sl}.{now - 60000}.oldxxxxxxxxxxxxxxxxxxxx"
+    redis.cli("HSET", k[1], old, rec, f"s:{old}",
+              f'{{"s":"running","a":0,"due":{now - 60000},"to":10000,"q":1}}')
+    redis.cli("ZADD", k[3], now - 1, old)
     entries = {}
     for name, at in (("a1", now - 1000), ("a2", now - 1000), ("a3", now - 900),
-                     ("f1", now + 1500), ("f2", now + 1500), ("f3", now + 1600),
+                     ("f1", now + 3000), ("f2", now + 3000), ("f3", now + 3100),
                      ("b1", now + 9000), ("b2", now + 9000)):
         entries[name] = (at, f"{sl}.{at}.{name}xxxxxxxxxxxxxxxxxxxx\n{rec}")
         redis.cli("ZADD", k[0], at, entries[name][1])
-    redis.cli("HINCRBY", k[1], "#open", len(entries))
-    got = redis.cli("EVAL", claim, 5, *k, 5000, 10, 5000, 1000, 2, "1").splitlines()
-    assert got[:3] == ["3", "5", "5"], got[:3]  # due_left, run_left, taken
+    redis.cli("HINCRBY", k[1], "#open", len(entries) + 1)
+    got = redis.cli("EVAL", claim, 5, *k, 5000, 7, 5000, 1000, 2, "1").splitlines()
+    assert got[:3] == ["3", "6", "6"], got[:3]  # due_left, run_left, taken
     leased = [ln.split(".")[3][:2] for ln in got[3:] if ln.startswith(sl + ".")]
-    assert leased == ["a1", "a2", "a3", "f1", "f2"]
-    left = sorted(e for e in redis.cli("ZRANGE", k[0], 0, -1, "WITHSCORES").splitlines()
+    assert leased == ["ol", "a1", "a2", "a3", "f1", "f2"]
+    left = sorted(e for e in redis.cli("ZRANGE", k[0], 0, -1).splitlines()
                   if e.startswith(sl + "."))
     assert [e.split(".")[3][:2] for e in left] == ["f3", "b1", "b2"]
     assert redis.cli("ZSCORE", k[0], entries["f3"][1]) == str(entries["f3"][0])
-    assert redis.cli("ZCARD", k[3]) == "6"  # five leases and the pin
+    assert redis.cli("ZCARD", k[3]) == "7"  # six leases and the pin
+    # the counts not asked for: -1 each; nothing due within the reach is left
+    got = redis.cli("EVAL", claim, 5, *k, 5000, 7, 5000, 1000, 2, "0").splitlines()
+    assert got[:3] == ["-1", "-1", "1"], got[:3]
+    assert [e.split(".")[3][:2] for e in redis.cli("ZRANGE", k[0], 0, -1).splitlines()
+            if e.startswith(sl + ".")] == ["b1", "b2"]
 
 
 def test_batch_answer_text(tickd, receiver):
