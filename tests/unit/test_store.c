@@ -143,9 +143,17 @@ static int setup(void **state, int redis)
         int fatal;
         f->s = store_redis_create(f->base, &f->cfg, "lua", &fatal, err, sizeof(err));
         if (!f->s) fail_msg("redis store: %s", err);
+        /* Tests add tasks due now and claim the minute of now: one begun in
+         * a minute's last seconds, or its first ms, would see them fall in
+         * two slices, or the claim in the next. Redis's clock is real:
+         * wait until well inside a minute. */
+        while (store_now_ms(f->s) % 60000 < 300 || store_now_ms(f->s) % 60000 >= 55000)
+            usleep(20000);
     } else {
         f->s = store_memory_create(f->base, &f->cfg);
-        f->fake_now_ms = util_realtime_ms();
+        /* the fake clock starts half way through the present minute (as
+         * above, away from its edges) */
+        f->fake_now_ms = util_realtime_ms() / 60000 * 60000 + 30000;
         store_memory_set_clock(f->s, fake_clock, f);
     }
     f->added_bucket = -1;
