@@ -34,7 +34,9 @@ local out = {0, 0, 0}
 -- candidates, in order: expired leases, then due ids
 -- (a table grown in a loop by a count kept beside it: each #t is a search)
 local ids, dues, reclaim, recs, due_text, member = {}, {}, {}, {}, {}, {}
-local taken_due = {}
+-- the fresh tasks' ids and records, for their HSET (below); how many of
+-- :due's entries were read
+local frec, nfr, ndue = {}, 0, 0
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 for i, id in ipairs(exp) do
   ids[i] = id; dues[i] = now; reclaim[i] = true
@@ -90,10 +92,14 @@ if taken < limit then
       dues[taken] = tonumber(at)
     end
     due_text[taken] = at
-    if rec then recs[taken] = rec; member[taken] = m end
+    if rec then
+      recs[taken], member[taken] = rec, m
+      nfr = nfr + 1; frec[nfr] = id
+      nfr = nfr + 1; frec[nfr] = rec
+    end
   end
   -- every entry read is taken (delivered or dropped)
-  taken_due = due
+  ndue = #due
 end
 
 -- cancellations and retry pointers are rare: most slices have neither
@@ -114,13 +120,6 @@ end
 -- run put back, run by Redis after the run sent again for it (rcluster
 -- sends the same bytes: the record written here is the one there), once the
 -- task was claimed. Only then are the fresh tasks' states read (below).
-local frec, nfr = {}, 0
-for i = 1, taken do
-  if recs[i] then
-    nfr = nfr + 1; frec[nfr] = ids[i]
-    nfr = nfr + 1; frec[nfr] = recs[i]
-  end
-end
 local all_new = nfr == 0 or bulk_write('HSET', KEYS[2], frec) == nfr / 2
 -- one HMGET: the state and spec of each task that is not fresh (and each
 -- fresh one's state, when not all records were new)
@@ -168,7 +167,7 @@ local run1_at, run1_to, run1_qj, run1_text
 for i = 1, taken do
   local id = ids[i]
   if recs[i] and not fresh[i] then
-    -- dropped (its entry is in taken_due): it was counted open when added
+    -- dropped (its entry is among the ndue taken): it was counted open when added
     -- (first: its id may also be an entry's taken in this call)
     dropped = dropped + 1
   elseif check_seen and seen[id] then
@@ -235,11 +234,15 @@ if nz > 2 then bulk_write('ZADD', KEYS[4], zadd) end
 -- (the entries read are :due's first: its ranks from 0, the far ones read
 -- only when every near one was; one range, not a ZREM of each member, which
 -- Redis would hash and look for one by one)
-if #taken_due > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #taken_due - 1) end
+if ndue > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, ndue - 1) end
 bulk_write('SREM', KEYS[3], srem)
 bulk_write('ZREM', KEYS[4], zrem)
--- (the unpin also drops the pin with the last lease, counts wanted or not)
-if #zrem > 0 then out[2] = run_unpin(KEYS[4]) elseif ARGV[6] == '1' then out[2] = run_count(KEYS[4]) end
-if ARGV[6] == '1' then out[1] = redis.call('ZCARD', KEYS[1]) else out[1], out[2] = -1, -1 end
+-- (the unpin drops the pin with the last lease, counts wanted or not)
+local run_left = #zrem > 0 and run_unpin(KEYS[4])
+if ARGV[6] == '1' then
+  out[1], out[2] = redis.call('ZCARD', KEYS[1]), run_left or run_count(KEYS[4])
+else
+  out[1], out[2] = -1, -1
+end
 out[3] = taken
 return out

@@ -57,7 +57,6 @@ end
 -- the task ended in this settle: its id goes to ix, the ids of its slice's
 -- ok, failed or expired index (written at the end)
 local function ended_now(id, ix)
-  counted[id] = true
   finals = finals + 1
   ix[#ix + 1] = id
 end
@@ -77,6 +76,7 @@ local function finish(st, id, status, ix)
   st.fin = now
   st.ft = token
   st.cur = nil
+  counted[id] = true
   ended_now(id, ix)
   return state_queue(st) or ''
 end
@@ -115,8 +115,7 @@ local function settled_ok1(n, id, h)
   -- (not in counted: a group of the same id after this one finds the text
   -- in states, which says so)
   states[id] = text
-  finals = finals + 1
-  fin_ok[#fin_ok + 1] = id
+  ended_now(id, fin_ok)
   nhset = nhset + 1; hset[nhset] = sfields[n]
   nhset = nhset + 1; hset[nhset] = text
   return last_queue

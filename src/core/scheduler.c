@@ -874,6 +874,14 @@ static void sched_take_batch(sched *sc, const char *slice, const store_claim *re
     if (n) sc->warm(sc->warm_cbs, n, sc->warm_priv);
 }
 
+/* A slice whose minute and the grace after it are over: once it holds
+ * nothing the scan may pass it (scan_claim_cb), so only then are a claim's
+ * counts of what it left wanted. */
+static int scan_minute_over(const sched *sc, int64_t minute)
+{
+    return (minute + 1) * 60000 + sc->cfg->slice_grace_ms <= store_now_ms(sc->s);
+}
+
 /* The claim of one slice answered. A slice whose claim fails holds back its
  * bucket's watermark, and the scan goes on with the next slice: one slice
  * that cannot be claimed (its node down, a write refused) does not stall the
@@ -904,8 +912,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
             scan_claim(bs); /* the slice had more than one batch */
             return;
         }
-        passable = res->due_left == 0 && res->run_left == 0 &&
-                   (bs->minute + 1) * 60000 + sc->cfg->slice_grace_ms <= store_now_ms(sc->s);
+        passable = res->due_left == 0 && res->run_left == 0 && scan_minute_over(sc, bs->minute);
     }
     if (!passable && bs->first_open < 0) bs->first_open = bs->minute;
     if (bs->minute >= bs->end_minute || sc->stopping) {
@@ -997,10 +1004,8 @@ static void scan_claim(bucket_scan *bs)
     bs->share = 0;
     /* the reserve is for what is due before the next tick */
     int far = room - sched_reserve(sc);
-    /* the counts decide only whether a slice whose minute is over may be
-     * passed (scan_claim_cb) */
-    int counts = (bs->minute + 1) * 60000 + sc->cfg->slice_grace_ms <= store_now_ms(sc->s);
-    store_claim_ask ask = {sc->reach_ms, sched_near(sc), bs->limit, far > 0 ? far : 0, counts};
+    store_claim_ask ask = {sc->reach_ms, sched_near(sc), bs->limit, far > 0 ? far : 0,
+                           scan_minute_over(sc, bs->minute)};
     sc->claiming += bs->limit;
     sc->pending++;
     store_claim_slice(sc->s, bs->b, bs->minute, &ask, scan_claim_cb, bs);

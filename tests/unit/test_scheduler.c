@@ -626,13 +626,9 @@ static void test_starved_pass_goes_on(void **state)
 static void test_resumed_buckets_share_evenly(void **state)
 {
     fixture *x = *state;
-    char key[16];
     /* bucket 0: one batch; buckets 1-3: a backlog each */
-    for (int i = 0; i < 56; i++) {
-        snprintf(key, sizeof(key), "s%d", i);
-        lease(x, x->m, x->f.now, key, 1);
-        x->f.l[x->f.nl - 1].bucket = i < 8 ? 0 : 1 + i % 3;
-    }
+    leases_due_now(x, 56, "s");
+    for (int i = 0; i < 56; i++) x->f.l[i].bucket = i < 8 ? 0 : 1 + i % 3;
     for (int b = 0; b < 4; b++) sched_kick(x->sc, b);
     pump(x, 20);
     assert_int_equal(sched_held(x->sc), 16);
@@ -659,12 +655,8 @@ static void test_resumed_buckets_share_evenly(void **state)
 static void test_resumed_claims_ask_at_least_the_least(void **state)
 {
     fixture *x = *state;
-    char key[16];
-    for (int i = 0; i < 48; i++) {
-        snprintf(key, sizeof(key), "b%d", i);
-        lease(x, x->m, x->f.now, key, 1);
-        x->f.l[x->f.nl - 1].bucket = i % 4;
-    }
+    leases_due_now(x, 48, "b");
+    for (int i = 0; i < 48; i++) x->f.l[i].bucket = i % 4;
     for (int b = 0; b < 4; b++) sched_kick(x->sc, b);
     pump(x, 20);
     assert_int_equal(sched_held(x->sc), 16);

@@ -147,8 +147,8 @@ static int setup(void **state, int redis)
          * a minute's last seconds, or its first ms, would see them fall in
          * two slices, or the claim in the next. Redis's clock is real:
          * wait until well inside a minute. */
-        while (store_now_ms(f->s) % 60000 < 300 || store_now_ms(f->s) % 60000 >= 55000)
-            usleep(20000);
+        int64_t in_minute;
+        while ((in_minute = store_now_ms(f->s) % 60000) < 300 || in_minute >= 55000) usleep(20000);
     } else {
         f->s = store_memory_create(f->base, &f->cfg);
         /* the fake clock starts half way through the present minute (as
