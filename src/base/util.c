@@ -105,13 +105,26 @@ uint32_t util_fnv1a(const void *p, size_t n)
 
 int util_fmt_int(char *buf, long long v)
 {
-    /* two digits a division: ids and due times have 13 */
+    /* two digits a division, written where they go once the length is
+     * known (ids and due times have 13) */
     static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930"
                                 "31323334353637383940414243444546474849505152535455565758596061"
                                 "6263646566676869707172737475767778798081828384858687888990919293"
                                 "949596979899";
-    char tmp[UTIL_INT_MAX], *p = tmp + sizeof(tmp);
+    static const unsigned long long pow10[20] = {
+        1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+        100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+        10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+        100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    /* the digits: log10 from log2 (1233 / 4096 = log10 2, a little under),
+     * set right by one compare */
+    int t = (64 - __builtin_clzll(u | 1)) * 1233 >> 12;
+    int digits = t + (u >= pow10[t]);
+    if (!digits) digits = 1;
+    int n = digits + (v < 0);
+    char *p = buf + n;
+    *p = '\0';
     for (; u >= 100; u /= 100) {
         p -= 2;
         memcpy(p, pairs + 2 * (u % 100), 2);
@@ -123,9 +136,6 @@ int util_fmt_int(char *buf, long long v)
         *--p = (char)('0' + u);
     }
     if (v < 0) *--p = '-';
-    int n = (int)(tmp + sizeof(tmp) - p);
-    memcpy(buf, p, (size_t)n);
-    buf[n] = '\0';
     return n;
 }
 

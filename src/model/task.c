@@ -831,12 +831,13 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
         FAIL("%s: a number that would not be stored exactly (out of range, or more "
              "digits than a double holds)", path);
 
-    /* The stored spec: every default made explicit, so a later change of
-     * defaults never changes a task already scheduled. Written directly
-     * (cJSON prints numbers through printf and a scanf check). The record
-     * (task.h) is written alongside: the same parts, the derived and
-     * default ones left out. */
-    task_buf b = {0}, r = {0}, onfb = {0};
+    /* The record (task.h): what the id holds and the defaults left out,
+     * every other part as given, validated. The spec (every default made
+     * explicit, so that a later change of defaults never changes a task
+     * already scheduled) is read back from it where one is wanted
+     * (task_input_spec): a store keeps the record, and the ingest's hot path
+     * writes one form, not two. */
+    task_buf r = {0}, onfb = {0};
     char *hdr = NULL, *req = NULL;
     if ((v = f[F_HEADER])) hdr = task_print(v);
     if ((v = f[F_REQ])) req = task_print(v);
@@ -847,36 +848,11 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
         task_buf_add(&onfb, "}", 1);
     }
 
-    task_buf_add(&b, "{\"key\":", 7);
-    task_buf_word(&b, out->key);
-    task_buf_add(&b, ",\"callback_url\":", 16);
-    size_t url_at = b.len;   /* the URL as a JSON string, for the record too */
-    task_buf_str(&b, f[F_URL]->valuestring);
-    size_t url_len = b.len - url_at;
-    task_buf_add(&b, ",\"method\":", 10);
-    task_buf_word(&b, method);
-    if (hdr) task_buf_member(&b, "header", hdr, strlen(hdr));
-    if (req) task_buf_member(&b, "req", req, strlen(req));
-    /* numbers written without a format: this is the ingest's hot path */
-    task_buf_add(&b, ",\"execute_at\":", 14);
-    task_buf_int(&b, at);
-    task_buf_add(&b, ",\"retry\":{\"max_attempts\":", 25);
-    task_buf_int(&b, max_attempts);
-    task_buf_add(&b, ",\"backoff_ms\":", 14);
-    task_buf_int(&b, backoff_ms);
-    task_buf_add(&b, "},\"timeout_ms\":", 15);
-    task_buf_int(&b, timeout_ms);
-    if (queue) {
-        task_buf_add(&b, ",\"queue\":", 9);
-        task_buf_word(&b, queue);
-    }
-    if (onf) task_buf_member(&b, "on_failure", onfb.p, onfb.len);
-    task_buf_add(&b, "}", 1);
-
-    task_buf_add(&r, b.p + url_at, url_len);
+    task_buf_str(&r, f[F_URL]->valuestring);
     task_buf_add(&r, "\n", 1);
     if (strcmp(method, "POST") != 0) task_buf_add(&r, method, strlen(method));
     task_buf_add(&r, "\n", 1);
+    /* numbers written without a format: this is the ingest's hot path */
     task_buf_int(&r, timeout_ms);
     task_buf_add(&r, "\n", 1);
     if (queue) task_buf_add(&r, queue, strlen(queue));
@@ -895,7 +871,6 @@ static int task_input_read(const cJSON *obj, int64_t now_ms, int made, task_inpu
     free(req);
     free(onfb.p);
     out->rec = r.p;
-    out->spec = b.p;
     out->execute_at_ms = at;
     out->due_ms = at > now_ms ? at : now_ms;
     out->timeout_ms = timeout_ms;
@@ -937,15 +912,12 @@ int64_t task_spec_expires_ms(const char *spec)
 
 int task_input_add_json(task_input *t, const char *name, const char *json, size_t n)
 {
-    char **docs[2] = {&t->spec, &t->rec};
-    for (int i = 0; i < 2; i++) {
-        size_t len = strlen(*docs[i]);
-        task_buf b = {*docs[i], len - 1, len + 1};   /* its last '}' dropped */
-        b.p[b.len] = '\0';
-        task_buf_member(&b, name, json, n);
-        task_buf_add(&b, "}", 1);
-        *docs[i] = b.p;
-    }
+    size_t len = strlen(t->rec);
+    task_buf b = {t->rec, len - 1, len + 1};   /* its last '}' dropped */
+    b.p[b.len] = '\0';
+    task_buf_member(&b, name, json, n);
+    task_buf_add(&b, "}", 1);
+    t->rec = b.p;
     return 0;
 }
 
@@ -1005,16 +977,13 @@ int task_rec_retry(const char *s, size_t n, long long *attempts, long long *back
     return sscanf(buf, "%9lld,%9lld%c", attempts, backoff_ms, &tail) == 3 && tail == '\n' ? 0 : -1;
 }
 
-char *task_rec_spec(const char *rec, size_t len, const char *id)
+/* The spec of the record rec[0..len) of the task of key, due at at. */
+static char *task_rec_spec_of(const char *rec, size_t len, const char *key, int64_t at)
 {
     const char *part[TASK_REC_PARTS];
     size_t plen[TASK_REC_PARTS];
-    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
-    int64_t at;
     long long a, bo;
-    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
-    if (task_rec_split(rec, len, part, plen) != 0 || task_id_parse(id, slice, &at, key) != 0 ||
-        task_rec_retry(part[4], plen[4], &a, &bo) != 0)
+    if (task_rec_split(rec, len, part, plen) != 0 || task_rec_retry(part[4], plen[4], &a, &bo) != 0)
         return NULL;
     task_buf b = {0};
     char num[160];
@@ -1043,12 +1012,26 @@ char *task_rec_spec(const char *rec, size_t len, const char *id)
     return b.p;
 }
 
+char *task_rec_spec(const char *rec, size_t len, const char *id)
+{
+    char slice[TASK_SLICE_MAX], key[TASK_KEY_MAX + 1];
+    int64_t at;
+    if (len && rec[0] == '{') return xstrndup(rec, len); /* a spec, as stored before */
+    if (task_id_parse(id, slice, &at, key) != 0) return NULL;
+    return task_rec_spec_of(rec, len, key, at);
+}
+
+char *task_input_spec(const task_input *t)
+{
+    char *s = task_rec_spec_of(t->rec, strlen(t->rec), t->key, t->execute_at_ms);
+    log_assert(s); /* task_input_read writes a record task_rec_split reads */
+    return s;
+}
+
 void task_input_free(task_input *t)
 {
     free(t->rec);
     t->rec = NULL;
-    free(t->spec);
-    t->spec = NULL;
 }
 
 /* ---- URLs shown outside ---- */

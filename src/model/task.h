@@ -44,8 +44,8 @@ typedef struct task_input {
     int64_t due_ms;         /* max(execute_at_ms, now) */
     int64_t timeout_ms;
     int max_attempts;
-    char *spec;             /* normalized task JSON, malloc'd; task_input_free */
-    char *rec;              /* the same task as a record (below), malloc'd */
+    char *rec;              /* the task as a record (below), malloc'd;
+                             * task_input_free; its spec: task_input_spec */
     char queue[TASK_QUEUE_MAX]; /* the queue it names ("" = the default) */
     int64_t home_now_ms;    /* 0: the store's clock picks the home slice
                              * (task_home_ms); else this clock does (a
@@ -192,7 +192,11 @@ int task_rec_retry(const char *s, size_t n, long long *attempts, long long *back
 /* The expires_at (ms) of a stored spec, 0 when it has none. */
 int64_t task_spec_expires_ms(const char *spec);
 
-/* A string member "name": str added to both the spec and the record of t
+/* The spec of t (malloc'd): its record read back (task_rec_spec), every
+ * default explicit. */
+char *task_input_spec(const task_input *t);
+
+/* A string member "name": str added to the record of t, and so to its spec
  * (a schedule's run names its schedule). Returns 0. */
 int task_input_add_member(task_input *t, const char *name, const char *str);
 /* The same with a JSON text json[0..n) as the value. */

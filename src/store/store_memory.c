@@ -363,7 +363,7 @@ static void ms_add(store *s, const task_input *ti, store_add_fn *cb, void *priv)
     snprintf(t->status, sizeof(t->status), "scheduled");
     t->due_ms = ti->due_ms;
     t->timeout_ms = ti->timeout_ms;
-    t->spec = xstrdup(ti->spec);
+    t->spec = task_input_spec(ti);
     ms_insert(m, t);
     ms_link(m, t, slice);
     r->st = ST_OK;

@@ -34,9 +34,11 @@ static void plan_check(const schedule_def *d, int64_t next, int64_t now)
                 fprintf(stderr, "run refused: %s\n", err);
                 abort();
             }
-            cJSON *spec = cJSON_Parse(t.spec);
+            char *text = task_input_spec(&t);
+            cJSON *spec = cJSON_Parse(text);
             if (!spec) abort();
             cJSON_Delete(spec);
+            free(text);
             task_input_free(&t);
         }
     }

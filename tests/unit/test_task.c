@@ -25,7 +25,7 @@ static void parse_ok_obj(const cJSON *obj, int64_t now_ms, task_input *out)
     char err[256] = "";
     int rc = task_input_parse(obj, now_ms, out, err, sizeof(err));
     if (rc != 0) fail_msg("task_input_parse failed: %s", err);
-    assert_non_null(out->spec);
+    assert_non_null(out->rec);
 }
 
 static void parse_ok(const char *json, int64_t now_ms, task_input *out)
@@ -51,7 +51,7 @@ static void parse_err_obj(const cJSON *obj, int64_t now_ms, const char *prefix)
         task_input_free(&out);
         fail_msg("expected an error beginning with \"%s\"", prefix);
     }
-    assert_null(out.spec);
+    assert_null(out.rec);
     assert_prefix(err, prefix);
     /* the reason follows the field name */
     assert_true(strlen(err) > strlen(prefix) || prefix[strlen(prefix) - 1] != ' ');
@@ -76,13 +76,15 @@ static void parse_err_text(const char *json, int64_t now_ms, char *err, size_t e
     cJSON_Delete(obj);
     if (rc == 0) task_input_free(&out);
     assert_int_equal(rc, -1);
-    assert_null(out.spec);
+    assert_null(out.rec);
 }
 
 static cJSON *spec_of(const task_input *t)
 {
-    cJSON *s = cJSON_Parse(t->spec);
-    if (!s) fail_msg("spec is not JSON: %s", t->spec);
+    char *text = task_input_spec(t);
+    cJSON *s = cJSON_Parse(text);
+    if (!s) fail_msg("spec is not JSON: %s", text);
+    free(text);
     return s;
 }
 
@@ -754,7 +756,7 @@ static void test_input_defaults(void **state)
     assert_null(cJSON_GetObjectItemCaseSensitive(s, "delay_ms"));
     cJSON_Delete(s);
     task_input_free(&t);
-    assert_null(t.spec);
+    assert_null(t.rec);
     task_input_free(&t); /* twice is harmless */
 
     /* two tasks without a key get different keys */
@@ -817,7 +819,7 @@ static void test_input_on_failure(void **state)
     assert_string_equal(str_field(cJSON_GetObjectItemCaseSensitive(of, "header"), "X-Team"), "a");
     assert_true(num_field(s, "timeout_ms") == 10000);
     parse_ok_obj(s, T0_MS, &again);
-    assert_string_equal(again.spec, t.spec);
+    assert_string_equal(again.rec, t.rec);
     task_input_free(&again);
     cJSON_Delete(s);
     task_input_free(&t);
@@ -972,9 +974,9 @@ static void test_input_req_verbatim(void **state)
         parse_ok_obj(o, T0_MS, &t);
         cJSON *s = spec_of(&t);
         const cJSON *got = cJSON_GetObjectItemCaseSensitive(s, "req");
-        if (!got) fail_msg("req %s missing from spec %s", reqs[i], t.spec);
+        if (!got) fail_msg("req %s missing from record %s", reqs[i], t.rec);
         if (!cJSON_Compare(got, want, 1))
-            fail_msg("req %s became %s", reqs[i], t.spec);
+            fail_msg("req %s became %s", reqs[i], t.rec);
         cJSON_Delete(want);
         cJSON_Delete(s);
         task_input_free(&t);
@@ -1437,7 +1439,7 @@ static void test_input_error_leaves_out_clean(void **state)
     assert_non_null(o);
     memset(&t, 0x7f, sizeof(t));
     assert_int_equal(task_input_parse(o, T0_MS, &t, err, sizeof(err)), -1);
-    assert_null(t.spec);
+    assert_null(t.rec);
     assert_string_equal(t.key, "");
     assert_int_equal(t.due_ms, 0);
     task_input_free(&t); /* harmless on a failed parse */
@@ -1624,7 +1626,7 @@ static void test_input_header_control_and_duplicates(void **state)
     task_input t;
     parse_ok("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"a\\tb \\u00e9\"}}", T0_MS,
              &t);
-    assert_non_null(strstr(t.spec, "\"X-A\":\"a\\tb \xc3\xa9\""));
+    assert_non_null(strstr(t.rec, "\"X-A\":\"a\\tb \xc3\xa9\""));
     task_input_free(&t);
     parse_err("{\"callback_url\":\"http://cb.test/\",\"header\":{\"X-A\":\"1\",\"X-A\":\"2\"}}",
               T0_MS, "header.X-A: given more than once");
@@ -1669,7 +1671,37 @@ static void test_input_req_numbers_exact_or_refused(void **state)
 
 /* ---- records ------------------------------------------------------------ */
 
-/* The record gives the spec back, member for member, for every kind of task. */
+/* The spec a task given as `given` must have, written here from the input:
+ * every default explicit (method, execute_at, retry, timeout_ms; a default
+ * queue left out; an on_failure's method), delay_ms as execute_at. */
+static cJSON *spec_wanted(const char *given, const task_input *t)
+{
+    cJSON *o = cJSON_Parse(given);
+    assert_non_null(o);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "key")) cJSON_AddStringToObject(o, "key", t->key);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "method")) cJSON_AddStringToObject(o, "method", "POST");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "delay_ms");
+    if (!cJSON_GetObjectItemCaseSensitive(o, "execute_at"))
+        cJSON_AddNumberToObject(o, "execute_at", (double)t->execute_at_ms);
+    cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "retry");
+    if (!r) r = cJSON_AddObjectToObject(o, "retry");
+    if (!cJSON_GetObjectItemCaseSensitive(r, "max_attempts"))
+        cJSON_AddNumberToObject(r, "max_attempts", TASK_DEFAULT_ATTEMPTS);
+    if (!cJSON_GetObjectItemCaseSensitive(r, "backoff_ms"))
+        cJSON_AddNumberToObject(r, "backoff_ms", TASK_DEFAULT_BACKOFF_MS);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "timeout_ms"))
+        cJSON_AddNumberToObject(o, "timeout_ms", TASK_DEFAULT_TIMEOUT_MS);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "queue");
+    if (q && strcmp(q->valuestring, TASK_QUEUE_DEFAULT) == 0)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "queue");
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "on_failure");
+    if (f && !cJSON_GetObjectItemCaseSensitive(f, "method")) cJSON_AddStringToObject(f, "method", "POST");
+    return o;
+}
+
+/* The record gives the spec back, member for member, for every kind of task:
+ * what was given, every default explicit; the same under the task's id, and
+ * from a task parsed from it. */
 static void test_record_round_trip(void **state)
 {
     (void)state;
@@ -1685,39 +1717,50 @@ static void test_record_round_trip(void **state)
         "\"queue\":\"default\",\"method\":\"DELETE\"}",
         "{\"callback_url\":\"http://cb.test/hook\",\"on_failure\":{\"callback_url\":"
         "\"http://cb.test/x\",\"method\":\"PUT\"}}",
-        "{\"callback_url\":\"http://cb.test/hook\",\"req\":{},\"retry\":{\"backoff_ms\":2000}}",
+        "{\"callback_url\":\"http://cb.test/hook\",\"req\":{},\"retry\":{\"backoff_ms\":2000},"
+        "\"delay_ms\":1500}",
     };
     for (size_t i = 0; i < sizeof(inputs) / sizeof(*inputs); i++) {
-        task_input t;
+        task_input t, t2;
         char slice[TASK_SLICE_MAX], id[TASK_ID_MAX];
         parse_ok(inputs[i], T0_MS, &t);
         if (i == 0) assert_non_null(strstr(t.rec, "\n\n10000\n\n\n{}"));
         int lines = 0;
         for (const char *c = t.rec; *c; c++) lines += *c == '\n';
         assert_int_equal(lines, 5);
+        char *spec = task_input_spec(&t);
+        cJSON *a = cJSON_Parse(spec), *want = spec_wanted(inputs[i], &t);
+        if (!a || !cJSON_Compare(a, want, 1)) {
+            char *w = cJSON_PrintUnformatted(want);
+            fail_msg("input %zu: spec\n%s\nwanted\n%s", i, spec, w);
+        }
+        /* the record is the smaller */
+        assert_true(strlen(t.rec) < strlen(spec));
+        /* the same under its id (what a store answers) */
         task_slice_name(t.due_ms, 3, slice);
         task_id_make(slice, t.execute_at_ms, t.key, id, sizeof(id));
         char *back = task_rec_spec(t.rec, strlen(t.rec), id);
         assert_non_null(back);
-        cJSON *a = cJSON_Parse(t.spec), *b = cJSON_Parse(back);
-        assert_non_null(b);
-        assert_true(cJSON_Compare(a, b, 1));
-        /* the record is the smaller */
-        assert_true(strlen(t.rec) < strlen(t.spec));
-        cJSON_Delete(a);
-        cJSON_Delete(b);
+        assert_string_equal(back, spec);
         free(back);
-        /* a member added to both (a schedule's run) is in both */
+        /* and a task parsed from the spec has the same record */
+        parse_ok(spec, T0_MS, &t2);
+        assert_string_equal(t2.rec, t.rec);
+        task_input_free(&t2);
+        cJSON_Delete(a);
+        cJSON_Delete(want);
+        free(spec);
+        /* a member added (a schedule's run) is in the spec */
         assert_int_equal(task_input_add_member(&t, "schedule_id", "sch-1"), 0);
-        back = task_rec_spec(t.rec, strlen(t.rec), id);
-        a = cJSON_Parse(t.spec);
-        b = cJSON_Parse(back);
+        spec = task_input_spec(&t);
+        a = cJSON_Parse(spec);
         assert_non_null(a);
-        assert_true(cJSON_Compare(a, b, 1));
-        assert_string_equal(str_field(b, "schedule_id"), "sch-1");
+        assert_string_equal(str_field(a, "schedule_id"), "sch-1");
+        back = task_rec_spec(t.rec, strlen(t.rec), id);
+        assert_string_equal(back, spec);
         cJSON_Delete(a);
-        cJSON_Delete(b);
         free(back);
+        free(spec);
         task_input_free(&t);
         assert_null(t.rec);
     }
@@ -1803,16 +1846,18 @@ static void test_spec_read(void **state)
         }
         task_slice_name(t.due_ms, 3, slice);
         task_id_make(slice, t.execute_at_ms, t.key, id, sizeof(id));
-        task_spec *a = task_spec_read(t.rec, strlen(t.rec)), *b = task_spec_read(t.spec, strlen(t.spec));
-        spec_matches(a, t.spec);
-        spec_matches(b, t.spec);
+        char *spec = task_input_spec(&t);
+        task_spec *a = task_spec_read(t.rec, strlen(t.rec)), *b = task_spec_read(spec, strlen(spec));
+        spec_matches(a, spec);
+        spec_matches(b, spec);
         /* and the JSON the event shows is the spec */
         char *back = task_spec_json(a, id);
-        cJSON *x = cJSON_Parse(back), *y = cJSON_Parse(t.spec);
+        cJSON *x = cJSON_Parse(back), *y = cJSON_Parse(spec);
         assert_true(cJSON_Compare(x, y, 1));
         cJSON_Delete(x);
         cJSON_Delete(y);
         free(back);
+        free(spec);
         task_spec_free(a);
         task_spec_free(b);
         task_input_free(&t);

@@ -1,6 +1,8 @@
 /* test_util.c -- unit tests for the UTF-8 check (RFC 3629, with Markus
- * Kuhn's UTF-8 decoder stress test cases), the text cleaning on it, and
- * the redaction of URLs shown outside tickd. */
+ * Kuhn's UTF-8 decoder stress test cases), the text cleaning on it, the
+ * redaction of URLs shown outside tickd, and integers written in decimal. */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +208,46 @@ static void test_url_redact(void **state)
     redacted("", "");
 }
 
+/* util_fmt_int against printf's %lld: every power of ten and its
+ * neighbours (where the digit count changes), both signs, the extremes,
+ * and a spread of values of every length */
+static void fmt_same(long long v)
+{
+    char got[UTIL_INT_MAX], want[32];
+    memset(got, 'x', sizeof(got));
+    int n = util_fmt_int(got, v);
+    snprintf(want, sizeof(want), "%lld", v);
+    if (strcmp(got, want) != 0 || n != (int)strlen(want))
+        fail_msg("util_fmt_int(%s) wrote \"%s\" (%d)", want, got, n);
+}
+
+static void test_fmt_int(void **state)
+{
+    (void)state;
+    fmt_same(0);
+    fmt_same(LLONG_MAX);
+    fmt_same(LLONG_MIN);
+    fmt_same(LLONG_MIN + 1);
+    long long p = 1;
+    for (int i = 0; i < 19; i++) {
+        fmt_same(p);
+        fmt_same(p - 1);
+        fmt_same(p + 1);
+        fmt_same(-p);
+        fmt_same(-p + 1);
+        fmt_same(-p - 1);
+        if (i < 18) p *= 10;
+    }
+    unsigned long long x = 88172645463325252ULL;   /* xorshift64 */
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        long long v = (long long)(x >> (x % 64));
+        fmt_same(i % 2 ? v : -v);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_seq_lengths),
         cmocka_unit_test(test_text_clean),
         cmocka_unit_test(test_url_redact),
+        cmocka_unit_test(test_fmt_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
