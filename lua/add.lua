@@ -22,12 +22,45 @@ local stale = tonumber(ARGV[1]) + tonumber(ARGV[2]) <= now
 if stale and not maybe_again then
   return redis.error_reply('STALE slice already passed by the scan')
 end
+-- Tasks counted open in this slice (a fresh one when its member is new: a
+-- call's first run that Redis runs after the same call sent again (its
+-- connection dropped while Redis was stalled; the resend, on another, ran
+-- first) finds nothing to look for (again = 0) and adds the same member,
+-- which is not new then); a hash this add made (or one whose tasks had all
+-- ended) gets its pin now (lib.lua: TASK_PIN), before the claim writes the
+-- records.
+local function opened_now(opened)
+  if opened == 0 then return end
+  if redis.call('HINCRBY', KEYS[2], '#open', opened) == opened then
+    redis.call('HSET', KEYS[2], TASK_PIN_FIELD, TASK_PIN)
+  end
+  redis.call('PERSIST', KEYS[2])
+  redis.call('PERSIST', KEYS[3])
+end
+
+-- A call of fresh tasks only, sent once (the API's tasks without a key: one
+-- call a loop turn, most calls): nothing to look for (a fresh id is new, and
+-- tickd draws each once), each stored, in one pass.
+if not maybe_again then
+  local z, n, out = {}, 0, {}
+  for i = 4, #ARGV, G do
+    if ARGV[i + 5] ~= 'f' then n = -1; break end
+    n = n + 1; z[n] = ARGV[i + 2]
+    n = n + 1; z[n] = ARGV[i] .. '\n' .. ARGV[i + 1]
+    out[n / 2] = 1
+  end
+  if n >= 0 then
+    opened_now(bulk_write('ZADD', KEYS[1], z))
+    return out
+  end
+end
+
 -- Every task: its state, to find one stored before. A fresh one is named by
 -- no other add (its id is new: a key tickd drew), but this very call may come
 -- again (a command is sent again when its connection drops before the
 -- answer; ARGV[3] then says so): once the task has become full (claimed,
--- cancelled) its state says so; before, its member does. A call of fresh
--- tasks only, sent once, has nothing to look for.
+-- cancelled) its state says so; before, its member does. (A call of fresh
+-- tasks only, sent once, has nothing to look for: above.)
 local sfields, fresh, looked = {}, {}, maybe_again
 for i = 4, #ARGV, G do
   if ARGV[i + 5] == 'f' then fresh[#fresh + 1] = ARGV[i] .. '\n' .. ARGV[i + 1]
@@ -92,23 +125,11 @@ end
 -- later write is refused the call answers an error (the client is told
 -- nothing was stored), and an entry with no record is dropped by the claim; a
 -- record with no entry would never fire.
--- A fresh task is counted open when its member is new: a call's first run
--- that Redis runs after the same call sent again (its connection dropped
--- while Redis was stalled; the resend, on another, ran first) finds nothing
--- to look for (again = 0) and adds the same member, which is not new then.
 if #ids > 0 then
   if #full > 0 then redis.call('SREM', KEYS[3], unpack(full)) end
   local opened = #full + bulk_write('ZADD', KEYS[1], zfresh)
   bulk_write('ZADD', KEYS[1], zadd)
   bulk_write('HSET', KEYS[2], hset)
-  if opened > 0 then
-    -- a hash this add made (or one whose tasks had all ended) gets its pin
-    -- now (lib.lua: TASK_PIN), before the claim writes the records
-    if redis.call('HINCRBY', KEYS[2], '#open', opened) == opened then
-      redis.call('HSET', KEYS[2], TASK_PIN_FIELD, TASK_PIN)
-    end
-    redis.call('PERSIST', KEYS[2])
-    redis.call('PERSIST', KEYS[3])
-  end
+  opened_now(opened)
 end
 return out
