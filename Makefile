@@ -123,6 +123,9 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FOBJS) | build/fuzz/obj
 # prints tickd's cron runs for the oracle tests (test_cron_oracle.py)
 build/tools/cron_next: tests/tools/cron_next.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# prints a script as tickd loads it (harness.lua_source, make bench)
+build/tools/script_link: tests/tools/script_link.c $(OBJS) | build/tools
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 # prints the configuration reference from the config table
 build/tools/config_reference: tests/tools/config_reference.c $(OBJS) | build/tools
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -196,13 +199,13 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	cd tests/node && npm ci --no-audit --no-fund
 node-deps: $(NODE_DEPS)
 
-integration: build/tickd build/tickctl build/tools/cron_next build/tools/config_reference $(NODE_DEPS)
+integration: build/tickd build/tickctl build/tools/cron_next build/tools/config_reference build/tools/script_link $(NODE_DEPS)
 	/usr/bin/python3 tests/integration/run.py
 
 # The same suite against the ASan+UBSan build: a sanitizer report in any
 # tickd's log fails its test (conftest.py); only the RSS bound of the
 # pipelined flood is skipped (an ASan build's RSS is its shadow memory).
-integration-san: build/tickd-san build/tickctl build/tools/cron_next build/tools/config_reference $(NODE_DEPS)
+integration-san: build/tickd-san build/tickctl build/tools/cron_next build/tools/config_reference build/tools/script_link $(NODE_DEPS)
 	SANITIZED_BUILD=1 TICKD_BIN=build/tickd-san \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  /usr/bin/python3 tests/integration/run.py
@@ -236,7 +239,7 @@ chaos: deps build/tickd
 # everything built first, two at a time; then the tests, one suite after another
 test: deps
 	$(MAKE) --no-print-directory -j2 boundary $(UBINS) $(SUBINS) $(FBINS) build/tickd \
-	  build/tickd-san build/tickctl build/tools/cron_next build/tools/config_reference deb
+	  build/tickd-san build/tickctl build/tools/cron_next build/tools/config_reference build/tools/script_link deb
 	$(MAKE) --no-print-directory unit unit-san fuzz-replay integration integration-san
 
 run: deps build/tickd build/tickctl
@@ -247,7 +250,7 @@ build/bench/wheel: bench/wheel.c $(OBJS) | build/bench
 bench-wheel: build/bench/wheel
 	build/bench/wheel
 
-bench: deps build/tickd bench-wheel
+bench: deps build/tickd bench-wheel build/tools/script_link
 	bench/run.sh
 	bench/post_cpu.sh
 

@@ -105,13 +105,14 @@ wl_ingest() {
   log "$f"
   put ingest_batch_bullmq "$(jq -r .rate <<<"$f")"
 
-  # Redis's own limit for tickd's add: EVALSHA of lua/lib.lua + lua/add.lua
+  # Redis's own limit for tickd's add: EVALSHA of lua/add.lua as tickd loads
+  # it (after the definitions of lua/lib.lua it uses: build/tools/script_link)
   # with one task a call, pipelined, into one slice 10 minutes ahead (so the
   # STALE check passes)
   log "ingest: redis-benchmark EVALSHA add.lua -c 32 -P 64"
   flush
   local sha sec slice due end total=500000
-  sha=$(rcli SCRIPT LOAD "$(cat "$LUA/lib.lua"; echo; cat "$LUA/add.lua")")
+  sha=$(rcli SCRIPT LOAD "$("$ROOT/build/tools/script_link" "$LUA" add)")
   [[ $sha =~ ^[0-9a-f]{40}$ ]] || { log "SCRIPT LOAD failed: $sha"; return 1; }
   sec=$(($(date +%s) + 600))
   slice=$(date -u -d "@$sec" +%Y%m%d%H%M).3

@@ -18,6 +18,8 @@
 # this machine, as noisy as the machine is.
 # LUA_DIR without a lib.lua of its own takes lua/lib.lua (bench/floor/: the
 # least a claim and a settle of this keyspace can do, bench/README.md).
+# Each script is loaded as tickd loads it, after the definitions of lib.lua
+# it uses (build/tools/script_link, built when missing).
 # Needs valgrind (not with SG_CPU), redis-server and python3.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +45,13 @@ VP=$!
 trap 'redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || kill $VP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 300); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
 if [ -n "${SG_CONFIG:-}" ]; then redis-cli -p "$PORT" CONFIG SET $SG_CONFIG >/dev/null; fi
-load() { redis-cli -p "$PORT" SCRIPT LOAD "$(cat "$LIB"; echo; cat "$LUA/$1.lua")"; }
+[ -x "$ROOT/build/tools/script_link" ] || make -s -C "$ROOT" build/tools/script_link >&2
+mkdir -p "$W/lua"
+cp "$LIB" "$W/lua/lib.lua"
+load() {
+  cp "$LUA/$1.lua" "$W/lua/"
+  redis-cli -p "$PORT" SCRIPT LOAD "$("$ROOT/build/tools/script_link" "$W/lua" "$1")"
+}
 CLAIM=$(load claim)
 SETTLE=$(load settle)
 

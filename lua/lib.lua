@@ -1,5 +1,10 @@
--- lib.lua: prepended by tickd to every other script in this directory before
--- SCRIPT LOAD, so the helpers below exist once.
+-- lib.lua: the helpers of every other script in this directory. tickd loads
+-- each script after the definitions below that it names, and those they
+-- name in turn (src/store/script.h): Redis runs a script's whole text at
+-- every call, and two dozen functions made anew each time were most of what
+-- a short script cost. A definition is a line at column 0 beginning "local "
+-- with the lines up to the next one, and the comment lines right above it:
+-- keep each top-level definition so, and before what uses it.
 --
 -- Key schema v2 (P = the configured prefix, S = one slice = one UTC minute x
 -- one bucket, "YYYYMMDDHHMM.b"). Every key of a slice has the hash tag {S}, so

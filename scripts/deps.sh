@@ -6,7 +6,7 @@ pkgs=(gcc make pkg-config libc6-dev
       libhiredis-dev libcurl4-openssl-dev libcjson-dev libevent-dev libinih-dev
       libcmocka-dev libssl-dev clang libclang-rt-14-dev redis-server redis-tools python3
       python3-pytest python3-pytest-xdist python3-yaml python3-jsonschema curl openssl tzdata prometheus groff-base man-db
-      faketime chromium)
+      faketime chromium lua5.1)
 # and those named as arguments (make deb: Debian's packaging tools)
 pkgs+=("$@")
 missing=()

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "store/rcluster.h"
+#include "store/script.h"
 #include "model/schedule.h"
 #include "base/tz.h"
 #include "base/util.h"
@@ -44,7 +45,7 @@ typedef struct rstore {
     rcluster *rc;
     const char *prefix;
     int buckets;
-    char *src[SCRIPT_COUNT];   /* lib.lua + the script */
+    char *src[SCRIPT_COUNT];   /* lib.lua's part the script uses + the script (script.h) */
     char sha[SCRIPT_COUNT][41];
     int64_t clock_offset_us;   /* Redis TIME - local monotonic clock */
     int64_t clock_asked_us;    /* when the last TIME in flight was asked; 0: none */
@@ -2910,9 +2911,7 @@ static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, s
         char *body = rs_read_file(path, err, errlen);
         if (!body) goto fail;
         *fatal = 0;
-        size_t n = strlen(lib) + strlen(body) + 2;
-        rs->src[i] = xmalloc(n);
-        snprintf(rs->src[i], n, "%s\n%s", lib, body);
+        rs->src[i] = script_link(lib, body);
         free(body);
         r = rc_sync_command(rs->rc, NULL, err, errlen, "SCRIPT LOAD %s", rs->src[i]);
         if (!r || rs_reply_failed(r, "SCRIPT LOAD", fatal, err, errlen)) goto fail;

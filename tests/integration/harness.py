@@ -520,10 +520,12 @@ class Tickd:
 
 
 def lua_source(script):
-    """lua/lib.lua then lua/<script>.lua, as tickd loads a script: for EVAL
-    of the scripts themselves on a real Redis."""
-    return "".join(open(os.path.join(ROOT, "lua", f)).read() + "\n"
-                   for f in ("lib.lua", script + ".lua"))
+    """lua/<script>.lua after the definitions of lua/lib.lua it uses, as
+    tickd loads a script (src/store/script.h, build/tools/script_link): for
+    EVAL of the scripts themselves on a real Redis."""
+    return subprocess.run([os.path.join(ROOT, "build", "tools", "script_link"),
+                           os.path.join(ROOT, "lua"), script],
+                          check=True, capture_output=True, text=True).stdout
 
 
 def lua_constant(name):

@@ -1,0 +1,171 @@
+/* test_script.c -- unit tests for script_link: the definitions of lib.lua a
+ * script uses, and only those, before it; and for every script of lua/,
+ * Lua's own compiler (luac5.1, Redis's Lua) on the linked text: it compiles,
+ * and reads no global but the ones Redis gives a script. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/script.h"
+
+#include "testutil.h"
+
+/* a lib of five definitions (the parts named for the answers below) */
+#define LIB_FIND "local s_find, s_sub = string.find, string.sub\n\n"
+#define LIB_A                                                                  \
+    "-- a's comment\n"                                                         \
+    "-- goes with it\n"                                                        \
+    "local function a(x)\n"                                                    \
+    "  return s_find(x, 'y')\n"                                                \
+    "end\n\n"
+#define LIB_B                                                                  \
+    "local function b(x)\n"                                                    \
+    "  -- nested\n"                                                            \
+    "  local k = a(x)\n"                                                       \
+    "  return k\n"                                                             \
+    "end\n"
+static const char LIB[] = "-- lib: a header, dropped\n"
+                          "\n" LIB_FIND LIB_A LIB_B
+                          "local C = 'c'\n"
+                          "local function unused()\n"
+                          "  return C\n"
+                          "end\n"
+                          "local function d() return B_CONST end\n"
+                          "local B_CONST = 1\n";
+
+static void test_only_what_is_named(void **state)
+{
+    (void)state;
+    char *out = script_link(LIB, "return b(ARGV[1])\n");
+    /* b, a (named by b), s_find's line (named by a) in lib's order, each
+     * with its comment, then the body */
+    assert_string_equal(out, LIB_FIND LIB_A LIB_B "\nreturn b(ARGV[1])\n");
+    free(out);
+}
+
+static void test_nothing_named(void **state)
+{
+    (void)state;
+    char *out = script_link(LIB, "return 1\n");
+    assert_string_equal(out, "\nreturn 1\n");
+    free(out);
+    /* a word inside another (Cx, 1C) names nothing; a word alone in a
+     * comment, a string or a field (t.C) does (kept, not needed: harmless) */
+    out = script_link(LIB, "local Cx = 1 -- see unused\nreturn Cx\n");
+    assert_non_null(strstr(out, "local function unused()"));
+    assert_non_null(strstr(out, "local C = 'c'"));
+    assert_null(strstr(out, "local function a("));
+    free(out);
+    out = script_link(LIB, "return xC, C_, 1C\n");
+    assert_null(strstr(out, "local C ="));
+    free(out);
+    out = script_link(LIB, "return t.C\n");
+    assert_non_null(strstr(out, "local C ="));
+    free(out);
+}
+
+static void test_second_name_of_a_line(void **state)
+{
+    (void)state;
+    char *out = script_link(LIB, "return s_sub('ab', 1, 1)\n");
+    assert_string_equal(out, LIB_FIND "\nreturn s_sub('ab', 1, 1)\n");
+    free(out);
+}
+
+static void test_order_is_lib_order(void **state)
+{
+    (void)state;
+    /* d names B_CONST, defined after it (as lib.lua never does: it would
+     * read a global); kept in lib's order all the same */
+    char *out = script_link(LIB, "return d()\n");
+    const char *d = strstr(out, "local function d()"), *bc = strstr(out, "local B_CONST");
+    assert_non_null(d);
+    assert_non_null(bc);
+    assert_true(d < bc);
+    free(out);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* The globals Redis gives a script (Redis 7.0's scripting environment,
+ * the Lua libraries it loads) */
+static int global_ok(const char *name)
+{
+    static const char *ok[] = {"redis", "cjson", "cmsgpack", "struct", "bit", "KEYS", "ARGV",
+                               "string", "table", "math", "tonumber", "tostring", "type",
+                               "unpack", "ipairs", "pairs", "pcall", "error", "select",
+                               "next", "assert", "rawget", "rawset", "rawequal",
+                               "setmetatable", "getmetatable", "xpcall"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++)
+        if (strcmp(ok[i], name) == 0) return 1;
+    return 0;
+}
+
+/* Each script of lua/ linked as tickd loads it: luac5.1 compiles it, and
+ * every global it reads or writes is one Redis gives (a definition the link
+ * left out would be read as a global). The link keeps less than all of
+ * lib.lua for most scripts. */
+static void test_every_script_links(void **state)
+{
+    (void)state;
+    static const char *scripts[] = {"add", "cancel", "claim", "fetch", "flow", "get",
+                                    "list", "move", "ptr", "sched", "settle", "wm"};
+    char *lib = read_file("lua/lib.lua");
+    int shorter = 0;
+    for (size_t i = 0; i < sizeof(scripts) / sizeof(*scripts); i++) {
+        char path[64], tmp[] = "/tmp/tickd-script-XXXXXX", cmd[128], line[512];
+        snprintf(path, sizeof(path), "lua/%s.lua", scripts[i]);
+        char *body = read_file(path), *out = script_link(lib, body);
+        shorter += strlen(out) < strlen(lib) + strlen(body);
+        int fd = mkstemp(tmp);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, out, strlen(out)), (ssize_t)strlen(out));
+        close(fd);
+        snprintf(cmd, sizeof(cmd), "luac5.1 -p -l %s 2>&1", tmp);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        int listed = 0;
+        while (fgets(line, sizeof(line), p)) {
+            listed++;
+            if (!strstr(line, "GETGLOBAL") && !strstr(line, "SETGLOBAL")) continue;
+            char *name = strstr(line, "; ");
+            assert_non_null(name);
+            name += 2;
+            name[strcspn(name, "\r\n")] = '\0';
+            if (!global_ok(name)) fail_msg("%s.lua linked reads the global %s", scripts[i], name);
+        }
+        int rc = pclose(p);
+        if (rc != 0) fail_msg("luac5.1 refused %s.lua linked (%d): is lua5.1 installed?", scripts[i], rc);
+        assert_true(listed > 0);
+        unlink(tmp);
+        free(out);
+        free(body);
+    }
+    assert_true(shorter >= 10);
+    free(lib);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_only_what_is_named),
+        cmocka_unit_test(test_nothing_named),
+        cmocka_unit_test(test_second_name_of_a_line),
+        cmocka_unit_test(test_order_is_lib_order),
+        cmocka_unit_test(test_every_script_links),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
