@@ -1,8 +1,9 @@
 #!/bin/bash
-# bench/scripts_cg.sh: Redis's instructions a task in the claim and the
-# settle scripts alone, counted by valgrind --tool=callgrind: no tickd, no
-# receiver, no timing. A redis-server under callgrind is fed by
-# `redis-cli --pipe`: SG_N (20,480) fresh tasks in SG_SLICES (16) slices,
+# bench/scripts_cg.sh: Redis's instructions a task in the add, the claim and
+# the settle scripts alone, counted by valgrind --tool=callgrind: no tickd,
+# no receiver, no timing. A redis-server under callgrind is fed by
+# `redis-cli --pipe`: SG_N (20,480) fresh tasks added to SG_SLICES (16)
+# slices in calls of SG_ADD_BATCH (15: what single POSTs make, wrk -c64),
 # then every slice claimed in calls of SG_BATCH (256), then every task
 # settled as a first attempt's success, in calls of the same size. The same
 # figure on an idle or a busy machine: to judge a change of lua/ in seconds.
@@ -16,8 +17,9 @@
 # SG_CPU=1 runs Redis without valgrind and prints its CPU time a task
 # (user + system, /proc/PID/stat) instead: what the instructions come to on
 # this machine, as noisy as the machine is.
-# LUA_DIR without a lib.lua of its own takes lua/lib.lua (bench/floor/: the
-# least a claim and a settle of this keyspace can do, bench/README.md).
+# LUA_DIR without a lib.lua (or an add.lua) of its own takes lua/'s
+# (bench/floor/: the least a claim and a settle of this keyspace can do,
+# bench/README.md).
 # Each script is loaded as tickd loads it, after the definitions of lib.lua
 # it uses (build/tools/script_link, built when missing).
 # Needs valgrind (not with SG_CPU), redis-server and python3.
@@ -26,6 +28,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LUA=$(cd "${1:-$ROOT/lua}" && pwd)
 LIB=$LUA/lib.lua
 [ -f "$LIB" ] || LIB=$ROOT/lua/lib.lua
+ADD_LUA=$LUA/add.lua
+[ -f "$ADD_LUA" ] || ADD_LUA=$ROOT/lua/add.lua
+ADD_BATCH=${SG_ADD_BATCH:-15}
 CPU=${SG_CPU:-}
 N=${SG_N:-20480}
 SLICES=${SG_SLICES:-16}
@@ -48,24 +53,24 @@ if [ -n "${SG_CONFIG:-}" ]; then redis-cli -p "$PORT" CONFIG SET $SG_CONFIG >/de
 [ -x "$ROOT/build/tools/script_link" ] || make -s -C "$ROOT" build/tools/script_link >&2
 mkdir -p "$W/lua"
 cp "$LIB" "$W/lua/lib.lua"
-load() {
-  cp "$LUA/$1.lua" "$W/lua/"
+load() { # load NAME [FILE]
+  cp "${2:-$LUA/$1.lua}" "$W/lua/$1.lua"
   redis-cli -p "$PORT" SCRIPT LOAD "$("$ROOT/build/tools/script_link" "$W/lua" "$1")"
 }
+ADD=$(load add "$ADD_LUA")
 CLAIM=$(load claim)
 SETTLE=$(load settle)
 
 # the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
 # ago, the claims, the settles
 python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
-  "$ROOT/tests/integration" "$LIB" <<'PY'
+  "$ROOT/tests/integration" "$ADD" "$ADD_BATCH" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
 sys.path.insert(0, sys.argv[8])
 from redis_proto import resp
-import re
-pin = re.search(r"^local TASK_PIN = '([^']*)'", open(sys.argv[9]).read(), re.M).group(1)
+add, ab = sys.argv[9], int(sys.argv[10])
 random.seed(1)
 at = int(time.time() * 1000) - 60000
 minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
@@ -80,15 +85,17 @@ with open(f"{w}/slices", "w") as f:
     f.write("".join(s + "\n" for s, _ in slices))
 def keys(s, names):
     return [f"tickd:{{{s}}}:{k}" for k in names]
-with open(f"{w}/setup.resp", "wb") as f:
+# the adds as tickd sends them (a fresh task a group: id, record, due,
+# timeout, queue, form), the fence last of the KEYS; past the slice's end
+# with a grace that lets them in
+with open(f"{w}/add.resp", "wb") as f:
     for s, ids in slices:
-        for i in range(0, len(ids), 500):
-            args = ["ZADD", keys(s, ["due"])[0]]
-            for t in ids[i:i + 500]:
-                args += [t.split(".")[2], t + "\n" + rec]
+        end = (at // 60000 + 1) * 60000
+        for i in range(0, len(ids), ab):
+            args = ["EVALSHA", add, 4, *keys(s, ["due", "task", "del", "fence"]), end, 3600000, "0"]
+            for t in ids[i:i + ab]:
+                args += [t, rec, t.split(".")[2], 10000, "", "f"]
             f.write(resp(*args))
-        f.write(resp("HINCRBY", keys(s, ["task"])[0], "#open", len(ids)))
-        f.write(resp("HSET", keys(s, ["task"])[0], "#pin", pin))  # as add.lua does
 with open(f"{w}/claim.resp", "wb") as f:
     for s, ids in slices:
         for i in range(0, len(ids), b):
@@ -109,12 +116,14 @@ pipe() { # pipe FILE: sent; dies on any error reply
   out=$(redis-cli -p "$PORT" --pipe <"$W/$1")
   grep -q "errors: 0," <<<"$out" || { echo "$1: $out" >&2; exit 1; }
 }
-pipe setup.resp
 cpu() { awk '{print $14 + $15}' "/proc/$VP/stat"; }  # ticks
 if [ -n "$CPU" ]; then
-  c0=$(cpu); pipe claim.resp; c1=$(cpu); pipe settle.resp; c2=$(cpu)
+  a0=$(cpu); pipe add.resp; c0=$(cpu); pipe claim.resp; c1=$(cpu); pipe settle.resp; c2=$(cpu)
 else
   callgrind_control -i on $VP >/dev/null
+  pipe add.resp
+  callgrind_control -d $VP >/dev/null
+  callgrind_control -z $VP >/dev/null
   pipe claim.resp
   callgrind_control -d $VP >/dev/null
   callgrind_control -z $VP >/dev/null
@@ -133,16 +142,17 @@ done <"$W/slices"
 rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo lua)
 if [ -n "$CPU" ]; then
   us() { python3 -c "print('%.2f' % ($1 / $(getconf CLK_TCK) / $N * 1e6))"; }
-  echo "| Redis's CPU a task (us) | claim | settle | both |"
-  echo "| --- | ---: | ---: | ---: |"
-  printf '| %s %s | %s | %s | %s |\n' "$rev" "${1:-lua}" "$(us $((c1 - c0)))" "$(us $((c2 - c1)))" \
-    "$(us $((c2 - c0)))"
+  echo "| Redis's CPU a task (us) | add (calls of $ADD_BATCH) | claim | settle | claim + settle |"
+  echo "| --- | ---: | ---: | ---: | ---: |"
+  printf '| %s %s | %s | %s | %s | %s |\n' "$rev" "${1:-lua}" "$(us $((c0 - a0)))" \
+    "$(us $((c1 - c0)))" "$(us $((c2 - c1)))" "$(us $((c2 - c0)))"
   exit 0
 fi
 total() { callgrind_annotate "$(ls "$W"/cg.$VP.$1)" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
-c=$(total 1)
-s=$(total 2)
-echo "| instructions a task | claim | settle | both |"
-echo "| --- | ---: | ---: | ---: |"
-printf '| %s | %s | %s | %s |\n' "$rev" \
-  $((c / N)) $((s / N)) $(((c + s) / N))
+a=$(total 1)
+c=$(total 2)
+s=$(total 3)
+echo "| instructions a task | add (calls of $ADD_BATCH) | claim | settle | claim + settle |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+printf '| %s | %s | %s | %s | %s |\n' "$rev" \
+  $((a / N)) $((c / N)) $((s / N)) $(((c + s) / N))
