@@ -23,8 +23,13 @@
 #include <cjson/cJSON.h>
 
 void jarena_init(void);
-/* cJSON_ParseWithLengthOpts(data, len, end, 0), into the arena. */
+/* cJSON_ParseWithLengthOpts(data, len, end, 0), into the arena: the common
+ * body read in one pass (jarena_parse_quick), any other by cJSON. */
 cJSON *jarena_parse(const char *data, size_t len, const char **end);
+/* The one-pass read alone: the tree cJSON_ParseWithLengthOpts(data, len,
+ * end, 0) would give, or NULL for a text it leaves to cJSON (jarena.c says
+ * which). For tests; its values are malloc'd outside jarena_parse. */
+cJSON *jarena_parse_quick(const char *data, size_t len, const char **end);
 /* The bytes of this thread's block in use (0 when every value is freed):
  * for tests. */
 size_t jarena_used(void);

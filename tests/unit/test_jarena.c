@@ -2,8 +2,11 @@
  * of the thread's (base/jarena.h): the block is reused once a tree is freed,
  * a second tree parsed while one is alive writes nothing over it, a body
  * larger than the block spills into malloc whole, a parse error leaves the
- * block whole, and values added to a tree later are malloc'd and freed. The
- * sanitized build (make unit-san) checks every free and leak. */
+ * block whole, and values added to a tree later are malloc'd and freed; the
+ * one-pass read gives cJSON's own tree for the bodies it reads (compared
+ * node for node with cJSON_ParseWithLengthOpts) and leaves the others to
+ * cJSON (fuzz_json compares them on any text). The sanitized build (make
+ * unit-san) checks every free and leak. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +102,101 @@ static void test_values_added_later_and_printing(void **state)
     cJSON_Delete(o);
 }
 
+/* a and b the same tree: types, names, strings, numbers to the bit, the
+ * links of every list (its first's prev is its last) */
+static void tree_same(const cJSON *a, const cJSON *b)
+{
+    assert_int_equal(a->type, b->type);
+    assert_int_equal(a->valueint, b->valueint);
+    assert_memory_equal(&a->valuedouble, &b->valuedouble, sizeof(double));
+    assert_true(!a->string == !b->string);
+    if (a->string) assert_string_equal(a->string, b->string);
+    assert_true(!a->valuestring == !b->valuestring);
+    if (a->valuestring) assert_string_equal(a->valuestring, b->valuestring);
+    const cJSON *x = a->child, *y = b->child, *lx = NULL, *ly = NULL;
+    for (; x && y; lx = x, ly = y, x = x->next, y = y->next) {
+        if (lx) assert_ptr_equal(x->prev, lx);
+        if (ly) assert_ptr_equal(y->prev, ly);
+        tree_same(x, y);
+    }
+    assert_null(x);
+    assert_null(y);
+    if (a->child) {
+        assert_ptr_equal(a->child->prev, lx);
+        assert_ptr_equal(b->child->prev, ly);
+    }
+}
+
+/* The bodies the API gets, read in one pass into cJSON's own tree */
+static void test_quick_reads_cjsons_tree(void **state)
+{
+    (void)state;
+    static const char *texts[] = {
+        "{\"callback_url\":\"http://127.0.0.1:8080/cb\",\"method\":\"POST\",\"delay_ms\":3600000}",
+        "{\"key\":\"order-1\",\"callback_url\":\"https://h.test/a?b=\\\"c\\\"&d=%0A\","
+        "\"header\":{\"X-A\":\"1\",\"X-A\":\"2\"},\"req\":{\"a\":[1,-2,0,007,-0,[],{}],"
+        "\"b\":null,\"t\":true,\"f\":false,\"s\":\"x\\ny\\t\\/\\\\\\b\\f\\r\"},"
+        "\"retry\":{\"max_attempts\":9,\"backoff_ms\":77},\"timeout_ms\":300000}",
+        "{\"tasks\":[{\"callback_url\":\"http://h/\"},{\"callback_url\":\"http://h/\",\"delay_ms\":1}]}",
+        /* cJSON's whitespace is any byte up to 32; bytes past 127 as they are */
+        " \x01\t{ \"a\" :\r\n 1 ,\x1f\"\xc3\xa9\xff\" : [ ] }",
+        "\"a string\"", "123456789012345", "-999999999999999", "2147483648", "-2147483649",
+        "true", "null", "[]", "{}",
+        "{\"a\":1}trailing",     /* its end is the caller's to judge */
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(*texts); i++) {
+        const char *qend = NULL, *cend = NULL;
+        size_t n = strlen(texts[i]);
+        cJSON *q = jarena_parse_quick(texts[i], n, &qend);
+        cJSON *c = cJSON_ParseWithLengthOpts(texts[i], n, &cend, 0);
+        if (!q) fail_msg("left to cJSON: %s", texts[i]);
+        assert_non_null(c);
+        assert_ptr_equal(qend, cend);
+        tree_same(q, c);
+        cJSON_Delete(q);
+        cJSON_Delete(c);
+        /* and jarena_parse gives it from the block */
+        cJSON *j = parse(texts[i]);
+        assert_true(jarena_used() > 0);
+        cJSON_Delete(j);
+        assert_int_equal(jarena_used(), 0);
+    }
+}
+
+/* What the one-pass read leaves to cJSON (which then reads it, or says
+ * where it is not JSON) */
+static void test_quick_leaves_the_rest(void **state)
+{
+    (void)state;
+    static const char *texts[] = {
+        "1.5", "1e3", "1E3", "-", "1234567890123456", "12+", "{\"a\":1.0}",
+        "\"\\u00e9\"", "\"\\x\"", "\"\\", "\"abc", "\xef\xbb\xbf{}", "nul", "nulx",
+        "{\"a\" 1}", "{\"a\":1,}", "[1,]", "[1 2]", "{a:1}", "{\"a\":1", "", "   ", "+1", ".5",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(*texts); i++) {
+        const char *end = NULL;
+        cJSON *q = jarena_parse_quick(texts[i], strlen(texts[i]), &end);
+        if (q) fail_msg("read quick: %s", texts[i]);
+    }
+    /* a NUL inside a string, and nesting past 64 */
+    assert_null(jarena_parse_quick("\"a\0b\"", 5, NULL));
+    char deep[200];
+    memset(deep, '[', 65);
+    memset(deep + 65, ']', 65);
+    deep[130] = '\0';
+    assert_null(jarena_parse_quick(deep, 130, NULL));
+    cJSON *ok = jarena_parse_quick(deep + 1, 128, NULL);   /* 64 deep */
+    assert_non_null(ok);
+    cJSON_Delete(ok);
+    /* left to cJSON, read by it all the same */
+    cJSON *c = parse("{\"a\":1.5,\"b\":\"\\u00e9\"}");
+    assert_non_null(c);
+    assert_true(cJSON_GetObjectItem(c, "a")->valuedouble == 1.5);
+    assert_string_equal(cJSON_GetObjectItem(c, "b")->valuestring, "\xc3\xa9");
+    cJSON_Delete(c);
+    assert_int_equal(jarena_used(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -107,6 +205,8 @@ int main(void)
         cmocka_unit_test(test_body_larger_than_the_block),
         cmocka_unit_test(test_parse_error_leaves_the_block_whole),
         cmocka_unit_test(test_values_added_later_and_printing),
+        cmocka_unit_test(test_quick_reads_cjsons_tree),
+        cmocka_unit_test(test_quick_leaves_the_rest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
