@@ -100,44 +100,43 @@ static cJSON *jq_node(void)
 /* The string at q->p ('"'), unescaped into *out */
 static int jq_string(jq *q, char **out)
 {
-    const unsigned char *s = q->p + 1, *e = s;
+    const unsigned char *s = q->p + 1, *e = memchr(s, '"', (size_t)(q->end - s));
     size_t escapes = 0;
-    for (;;) {
-        const unsigned char *quote = memchr(e, '"', (size_t)(q->end - e));
-        if (!quote) return JQ_LEAVE;
-        const unsigned char *bs = memchr(e, '\\', (size_t)(quote - e));
-        if (!bs) {
-            e = quote;
-            break;
+    if (!e) return JQ_LEAVE;
+    const unsigned char *bs = memchr(s, '\\', (size_t)(e - s));
+    if (bs) {
+        /* an escape before that quote: from it, a byte at a time (the byte
+         * after a backslash is taken whole), each byte once */
+        for (e = bs; e < q->end && *e != '"'; e++) {
+            if (*e != '\\') continue;
+            if (e + 1 >= q->end) return JQ_LEAVE;
+            escapes++;
+            e++;
         }
-        /* an escape before the quote: the byte after it is taken whole */
-        if (bs + 1 >= q->end) return JQ_LEAVE;
-        escapes++;
-        e = bs + 2;
-        if (e > q->end) return JQ_LEAVE;
+        if (e >= q->end) return JQ_LEAVE;
     }
     if (memchr(s, '\0', (size_t)(e - s))) return JQ_LEAVE;
     char *o = ja_malloc((size_t)(e - s) - escapes + 1), *w = o;
     if (!o) return JQ_LEAVE;
     for (const unsigned char *r = s; r < e;) {
-        const unsigned char *bs = escapes ? memchr(r, '\\', (size_t)(e - r)) : NULL;
-        size_t run = (size_t)((bs ? bs : e) - r);
+        const unsigned char *esc = escapes ? memchr(r, '\\', (size_t)(e - r)) : NULL;
+        size_t run = (size_t)((esc ? esc : e) - r);
         memcpy(w, r, run);
         w += run;
         r += run;
-        if (!bs) break;
+        if (!esc) break;
         char c;
-        switch (bs[1]) {
+        switch (esc[1]) {
         case 'b': c = '\b'; break;
         case 'f': c = '\f'; break;
         case 'n': c = '\n'; break;
         case 'r': c = '\r'; break;
         case 't': c = '\t'; break;
-        case '"': case '\\': case '/': c = (char)bs[1]; break;
+        case '"': case '\\': case '/': c = (char)esc[1]; break;
         default: ja_free(o); return JQ_LEAVE;   /* \u, or one cJSON refuses */
         }
         *w++ = c;
-        r = bs + 2;
+        r = esc + 2;
     }
     *w = '\0';
     *out = o;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/jarena.h"
 
@@ -197,6 +198,31 @@ static void test_quick_leaves_the_rest(void **state)
     assert_int_equal(jarena_used(), 0);
 }
 
+/* A string of escapes read in time linear in its length: 4 MB of them in
+ * well under a second (a read that looked for the closing quote again after
+ * each escape, to the end of the text, took most of a minute) */
+static void test_quick_escapes_linear(void **state)
+{
+    (void)state;
+    size_t n = 4u << 20;
+    char *text = malloc(n + 8);
+    text[0] = '"';
+    for (size_t i = 1; i + 1 < n; i += 2) memcpy(text + i, "\\n", 2);
+    text[n - 1] = '"';
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const char *end = NULL;
+    cJSON *q = jarena_parse_quick(text, n, &end);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_non_null(q);
+    assert_ptr_equal(end, text + n);
+    assert_int_equal(strlen(q->valuestring), (n - 2) / 2);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (s > 2.0) fail_msg("4 MB of escapes read in %.1f s", s);
+    cJSON_Delete(q);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_values_added_later_and_printing),
         cmocka_unit_test(test_quick_reads_cjsons_tree),
         cmocka_unit_test(test_quick_leaves_the_rest),
+        cmocka_unit_test(test_quick_escapes_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
