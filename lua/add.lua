@@ -10,8 +10,10 @@
 -- Returns one element per task, in order: 1 when stored, 2 when stored by this
 -- call's first run (it was sent again: a fresh task found is its own, its id
 -- being new), or the state already stored under that id (also for an id
--- repeated within the call: the first one is stored). A stored task's state is
--- what tickd sent: it is not sent back.
+-- repeated within the call: the first one is stored; but in a call of fresh
+-- tasks only, sent once, which looks for nothing: a fresh id is tickd's own,
+-- 22 random characters drawn from the kernel, never twice). A stored task's
+-- state is what tickd sent: it is not sent back.
 -- Refuses (error STALE) a slice the scan may already have passed: nothing is
 -- written then. A call sent again is answered all the same when its first run
 -- stored every task of it (nothing is left to write).
@@ -39,8 +41,9 @@ local function opened_now(opened)
 end
 
 -- A call of fresh tasks only, sent once (the API's tasks without a key: one
--- call a loop turn, most calls): nothing to look for (a fresh id is new, and
--- tickd draws each once), each stored, in one pass.
+-- call a loop turn, most calls): nothing to look for (a fresh id is new: its
+-- key is 22 characters tickd drew from the kernel's random bytes, 131 bits),
+-- each stored, in one pass.
 if not maybe_again then
   local z, n, out = {}, 0, {}
   for i = 4, #ARGV, G do

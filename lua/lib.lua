@@ -4,7 +4,8 @@
 -- every call, and two dozen functions made anew each time were most of what
 -- a short script cost. A definition is a line at column 0 beginning "local "
 -- with the lines up to the next one, and the comment lines right above it:
--- keep each top-level definition so, and before what uses it.
+-- keep each top-level definition so, and before what uses it (tickd refuses
+-- to start on a lib.lua of another form, naming the line).
 --
 -- Key schema v2 (P = the configured prefix, S = one slice = one UTC minute x
 -- one bucket, "YYYYMMDDHHMM.b"). Every key of a slice has the hash tag {S}, so

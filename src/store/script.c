@@ -2,6 +2,7 @@
  * (script.h). */
 #include "store/script.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,21 +34,24 @@ static size_t ident_at(const char *s, const char *end, char out[NAME_MAX_LEN])
 }
 
 /* The names a line "local ..." defines: "local function f(" makes f,
- * "local a, b = ..." makes a and b. */
-static void def_names(def *d, const char *line, const char *end)
+ * "local a, b = ..." makes a and b. 0, or -1 when the line is not of either
+ * form (or names more than DEF_NAMES, or a name too long). */
+static int def_names(def *d, const char *line, const char *end)
 {
     const char *p = line + 6;   /* past "local " */
     if (end - p > 9 && strncmp(p, "function ", 9) == 0) {
         p += 9;
-        if (ident_start(*p)) {
-            ident_at(p, end, d->names[0]);
-            d->nnames = 1;
-        }
-        return;
+        if (!ident_start(*p) || ident_at(p, end, d->names[0]) >= NAME_MAX_LEN) return -1;
+        d->nnames = 1;
+        return 0;
     }
-    while (p < end && *p != '=' && d->nnames < DEF_NAMES) {
-        if (ident_start(*p)) p += ident_at(p, end, d->names[d->nnames++]);
-        else p++;
+    for (;;) {
+        if (!ident_start(*p) || d->nnames == DEF_NAMES) return -1;
+        if ((size_t)ident_at(p, end, d->names[d->nnames]) >= NAME_MAX_LEN) return -1;
+        p += strlen(d->names[d->nnames++]);
+        if (p + 3 <= end && strncmp(p, " = ", 3) == 0) return 0;
+        if (p + 2 > end || strncmp(p, ", ", 2) != 0) return -1;
+        p += 2;
     }
 }
 
@@ -88,16 +92,41 @@ static void mark_named(def *defs, int n, const char *lib, const char *text, size
 
 static int is_comment_line(const char *s) { return s[0] == '-' && s[1] == '-'; }
 
-char *script_link(const char *lib, const char *body)
+/* A column-0 line of lib: a definition's first ("local "), or one of those
+ * inside a definition that reach column 0 (its "end", a table's "}"), a
+ * comment, or blank. */
+static int line_known(const char *line, size_t n)
+{
+    return n == 0 || strncmp(line, "local ", 6) == 0 || strncmp(line, "--", 2) == 0 ||
+           (n >= 3 && strncmp(line, "end", 3) == 0 && (n == 3 || !ident_char(line[3]))) ||
+           line[0] == '}' || line[0] == ' ' || line[0] == '\t';
+}
+
+char *script_link(const char *lib, const char *body, char *err, size_t errlen)
 {
     size_t lib_len = strlen(lib), body_len = strlen(body);
-    int cap = 16, n = 0;
+    int cap = 16, n = 0, lineno = 0;
     def *defs = xcalloc((size_t)cap, sizeof(*defs));
+    /* (a long string or comment could hold a line of column 0 that is not
+     * code: lib.lua has none, and must not) */
+    const char *long_bracket = strstr(lib, "[[");
+    if (!long_bracket) long_bracket = strstr(lib, "[=");
+    if (long_bracket) {
+        snprintf(err, errlen, "lib.lua: a long bracket ([[ or [=) at byte %zu: not read here",
+                 (size_t)(long_bracket - lib));
+        goto fail;
+    }
     /* where the comment lines right above the next line began (or none) */
     size_t block = (size_t)-1;
     for (size_t at = 0; at < lib_len;) {
         const char *line = lib + at, *nl = memchr(line, '\n', lib_len - at);
-        size_t next = nl ? (size_t)(nl - lib) + 1 : lib_len;
+        size_t next = nl ? (size_t)(nl - lib) + 1 : lib_len, len = (nl ? nl : lib + lib_len) - line;
+        lineno++;
+        if (!line_known(line, len)) {
+            snprintf(err, errlen, "lib.lua line %d: not a definition (\"local \" at column 0), "
+                     "its end, a comment or blank: \"%.40s\"", lineno, line);
+            goto fail;
+        }
         if (strncmp(line, "local ", 6) == 0) {
             size_t from = block != (size_t)-1 ? block : at;
             if (n) defs[n - 1].to = from;
@@ -107,7 +136,18 @@ char *script_link(const char *lib, const char *body)
                 cap *= 2;
             }
             defs[n].from = from;
-            def_names(&defs[n], line, nl ? nl : lib + lib_len);
+            if (def_names(&defs[n], line, line + len) != 0) {
+                snprintf(err, errlen, "lib.lua line %d: a definition is \"local function name(\" "
+                         "or \"local a, b = \" (at most %d names): \"%.40s\"",
+                         lineno, DEF_NAMES, line);
+                goto fail;
+            }
+            for (int k = 0; k < defs[n].nnames; k++)
+                if (def_of(defs, n, defs[n].names[k]) >= 0) {
+                    snprintf(err, errlen, "lib.lua line %d: %s defined twice", lineno,
+                             defs[n].names[k]);
+                    goto fail;
+                }
             n++;
             block = (size_t)-1;
         } else if (is_comment_line(line)) {
@@ -133,4 +173,7 @@ char *script_link(const char *lib, const char *body)
     memcpy(w, body, body_len + 1);
     free(defs);
     return out;
+fail:
+    free(defs);
+    return NULL;
 }

@@ -13,12 +13,19 @@
  * counts as used wherever it appears as a word, comments and strings
  * included: a name read too many times only keeps a definition that was not
  * needed; one read too few could not happen. The order of lib.lua is kept, so
- * a definition still comes before those that use it. */
+ * a definition still comes before those that use it. A lib that leaves this
+ * form is refused, not guessed at: a line at column 0 that is none of a
+ * definition, an "end", a "}", a comment or a blank line; a definition of
+ * another form or of more than 8 names; a name defined twice; a long
+ * bracket ([[ or [=), which could hold a line of column 0 that is not code. */
 #ifndef TICKD_SCRIPT_H
 #define TICKD_SCRIPT_H
 
+#include <stddef.h>
+
 /* The text to load for body: the definitions of lib it uses, a newline, body
- * (malloc'd). */
-char *script_link(const char *lib, const char *body);
+ * (malloc'd); or NULL with the reason in err when lib is not of the form
+ * above. */
+char *script_link(const char *lib, const char *body, char *err, size_t errlen);
 
 #endif

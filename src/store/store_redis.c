@@ -2911,8 +2911,12 @@ static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, s
         char *body = rs_read_file(path, err, errlen);
         if (!body) goto fail;
         *fatal = 0;
-        rs->src[i] = script_link(lib, body);
+        rs->src[i] = script_link(lib, body, err, errlen);
         free(body);
+        if (!rs->src[i]) {
+            *fatal = 1;   /* the file as it is: no wait mends it */
+            goto fail;
+        }
         r = rc_sync_command(rs->rc, NULL, err, errlen, "SCRIPT LOAD %s", rs->src[i]);
         if (!r || rs_reply_failed(r, "SCRIPT LOAD", fatal, err, errlen)) goto fail;
         if (r->type != REDIS_REPLY_STRING || r->len != 40) {

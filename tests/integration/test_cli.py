@@ -182,6 +182,27 @@ def test_long_line_in_file_is_refused_clearly(tmp_path, redis, tickd_factory):
     assert_config_error(run("-c", path), f"{path}:2:", "line longer than 199 bytes")
 
 
+def test_a_lib_lua_of_another_form_stops_the_start_naming_its_line(tmp_path, redis,
+                                                                  tickd_factory):
+    """Each script is loaded after the definitions of lib.lua it names
+    (src/store/script.h): a lib.lua that leaves that form (here a global
+    function at column 0) is refused at start with its line, not linked by a
+    guess; the same directory as it was starts."""
+    import shutil
+    lua = tmp_path / "lua"
+    shutil.copytree(os.path.join(ROOT, "lua"), lua)
+    t = tickd_factory(redis, env={"TICKD_REDIS_SCRIPTS_DIR": str(lua)}).start()
+    assert t.stop() == 0
+    lib = (lua / "lib.lua").read_text()
+    lines = lib.count("\n")
+    (lua / "lib.lua").write_text(lib + "function helper() return 1 end\n")
+    t = tickd_factory(redis, env={"TICKD_REDIS_SCRIPTS_DIR": str(lua)}).start(wait=False)
+    rc = t.proc.wait(15)
+    log = t.logtext()
+    assert rc != 0, log
+    assert f"lib.lua line {lines + 1}: not a definition" in log, log
+
+
 # ---- the environment and precedence -------------------------------------------
 
 def test_bad_env_value_names_the_variable():

@@ -14,7 +14,7 @@ import zoneinfo
 import pytest
 
 from conftest import replicas
-from harness import fnv1a, now_ms, wait_for
+from harness import fnv1a, lua_source, now_ms, wait_for
 from test_cron_oracle import croner  # noqa: F401  (fixture)
 from test_cron_oracle import croner_next, rule_next
 
@@ -425,8 +425,7 @@ def test_a_runner_that_died_holding_a_schedule_loses_no_run(redis, tickd_factory
     create(t, {"key": "held", "every_ms": 1000, "task": {"callback_url": receiver.url()}})
     wait_for(lambda: len(runs_by_schedule(receiver)["held"]) >= 2, 10)
     start = now_ms()
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "lua")
-    src = open(os.path.join(root, "lib.lua")).read() + "\n" + open(os.path.join(root, "sched.lua")).read()
+    src = lua_source("sched")
     b = fnv1a("held") % 16
     keys = [f"tickd:{{sc.{b}}}:{k}" for k in ("sdef", "snext", "sall")]
     def claim():  # not while tickd's own pass holds it (a few ms a second)

@@ -39,7 +39,12 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/lib.lua", argv[1]);
     char *lib = read_all(path);
     snprintf(path, sizeof(path), "%s/%s.lua", argv[1], argv[2]);
-    char *body = read_all(path), *out = script_link(lib, body);
+    char err[300];
+    char *body = read_all(path), *out = script_link(lib, body, err, sizeof(err));
+    if (!out) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     fputs(out, stdout);
     free(out);
     free(body);

@@ -11,6 +11,15 @@
 
 #include "testutil.h"
 
+/* script_link, which must take lib */
+static char *linked(const char *lib, const char *body)
+{
+    char err[300] = "";
+    char *out = script_link(lib, body, err, sizeof(err));
+    if (!out) fail_msg("refused: %s", err);
+    return out;
+}
+
 /* a lib of five definitions (the parts named for the answers below) */
 #define LIB_FIND "local s_find, s_sub = string.find, string.sub\n\n"
 #define LIB_A                                                                  \
@@ -37,7 +46,7 @@ static const char LIB[] = "-- lib: a header, dropped\n"
 static void test_only_what_is_named(void **state)
 {
     (void)state;
-    char *out = script_link(LIB, "return b(ARGV[1])\n");
+    char *out = linked(LIB, "return b(ARGV[1])\n");
     /* b, a (named by b), s_find's line (named by a) in lib's order, each
      * with its comment, then the body */
     assert_string_equal(out, LIB_FIND LIB_A LIB_B "\nreturn b(ARGV[1])\n");
@@ -47,20 +56,20 @@ static void test_only_what_is_named(void **state)
 static void test_nothing_named(void **state)
 {
     (void)state;
-    char *out = script_link(LIB, "return 1\n");
+    char *out = linked(LIB, "return 1\n");
     assert_string_equal(out, "\nreturn 1\n");
     free(out);
     /* a word inside another (Cx, 1C) names nothing; a word alone in a
      * comment, a string or a field (t.C) does (kept, not needed: harmless) */
-    out = script_link(LIB, "local Cx = 1 -- see unused\nreturn Cx\n");
+    out = linked(LIB, "local Cx = 1 -- see unused\nreturn Cx\n");
     assert_non_null(strstr(out, "local function unused()"));
     assert_non_null(strstr(out, "local C = 'c'"));
     assert_null(strstr(out, "local function a("));
     free(out);
-    out = script_link(LIB, "return xC, C_, 1C\n");
+    out = linked(LIB, "return xC, C_, 1C\n");
     assert_null(strstr(out, "local C ="));
     free(out);
-    out = script_link(LIB, "return t.C\n");
+    out = linked(LIB, "return t.C\n");
     assert_non_null(strstr(out, "local C ="));
     free(out);
 }
@@ -68,7 +77,7 @@ static void test_nothing_named(void **state)
 static void test_second_name_of_a_line(void **state)
 {
     (void)state;
-    char *out = script_link(LIB, "return s_sub('ab', 1, 1)\n");
+    char *out = linked(LIB, "return s_sub('ab', 1, 1)\n");
     assert_string_equal(out, LIB_FIND "\nreturn s_sub('ab', 1, 1)\n");
     free(out);
 }
@@ -78,11 +87,40 @@ static void test_order_is_lib_order(void **state)
     (void)state;
     /* d names B_CONST, defined after it (as lib.lua never does: it would
      * read a global); kept in lib's order all the same */
-    char *out = script_link(LIB, "return d()\n");
+    char *out = linked(LIB, "return d()\n");
     const char *d = strstr(out, "local function d()"), *bc = strstr(out, "local B_CONST");
     assert_non_null(d);
     assert_non_null(bc);
     assert_true(d < bc);
+    free(out);
+}
+
+/* A lib that leaves the form script_link reads is refused, naming why */
+static void test_refused_lib(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *lib, *why;
+    } bad[] = {
+        {"local function a() end\nfunction g() end\n", "line 2: not a definition"},
+        {"local function a() end\nX = 1\n", "line 2: not a definition"},
+        {"local\tx = 1\n", "line 1: not a definition"},
+        {"local function  f() end\n", "line 1: a definition is"},
+        {"local x\n", "line 1: a definition is"},
+        {"local a, b, c, d, e, f, g, h, i = 1\n", "line 1: a definition is"},
+        {"local function a() end\nlocal a = 1\n", "line 2: a defined twice"},
+        {"local s = [[\nlocal b = 1\n]]\n", "a long bracket"},
+        {"-- [=[ a long comment ]=]\nlocal b = 1\n", "a long bracket"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        char err[300] = "";
+        char *out = script_link(bad[i].lib, "return 1\n", err, sizeof(err));
+        if (out) fail_msg("taken: %s", bad[i].lib);
+        assert_contains(err, bad[i].why);
+    }
+    /* what reaches column 0 inside a definition: its end, a table's close */
+    char *out = linked("local function a()\n  return 1\nend\nlocal T = {\n  x = 1,\n}\n", "return T\n");
+    assert_string_equal(out, "local T = {\n  x = 1,\n}\n\nreturn T\n");
     free(out);
 }
 
@@ -124,12 +162,10 @@ static void test_every_script_links(void **state)
     static const char *scripts[] = {"add", "cancel", "claim", "fetch", "flow", "get",
                                     "list", "move", "ptr", "sched", "settle", "wm"};
     char *lib = read_file("lua/lib.lua");
-    int shorter = 0;
     for (size_t i = 0; i < sizeof(scripts) / sizeof(*scripts); i++) {
         char path[64], tmp[] = "/tmp/tickd-script-XXXXXX", cmd[128], line[512];
         snprintf(path, sizeof(path), "lua/%s.lua", scripts[i]);
-        char *body = read_file(path), *out = script_link(lib, body);
-        shorter += strlen(out) < strlen(lib) + strlen(body);
+        char *body = read_file(path), *out = linked(lib, body);
         int fd = mkstemp(tmp);
         assert_true(fd >= 0);
         assert_int_equal(write(fd, out, strlen(out)), (ssize_t)strlen(out));
@@ -154,7 +190,13 @@ static void test_every_script_links(void **state)
         free(out);
         free(body);
     }
-    assert_true(shorter >= 10);
+    /* get.lua: the fresh lookup it names, not the slice's close it does not */
+    char *body = read_file("lua/get.lua"), *out = linked(lib, body);
+    assert_non_null(strstr(out, "\nlocal function fresh_find("));
+    assert_null(strstr(out, "local function close_slice("));
+    assert_null(strstr(out, "local function bulk_write("));
+    free(out);
+    free(body);
     free(lib);
 }
 
@@ -165,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_nothing_named),
         cmocka_unit_test(test_second_name_of_a_line),
         cmocka_unit_test(test_order_is_lib_order),
+        cmocka_unit_test(test_refused_lib),
         cmocka_unit_test(test_every_script_links),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
