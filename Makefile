@@ -214,7 +214,7 @@ integration-san: build/tickd-san build/tickctl build/tools/cron_next build/tools
 # held destinations; Redis's longest command, tickd's CPU at rest and a
 # normal callback's lateness (about a minute; not part of make test: it
 # measures time, which the suite's parallel workers would disturb).
-bounds: build/tickd
+bounds: build/tickd build/tools/script_link
 	/usr/bin/python3 -m pytest -q -s -p no:cacheprovider tests/integration/scale_bounds.py
 
 # The hardened edge under hostile load for SOAK_SECONDS (default 600), against

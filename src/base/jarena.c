@@ -174,7 +174,7 @@ static int jq_container(jq *q, cJSON *it, int object)
 {
     if (++q->depth > JQ_DEPTH) return JQ_LEAVE;
     const unsigned char close = object ? '}' : ']';
-    cJSON *head = NULL, *cur = NULL;
+    cJSON *cur = NULL;
     q->p++;
     jq_ws(q);
     if (q->p >= q->end) return JQ_LEAVE;
@@ -183,15 +183,13 @@ static int jq_container(jq *q, cJSON *it, int object)
             cJSON *n = jq_node();
             if (!n) return JQ_LEAVE;
             /* linked first, so that a leave frees it with the rest */
-            if (!head) {
-                head = n;
-                it->child = head;
-            } else {
+            if (cur) {
                 cur->next = n;
                 n->prev = cur;
+            } else {
+                it->child = n;
             }
             cur = n;
-            head->prev = cur;
             if (object) {
                 if (q->p >= q->end || *q->p != '"' || jq_string(q, &n->string) != JQ_OK)
                     return JQ_LEAVE;
@@ -208,6 +206,7 @@ static int jq_container(jq *q, cJSON *it, int object)
             jq_ws(q);
         }
         if (*q->p != close) return JQ_LEAVE;
+        it->child->prev = cur;   /* as cJSON's lists: the first's prev is the last */
     }
     it->type = object ? cJSON_Object : cJSON_Array;
     q->p++;

@@ -118,11 +118,10 @@ int util_fmt_int(char *buf, long long v)
         100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     /* the digits: log10 from log2 (1233 / 4096 = log10 2, a little under),
-     * set right by one compare */
+     * set right by one compare (of u | 1, so that 0 has one; a power of ten
+     * past 1 is even, so the low bit changes no other answer) */
     int t = (64 - __builtin_clzll(u | 1)) * 1233 >> 12;
-    int digits = t + (u >= pow10[t]);
-    if (!digits) digits = 1;
-    int n = digits + (v < 0);
+    int n = t + ((u | 1) >= pow10[t]) + (v < 0);
     char *p = buf + n;
     *p = '\0';
     for (; u >= 100; u /= 100) {

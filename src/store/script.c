@@ -2,6 +2,7 @@
  * (script.h). */
 #include "store/script.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,29 @@ static void mark_named(def *defs, int n, const char *lib, const char *text, size
 }
 
 static int is_comment_line(const char *s) { return s[0] == '-' && s[1] == '-'; }
+
+char *script_read(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/%s.lua", dir, name);
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "%s: cannot read", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
 
 /* A column-0 line of lib: a definition's first ("local "), or one of those
  * inside a definition that reach column 0 (its "end", a table's "}"), a

@@ -23,6 +23,9 @@
 
 #include <stddef.h>
 
+/* The text of dir/name.lua (malloc'd), or NULL with the reason in err. */
+char *script_read(const char *dir, const char *name, char *err, size_t errlen);
+
 /* The text to load for body: the definitions of lib it uses, a newline, body
  * (malloc'd); or NULL with the reason in err when lib is not of the form
  * above. */

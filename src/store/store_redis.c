@@ -2832,27 +2832,6 @@ static void rs_flow_put(store *s, const char *key, const char *settings, store_f
 
 /* ---- life -------------------------------------------------------------- */
 
-static char *rs_read_file(const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-        !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        snprintf(err, errlen, "%s: cannot read", path);
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void rs_loaded_cb(redisReply *r, const char *err, void *priv)
 {
     const char *name = priv;
@@ -2897,26 +2876,22 @@ static int rs_sync_clock_now(rstore *rs, char *err, size_t errlen)
  * buckets). */
 static int rs_init(rstore *rs, const char *scripts_dir, int *fatal, char *err, size_t errlen)
 {
-    char path[1200], metakey[KEY_MAX];
+    char metakey[KEY_MAX];
     char *lib = NULL;
     redisReply *r = NULL;
     int buckets = rs->buckets;
 
+    /* a script missing or of another form: no wait mends it */
     *fatal = 1;
-    snprintf(path, sizeof(path), "%s/lib.lua", scripts_dir);
-    if (!(lib = rs_read_file(path, err, errlen))) goto fail;
+    if (!(lib = script_read(scripts_dir, "lib", err, errlen))) goto fail;
     for (int i = 0; i < SCRIPT_COUNT; i++) {
-        snprintf(path, sizeof(path), "%s/%s.lua", scripts_dir, script_names[i]);
-        *fatal = 1; /* a script missing: no wait brings it */
-        char *body = rs_read_file(path, err, errlen);
+        *fatal = 1;
+        char *body = script_read(scripts_dir, script_names[i], err, errlen);
         if (!body) goto fail;
-        *fatal = 0;
         rs->src[i] = script_link(lib, body, err, errlen);
         free(body);
-        if (!rs->src[i]) {
-            *fatal = 1;   /* the file as it is: no wait mends it */
-            goto fail;
-        }
+        if (!rs->src[i]) goto fail;
+        *fatal = 0;
         r = rc_sync_command(rs->rc, NULL, err, errlen, "SCRIPT LOAD %s", rs->src[i]);
         if (!r || rs_reply_failed(r, "SCRIPT LOAD", fatal, err, errlen)) goto fail;
         if (r->type != REDIS_REPLY_STRING || r->len != 40) {

@@ -25,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from harness import SANITIZED, TICKD, Redis, now_ms, percentile, wait_for
+from harness import SANITIZED, Redis, lua_source, now_ms, percentile, wait_for
 from redis_proto import resp
 from test_bounds import Busy
 
@@ -35,7 +35,6 @@ HOLDS = 10_000
 SLOW_US = 10_000       # the longest Redis command allowed
 REST_CPU = 0.10        # tickd's CPU at rest, share of one core
 LATE_MS = 50           # normal callbacks: p50 lateness at most this over the baseline
-LUA = os.path.join(os.path.dirname(TICKD), "..", "lua")
 
 
 def pipeline(port, commands, chunk=5000):
@@ -132,10 +131,7 @@ def test_100k_queues_100k_destinations_10k_holds(tmp_path, tickd_factory, receiv
         base = lateness(tickd, receiver, tag="base")
 
         # 100,000 destinations with settings, by the store's own put
-        with open(os.path.join(LUA, "lib.lua")) as f:
-            lib = f.read()
-        with open(os.path.join(LUA, "flow.lua")) as f:
-            src = lib + "\n" + f.read()
+        src = lua_source("flow")
         phases["start"] = time.monotonic() - t0
         sha = redis.cli("SCRIPT", "LOAD", src)
         assert sha == hashlib.sha1(src.encode()).hexdigest()

@@ -3,7 +3,7 @@ batch, health."""
 import json
 import time
 
-from harness import lua_source, now_ms, stored_keys, wait_for
+from harness import lua_constant, lua_source, now_ms, stored_keys, wait_for
 from scenarios import batch_with_one_bad_task
 
 
@@ -424,6 +424,46 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     assert redis.cli(*one).splitlines() == ["1"]
     assert redis.cli("HGET", k[1], "#open") == "1"
     assert redis.cli("ZCARD", k[0]) == "2"
+
+
+def test_an_add_of_fresh_tasks_only_stores_them_in_one_pass(redis):
+    """add.lua, on a real Redis: a call of fresh tasks only, sent once, stores
+    each as its :due member, counts them open, pins the task hash it makes
+    and opens a slice that had closed (its keys' expiry taken off); a call
+    with a task of a client's key beside a fresh one goes the general way,
+    each stored in its own form."""
+    add = lua_source("add")
+    at = now_ms() + 20000
+    sl = time.strftime("%Y%m%d%H%M", time.gmtime(at // 1000)) + ".5"
+    k = [f"tickd:{{{sl}}}:{n}" for n in ("due", "task", "del")]
+    rec = '"http://127.0.0.1:1/"\n\n10000\n\n\n{}'
+    end = (at // 60000 + 1) * 60000
+    # a slice whose tasks all ended: its keys expiring, its count at 0
+    redis.cli("HSET", k[1], "#open", 0)
+    redis.cli("SADD", k[2], "gone")
+    for key in k[1:]:
+        redis.cli("PEXPIRE", key, 600000)
+    ids = [f"{sl}.{at}.F{i}3dEf7hIj9lMn1pQr5tUv" for i in range(3)]
+    call = ["EVAL", add, 3, *k, end, 30000, "0"]
+    for tid in ids:
+        call += [tid, rec, at, 10000, "", "f"]
+    assert redis.cli(*call).splitlines() == ["1", "1", "1"]
+    assert redis.cli("ZCARD", k[0]) == "3"
+    assert [redis.cli("ZSCORE", k[0], f"{tid}\n{rec}") for tid in ids] == [str(at)] * 3
+    assert redis.cli("HGET", k[1], "#open") == "3"
+    assert redis.cli("HGET", k[1], "#pin") == lua_constant("TASK_PIN")
+    assert [redis.cli("PTTL", key) for key in k[1:]] == ["-1", "-1"]
+    # a task of a client's key beside a fresh one: its record and state in
+    # the task hash, its id alone in :due
+    keyed, fresh = f"{sl}.{at}.order-7", f"{sl}.{at}.G03dEf7hIj9lMn1pQr5tUv"
+    mixed = ["EVAL", add, 3, *k, end, 30000, "0", fresh, rec, at, 10000, "", "f",
+             keyed, rec, at, 10000, "", "k"]
+    assert redis.cli(*mixed).splitlines() == ["1", "1"]
+    assert redis.cli("HGET", k[1], keyed) == rec
+    assert '"s":"scheduled"' in redis.cli("HGET", k[1], f"s:{keyed}")
+    assert redis.cli("ZSCORE", k[0], keyed) == str(at)
+    assert redis.cli("ZSCORE", k[0], f"{fresh}\n{rec}") == str(at)
+    assert redis.cli("HGET", k[1], "#open") == "5"
 
 
 def test_a_claim_drops_a_fresh_member_an_add_put_back_after_it_claimed_the_task(redis):

@@ -7,27 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/util.h"
 #include "store/script.h"
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    size_t n = 0, cap = 1 << 16;
-    char *b = xmalloc(cap);
-    size_t got;
-    while ((got = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) b = xrealloc(b, cap *= 2);
-    }
-    fclose(f);
-    b[n] = '\0';
-    return b;
-}
 
 int main(int argc, char **argv)
 {
@@ -35,12 +15,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: script_link LUA_DIR NAME\n");
         return 2;
     }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/lib.lua", argv[1]);
-    char *lib = read_all(path);
-    snprintf(path, sizeof(path), "%s/%s.lua", argv[1], argv[2]);
-    char err[300];
-    char *body = read_all(path), *out = script_link(lib, body, err, sizeof(err));
+    char err[1400];
+    char *lib = script_read(argv[1], "lib", err, sizeof(err)), *body = NULL, *out = NULL;
+    if (lib) body = script_read(argv[1], argv[2], err, sizeof(err));
+    if (body) out = script_link(lib, body, err, sizeof(err));
     if (!out) {
         fprintf(stderr, "%s\n", err);
         return 1;

@@ -124,18 +124,13 @@ static void test_refused_lib(void **state)
     free(out);
 }
 
-static char *read_file(const char *path)
+/* lua/NAME.lua, as tickd reads it */
+static char *read_script(const char *name)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
+    char err[1400];
+    char *text = script_read("lua", name, err, sizeof(err));
+    if (!text) fail_msg("%s", err);
+    return text;
 }
 
 /* The globals Redis gives a script (Redis 7.0's scripting environment,
@@ -161,11 +156,10 @@ static void test_every_script_links(void **state)
     (void)state;
     static const char *scripts[] = {"add", "cancel", "claim", "fetch", "flow", "get",
                                     "list", "move", "ptr", "sched", "settle", "wm"};
-    char *lib = read_file("lua/lib.lua");
+    char *lib = read_script("lib");
     for (size_t i = 0; i < sizeof(scripts) / sizeof(*scripts); i++) {
-        char path[64], tmp[] = "/tmp/tickd-script-XXXXXX", cmd[128], line[512];
-        snprintf(path, sizeof(path), "lua/%s.lua", scripts[i]);
-        char *body = read_file(path), *out = linked(lib, body);
+        char tmp[] = "/tmp/tickd-script-XXXXXX", cmd[128], line[512];
+        char *body = read_script(scripts[i]), *out = linked(lib, body);
         int fd = mkstemp(tmp);
         assert_true(fd >= 0);
         assert_int_equal(write(fd, out, strlen(out)), (ssize_t)strlen(out));
@@ -191,7 +185,7 @@ static void test_every_script_links(void **state)
         free(body);
     }
     /* get.lua: the fresh lookup it names, not the slice's close it does not */
-    char *body = read_file("lua/get.lua"), *out = linked(lib, body);
+    char *body = read_script("get"), *out = linked(lib, body);
     assert_non_null(strstr(out, "\nlocal function fresh_find("));
     assert_null(strstr(out, "local function close_slice("));
     assert_null(strstr(out, "local function bulk_write("));
