@@ -6,6 +6,7 @@
 #include <hiredis/async.h>
 #include <hiredis/adapters/libevent.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,141 @@ typedef struct rc_req {
     char *again;                /* rc_command_resp: the byte of cmd set to '1'
                                  * when sent again; NULL: none */
 } rc_req;
+
+/* ---- replies in blocks ---------------------------------------------------
+ * hiredis makes each element of a reply, and each string, with a malloc of
+ * its own, and frees them one by one: a claim's reply of 64 tasks is 130
+ * allocations. A reply of the async links is built here instead in a few
+ * blocks of its own, the root at the start of the first, and freed whole
+ * when hiredis frees the root, after its callback (the only way it frees
+ * one). The objects are hiredis's own redisReply, filled as its defaults
+ * fill them. */
+typedef struct rc_block {
+    struct rc_block *next;      /* the reply's blocks after the first */
+    struct rc_block *cur;       /* in the first: the block being filled */
+    size_t used, cap;
+    union {
+        max_align_t align;
+        char bytes[1];
+    } mem[];
+} rc_block;
+
+#define RC_BLOCK_FIRST 1024
+#define RC_BLOCK_GROW_MAX ((size_t)1 << 20)
+#define RC_ALIGN(n) (((n) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
+
+static rc_block *rc_block_new(size_t cap)
+{
+    rc_block *b = malloc(sizeof(*b) + cap);
+    if (!b) return NULL;
+    b->next = NULL;
+    b->cur = b;
+    b->used = 0;
+    b->cap = cap;
+    return b;
+}
+
+static rc_block *rc_block_of(const void *root)
+{
+    return (rc_block *)((char *)root - offsetof(rc_block, mem));
+}
+
+/* n bytes (a multiple of RC_ALIGN's) of the reply whose first block is first;
+ * NULL when out of memory (hiredis then frees the root, and all of it). */
+static void *rc_block_take(rc_block *first, size_t n)
+{
+    rc_block *b = first->cur;
+    if (b->cap - b->used < n) {
+        size_t cap = b->cap < RC_BLOCK_GROW_MAX ? 2 * b->cap : RC_BLOCK_GROW_MAX;
+        if (cap < n) cap = n;
+        rc_block *nb = rc_block_new(cap);
+        if (!nb) return NULL;
+        nb->next = first->next;
+        first->next = nb;
+        first->cur = b = nb;
+    }
+    void *p = b->mem->bytes + b->used;
+    b->used += n;
+    return p;
+}
+
+/* A zeroed object of task's reply with extra bytes after it; the root
+ * starts the reply's first block. */
+static redisReply *rc_reply_new(const redisReadTask *task, int type, size_t extra)
+{
+    redisReply *r;
+    size_t n = RC_ALIGN(sizeof(*r) + extra);
+    if (!task->parent) {
+        rc_block *b = rc_block_new(n > RC_BLOCK_FIRST ? n : RC_BLOCK_FIRST);
+        if (!b) return NULL;
+        r = rc_block_take(b, n);
+    } else {
+        const redisReadTask *t = task->parent;
+        while (t->parent) t = t->parent;
+        r = rc_block_take(rc_block_of(t->obj), n);
+        if (!r) return NULL;
+        redisReply *parent = task->parent->obj;
+        parent->element[task->idx] = r;
+    }
+    memset(r, 0, sizeof(*r));
+    r->type = type;
+    return r;
+}
+
+static void *rc_reply_string(const redisReadTask *task, char *str, size_t len)
+{
+    redisReply *r = rc_reply_new(task, task->type, len + 1);
+    if (!r) return NULL;
+    r->str = (char *)(r + 1);
+    memcpy(r->str, str, len);
+    r->str[len] = '\0';
+    r->len = len;
+    return r;
+}
+
+static void *rc_reply_array(const redisReadTask *task, int elements)
+{
+    size_t n = elements > 0 ? (size_t)elements : 0;
+    redisReply *r = rc_reply_new(task, REDIS_REPLY_ARRAY, n * sizeof(redisReply *));
+    if (!r) return NULL;
+    if (n) {
+        r->element = (redisReply **)(r + 1);
+        memset(r->element, 0, n * sizeof(redisReply *));
+    }
+    r->elements = n;
+    return r;
+}
+
+static void *rc_reply_integer(const redisReadTask *task, long long value)
+{
+    redisReply *r = rc_reply_new(task, REDIS_REPLY_INTEGER, 0);
+    if (r) r->integer = value;
+    return r;
+}
+
+static void *rc_reply_nil(const redisReadTask *task)
+{
+    return rc_reply_new(task, REDIS_REPLY_NIL, 0);
+}
+
+static void rc_reply_free(void *root)
+{
+    if (!root) return;
+    rc_block *first = rc_block_of(root), *b = first->next;
+    while (b) {
+        rc_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    free(first);
+}
+
+redisReplyObjectFunctions *rc_reply_functions(void)
+{
+    static redisReplyObjectFunctions fns = {rc_reply_string, rc_reply_array, rc_reply_integer,
+                                            rc_reply_nil, rc_reply_free};
+    return &fns;
+}
 
 /* CRC16-CCITT (XMODEM), as Redis Cluster uses for key slots. */
 static uint16_t rc_crc16(const char *buf, size_t len)
@@ -301,6 +437,7 @@ static void rc_link_connect(rc_link *l)
         return;
     }
     ac->data = l;
+    ac->c.reader->fn = rc_reply_functions();
     l->ac = ac;
     l->up = 0;
     l->connect_ms = util_mono_ms();

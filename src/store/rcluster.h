@@ -139,4 +139,10 @@ redisReply *rc_sync_command(rcluster *c, const char *route, char *err, size_t er
 redisReply *rc_sync_node_command(rcluster *c, int node, char *err, size_t errlen,
                                  const char *fmt, ...);
 
+/* hiredis's reply functions for a reader whose replies are built in blocks
+ * of their own and freed whole (the async links' readers use them). A reply
+ * made by them is freed by its reader's fn->freeObject, never by
+ * freeReplyObject. Exposed for the tests and the fuzz target. */
+redisReplyObjectFunctions *rc_reply_functions(void);
+
 #endif

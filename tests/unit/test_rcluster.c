@@ -1,9 +1,12 @@
 /* test_rcluster.c -- the parts of the cluster client that need no server:
- * key slots, CLUSTER SLOTS parsing, redirect parsing. Its live behaviour
+ * key slots, CLUSTER SLOTS parsing, redirect parsing, replies built in
+ * blocks. Its live behaviour
  * (connections, MOVED and ASK under resharding, failover) is exercised by
  * tests/integration/test_cluster.py on a real local cluster. */
 #include <hiredis/hiredis.h>
+#include <hiredis/read.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/rcluster.h"
@@ -135,12 +138,85 @@ static void test_redirects(void **state)
                                        &port), -1);
 }
 
+/* Replies built in blocks (rc_reply_functions): a reply of every type,
+ * nested, with a string larger than any block and more elements than the
+ * first block holds, fed a byte at a time as reads may cut it; read as
+ * hiredis's own functions read it, freed whole by the reader's function. */
+static void test_replies_in_blocks(void **state)
+{
+    (void)state;
+    enum { N = 3000, BIG = 200000 };
+    size_t cap = 64 + (size_t)N * 32 + BIG, n = 0;
+    char *text = malloc(cap), *big = malloc(BIG);
+    assert_non_null(text);
+    assert_non_null(big);
+    for (size_t i = 0; i < BIG; i++) big[i] = (char)('a' + i % 26);
+    big[7] = '\0';   /* a NUL inside a bulk string is kept */
+    n += (size_t)sprintf(text + n, "*6\r\n:-9\r\n$-1\r\n+OK\r\n-ERR no\r\n$%d\r\n", BIG);
+    memcpy(text + n, big, BIG);
+    n += BIG;
+    n += (size_t)sprintf(text + n, "\r\n*%d\r\n", N + 1);
+    for (int i = 0; i < N; i++) n += (size_t)sprintf(text + n, "$%d\r\n%d\r\n", i < 10 ? 1 : i < 100 ? 2 : i < 1000 ? 3 : 4, i);
+    n += (size_t)sprintf(text + n, "*0\r\n");
+    n += (size_t)sprintf(text + n, ":7\r\n");   /* a second reply after it */
+    redisReader *rd = redisReaderCreateWithFunctions(rc_reply_functions());
+    assert_non_null(rd);
+    void *got = NULL;
+    size_t at = 0;
+    for (; at < n && !got; at++) {
+        assert_int_equal(redisReaderFeed(rd, text + at, 1), REDIS_OK);
+        assert_int_equal(redisReaderGetReply(rd, &got), REDIS_OK);
+    }
+    assert_non_null(got);
+    redisReply *r = got;
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 6);
+    assert_int_equal(r->element[0]->type, REDIS_REPLY_INTEGER);
+    assert_true(r->element[0]->integer == -9);
+    assert_int_equal(r->element[1]->type, REDIS_REPLY_NIL);
+    assert_int_equal(r->element[2]->type, REDIS_REPLY_STATUS);
+    assert_string_equal(r->element[2]->str, "OK");
+    assert_int_equal(r->element[3]->type, REDIS_REPLY_ERROR);
+    assert_string_equal(r->element[3]->str, "ERR no");
+    assert_int_equal(r->element[4]->type, REDIS_REPLY_STRING);
+    assert_int_equal(r->element[4]->len, BIG);
+    assert_memory_equal(r->element[4]->str, big, BIG);
+    assert_int_equal(r->element[4]->str[BIG], '\0');
+    redisReply *a = r->element[5];
+    assert_int_equal(a->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(a->elements, N + 1);
+    for (int i = 0; i < N; i++) {
+        char want[16];
+        snprintf(want, sizeof(want), "%d", i);
+        assert_int_equal(a->element[i]->type, REDIS_REPLY_STRING);
+        assert_string_equal(a->element[i]->str, want);
+        assert_int_equal(a->element[i]->len, strlen(want));
+    }
+    assert_int_equal(a->element[N]->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(a->element[N]->elements, 0);
+    assert_null(a->element[N]->element);
+    rd->fn->freeObject(r);
+    /* the reply after it, whole, then a reply cut off: freed with the reader */
+    assert_int_equal(redisReaderFeed(rd, text + at, n - at), REDIS_OK);
+    assert_int_equal(redisReaderGetReply(rd, &got), REDIS_OK);
+    assert_non_null(got);
+    assert_true(((redisReply *)got)->integer == 7);
+    rd->fn->freeObject(got);
+    assert_int_equal(redisReaderFeed(rd, "*3\r\n:1\r\n$4\r\nab", 15), REDIS_OK);
+    assert_int_equal(redisReaderGetReply(rd, &got), REDIS_OK);
+    assert_null(got);
+    redisReaderFree(rd);
+    free(text);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_slots),
         cmocka_unit_test(test_slot_map),
         cmocka_unit_test(test_redirects),
+        cmocka_unit_test(test_replies_in_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
