@@ -17,7 +17,6 @@
 #include "base/wheel.h"
 
 #define BACKLOG_GATHER_MS 20
-#define JOB_SPARE 512  /* ended jobs kept for the next claims (sched_job_new) */
 
 typedef struct bucket_scan {
     sched *sc;
@@ -229,10 +228,13 @@ static job *sched_job_new(sched *sc)
     return j;
 }
 
+/* An ended job is kept for the next claim, up to as many as the room holds
+ * (sched_room: twice max_inflight): what is kept is what the peak used, and
+ * a burst of any length makes its jobs once. */
 static void sched_job_gone(sched *sc, job *j)
 {
     sc->held--;
-    if (sc->nspare < JOB_SPARE) {
+    if (sc->nspare < 2 * (int)sc->cfg->max_inflight) {
         sched_job_clear(j);
         j->next = sc->spare;
         sc->spare = j;

@@ -83,7 +83,7 @@ typedef struct hostq {
 /* hosts looked at from the least recently called on, for one to drop */
 #define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
-#define XFER_SPARE 256  /* ended transfers a worker keeps for the next callbacks */
+#define XFER_SPARE 4096 /* ended transfers a worker keeps for the next callbacks: a burst's worth */
 #define XFER_HBLK_KEEP 4096 /* the largest header buffer a kept transfer keeps */
 
 /* One transfer in a worker: the callback and what curl needs alive meanwhile. */
