@@ -158,7 +158,10 @@ static void tickd_stats(void *priv, cJSON *obj)
     tickd *t = priv;
     sched_stats(t->sc, obj);
     if (t->run) runner_stats(t->run, obj);
-    if (t->d) cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
+    if (t->d) {
+        cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
+        cJSON_AddNumberToObject(obj, "transfers_kept", (double)dispatch_kept(t->d));
+    }
     history_stats(t->hist, obj);
     cJSON_AddNumberToObject(obj, "retention_ms", (double)t->cfg.retention_ms);
     cJSON_AddNumberToObject(obj, "failed_retention_ms", (double)t->cfg.failed_retention_ms);

@@ -17,6 +17,7 @@
 #include "base/wheel.h"
 
 #define BACKLOG_GATHER_MS 20
+#define JOB_SPARE_KEEP 512  /* ended jobs kept while few are held (sched_spare_trim) */
 
 typedef struct bucket_scan {
     sched *sc;
@@ -229,8 +230,9 @@ static job *sched_job_new(sched *sc)
 }
 
 /* An ended job is kept for the next claim, up to as many as the room holds
- * (sched_room: twice max_inflight): what is kept is what the peak used, and
- * a burst of any length makes its jobs once. */
+ * (sched_room: twice max_inflight): a burst of any length makes its jobs
+ * once. What the peak left is let go at the full scans, down to as many as
+ * are held, and at least JOB_SPARE_KEEP (sched_spare_trim). */
 static void sched_job_gone(sched *sc, job *j)
 {
     sc->held--;
@@ -1201,6 +1203,17 @@ static void sched_kick_on(sched *sc)
     sc->kick_from = (sc->kick_from + 1) % sc->nb;
 }
 
+static void sched_spare_trim(sched *sc)
+{
+    int keep = sc->held > JOB_SPARE_KEEP ? sc->held : JOB_SPARE_KEEP;
+    while (sc->nspare > keep) {
+        job *j = sc->spare;
+        sc->spare = j->next;
+        sc->nspare--;
+        free(j);
+    }
+}
+
 static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     sched *sc = arg;
@@ -1213,6 +1226,7 @@ static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     sc->full_ms = now;
+    sched_spare_trim(sc);
     store_sync_clock(sc->s);
     sched_kick_all(sc);
     /* waiting tasks whose limit allows them now go (ends pump too) */
@@ -1333,6 +1347,7 @@ void sched_stats(const sched *sc, cJSON *obj)
     cJSON_AddNumberToObject(obj, "held", sc->held);
     cJSON_AddNumberToObject(obj, "calling", sc->calling);
     cJSON_AddNumberToObject(obj, "recording", sc->recording);
+    cJSON_AddNumberToObject(obj, "jobs_kept", sc->nspare);
     if (sc->fc) cJSON_AddNumberToObject(obj, "flow_loads", (double)sc->flow_loads);
     store_stats(sc->s, obj);
 }

@@ -84,6 +84,7 @@ typedef struct hostq {
 #define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
 #define XFER_SPARE 4096 /* ended transfers a worker keeps for the next callbacks: a burst's worth */
+#define XFER_SPARE_IDLE 256 /* what it keeps once nothing runs (worker_sweep_cb) */
 #define XFER_HBLK_KEEP 4096 /* the largest header buffer a kept transfer keeps */
 
 /* One transfer in a worker: the callback and what curl needs alive meanwhile. */
@@ -586,6 +587,14 @@ static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
     worker *w = arg;
     int64_t now = util_mono_ms();
     (void)fd, (void)what;
+    /* the transfers a burst left, once nothing runs */
+    while (!w->active && w->nxspare > XFER_SPARE_IDLE) {
+        xfer *x = w->xspare;
+        w->xspare = x->next;
+        w->nxspare--;
+        free(x->hblk);
+        free(x);
+    }
     for (hostq *q = w->lru_head, *qn; q; q = qn) {
         qn = q->lnext;
         if (now - q->used_ms < w->keepalive_ms && !q->active) break;
@@ -603,6 +612,11 @@ void dispatch_set_hosts_max(dispatch *d, long hosts_max)
 long dispatch_hosts(const dispatch *d)
 {
     return d->hosts;
+}
+
+long dispatch_kept(const dispatch *d)
+{
+    return d->mw ? d->mw->nxspare : 0;
 }
 
 /* x's attempt ended: the answer's status (0: none), or err when it failed

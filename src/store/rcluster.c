@@ -7,6 +7,7 @@
 #include <hiredis/adapters/libevent.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,7 +112,9 @@ typedef struct rc_block {
     } mem[];
 } rc_block;
 
-#define RC_BLOCK_FIRST 1024
+/* a first block in one allocation of 1 KiB, which glibc hands out from its
+ * per-thread cache */
+#define RC_BLOCK_FIRST (1024 - sizeof(rc_block))
 #define RC_BLOCK_GROW_MAX ((size_t)1 << 20)
 #define RC_ALIGN(n) (((n) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1))
 
@@ -137,13 +140,16 @@ static void *rc_block_take(rc_block *first, size_t n)
 {
     rc_block *b = first->cur;
     if (b->cap - b->used < n) {
+        /* an object larger than half the next block gets one of its own,
+         * and the block being filled goes on */
         size_t cap = b->cap < RC_BLOCK_GROW_MAX ? 2 * b->cap : RC_BLOCK_GROW_MAX;
-        if (cap < n) cap = n;
-        rc_block *nb = rc_block_new(cap);
+        int own = n > cap / 2;
+        rc_block *nb = rc_block_new(own ? n : cap);
         if (!nb) return NULL;
         nb->next = first->next;
         first->next = nb;
-        first->cur = b = nb;
+        if (!own) first->cur = nb;
+        b = nb;
     }
     void *p = b->mem->bytes + b->used;
     b->used += n;
@@ -155,6 +161,7 @@ static void *rc_block_take(rc_block *first, size_t n)
 static redisReply *rc_reply_new(const redisReadTask *task, int type, size_t extra)
 {
     redisReply *r;
+    if (extra > SIZE_MAX / 2) return NULL;   /* (only where size_t is 32 bits) */
     size_t n = RC_ALIGN(sizeof(*r) + extra);
     if (!task->parent) {
         rc_block *b = rc_block_new(n > RC_BLOCK_FIRST ? n : RC_BLOCK_FIRST);
@@ -187,12 +194,13 @@ static void *rc_reply_string(const redisReadTask *task, char *str, size_t len)
 static void *rc_reply_array(const redisReadTask *task, int elements)
 {
     size_t n = elements > 0 ? (size_t)elements : 0;
+    /* (hiredis takes any count up to INT_MAX: no size that wraps) */
+    if (n > SIZE_MAX / 2 / sizeof(redisReply *)) return NULL;
     redisReply *r = rc_reply_new(task, REDIS_REPLY_ARRAY, n * sizeof(redisReply *));
     if (!r) return NULL;
-    if (n) {
-        r->element = (redisReply **)(r + 1);
-        memset(r->element, 0, n * sizeof(redisReply *));
-    }
+    /* every element is set as it is read (rc_reply_new); a reply is never
+     * walked before it is whole */
+    if (n) r->element = (redisReply **)(r + 1);
     r->elements = n;
     return r;
 }

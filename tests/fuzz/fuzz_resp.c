@@ -1,7 +1,7 @@
 /* fuzz_resp.c -- libFuzzer target for the replies of tickd's Redis links,
  * built in blocks of their own (rc_reply_functions, store/rcluster.c),
- * against hiredis's own functions on the same bytes: the first byte says
- * where the rest is cut in two, as a read may cut it; both readers are fed
+ * against hiredis's own functions on the same bytes: the first two bytes
+ * say where the rest is cut in two, as a read may cut it; both readers are fed
  * the same pieces, and give the same replies (types, integers, strings byte
  * for byte, elements, in order), the same partial state and the same
  * error. Every reply, and a reply left half-read, is freed by its reader's
@@ -17,6 +17,12 @@
 static void same(const redisReply *a, const redisReply *b)
 {
     if (!a || !b || a->type != b->type) abort();
+    /* what a type does not use is zero, as hiredis leaves it */
+    if (b->type != REDIS_REPLY_INTEGER && b->integer) abort();
+    if (b->type != REDIS_REPLY_ARRAY && (b->element || b->elements)) abort();
+    if ((b->type == REDIS_REPLY_ARRAY || b->type == REDIS_REPLY_INTEGER ||
+         b->type == REDIS_REPLY_NIL) && (b->str || b->len))
+        abort();
     switch (a->type) {
     case REDIS_REPLY_INTEGER:
         if (a->integer != b->integer) abort();
@@ -74,9 +80,9 @@ static int feed(redisReader *def, redisReader *blk, const char *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || huge_array(data + 1, size - 1)) return 0;
-    const char *s = (const char *)data + 1;
-    size_t n = size - 1, cut = n ? data[0] % (n + 1) : 0;
+    if (size < 2 || huge_array(data + 2, size - 2)) return 0;
+    const char *s = (const char *)data + 2;
+    size_t n = size - 2, cut = ((size_t)data[0] << 8 | data[1]) % (n + 1);
     redisReader *def = redisReaderCreate();
     redisReader *blk = redisReaderCreateWithFunctions(rc_reply_functions());
     if (!def || !blk) abort();

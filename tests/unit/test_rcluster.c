@@ -139,13 +139,14 @@ static void test_redirects(void **state)
 }
 
 /* Replies built in blocks (rc_reply_functions): a reply of every type,
- * nested, with a string larger than any block and more elements than the
- * first block holds, fed a byte at a time as reads may cut it; read as
- * hiredis's own functions read it, freed whole by the reader's function. */
+ * nested, with a string larger than the largest block and more elements
+ * than the first block holds, fed a byte at a time as reads may cut it
+ * (the long string in larger pieces); read as hiredis's own functions read
+ * it, freed whole by the reader's function. */
 static void test_replies_in_blocks(void **state)
 {
     (void)state;
-    enum { N = 3000, BIG = 200000 };
+    enum { N = 3000, BIG = 1500000 };
     size_t cap = 64 + (size_t)N * 32 + BIG, n = 0;
     char *text = malloc(cap), *big = malloc(BIG);
     assert_non_null(text);
@@ -153,6 +154,7 @@ static void test_replies_in_blocks(void **state)
     for (size_t i = 0; i < BIG; i++) big[i] = (char)('a' + i % 26);
     big[7] = '\0';   /* a NUL inside a bulk string is kept */
     n += (size_t)sprintf(text + n, "*6\r\n:-9\r\n$-1\r\n+OK\r\n-ERR no\r\n$%d\r\n", BIG);
+    size_t big_at = n;
     memcpy(text + n, big, BIG);
     n += BIG;
     n += (size_t)sprintf(text + n, "\r\n*%d\r\n", N + 1);
@@ -163,9 +165,11 @@ static void test_replies_in_blocks(void **state)
     assert_non_null(rd);
     void *got = NULL;
     size_t at = 0;
-    for (; at < n && !got; at++) {
-        assert_int_equal(redisReaderFeed(rd, text + at, 1), REDIS_OK);
+    while (at < n && !got) {
+        size_t k = at > big_at + 9 && at + 4093 < big_at + BIG - 9 ? 4093 : 1;
+        assert_int_equal(redisReaderFeed(rd, text + at, k), REDIS_OK);
         assert_int_equal(redisReaderGetReply(rd, &got), REDIS_OK);
+        at += k;
     }
     assert_non_null(got);
     redisReply *r = got;
@@ -173,11 +177,16 @@ static void test_replies_in_blocks(void **state)
     assert_int_equal(r->elements, 6);
     assert_int_equal(r->element[0]->type, REDIS_REPLY_INTEGER);
     assert_true(r->element[0]->integer == -9);
+    assert_null(r->element[0]->str);
+    assert_null(r->element[0]->element);
     assert_int_equal(r->element[1]->type, REDIS_REPLY_NIL);
+    assert_null(r->element[1]->str);
     assert_int_equal(r->element[2]->type, REDIS_REPLY_STATUS);
     assert_string_equal(r->element[2]->str, "OK");
+    assert_int_equal(r->element[2]->len, 2);
     assert_int_equal(r->element[3]->type, REDIS_REPLY_ERROR);
     assert_string_equal(r->element[3]->str, "ERR no");
+    assert_int_equal(r->element[3]->len, 6);
     assert_int_equal(r->element[4]->type, REDIS_REPLY_STRING);
     assert_int_equal(r->element[4]->len, BIG);
     assert_memory_equal(r->element[4]->str, big, BIG);
@@ -200,6 +209,7 @@ static void test_replies_in_blocks(void **state)
     assert_int_equal(redisReaderFeed(rd, text + at, n - at), REDIS_OK);
     assert_int_equal(redisReaderGetReply(rd, &got), REDIS_OK);
     assert_non_null(got);
+    assert_int_equal(((redisReply *)got)->type, REDIS_REPLY_INTEGER);
     assert_true(((redisReply *)got)->integer == 7);
     rd->fn->freeObject(got);
     assert_int_equal(redisReaderFeed(rd, "*3\r\n:1\r\n$4\r\nab", 15), REDIS_OK);
