@@ -17,7 +17,8 @@
 #include "base/wheel.h"
 
 #define BACKLOG_GATHER_MS 20
-#define JOB_SPARE_KEEP 512  /* ended jobs kept while few are held (sched_spare_trim) */
+#define JOB_SPARE_KEEP 512  /* ended jobs kept however long unused (sched_spare_trim) */
+#define JOB_SPARE_SCANS 10  /* full scans a kept job may go unused before it is let go */
 
 typedef struct bucket_scan {
     sched *sc;
@@ -108,6 +109,8 @@ struct sched {
     job *waiting;        /* jobs on the wheel or being fetched */
     job *spare;          /* ended jobs kept for reuse, linked by next */
     int nspare;
+    int spare_low;       /* the fewest kept since the last trim (sched_spare_trim) */
+    int spare_scans;     /* full scans since then */
     int64_t claimed, fired, settled;
     int64_t backlog_until_ms; /* overdue claims gather until then */
     store_attempt *settle;    /* outcomes gathered for the store */
@@ -224,15 +227,15 @@ static job *sched_job_new(sched *sc)
     job *j = sc->spare;
     if (!j) return xcalloc(1, sizeof(*j));
     sc->spare = j->next;
-    sc->nspare--;
+    if (--sc->nspare < sc->spare_low) sc->spare_low = sc->nspare;
     memset(j, 0, sizeof(*j));
     return j;
 }
 
 /* An ended job is kept for the next claim, up to as many as the room holds
- * (sched_room: twice max_inflight): a burst of any length makes its jobs
- * once. What the peak left is let go at the full scans, down to as many as
- * are held, and at least JOB_SPARE_KEEP (sched_spare_trim). */
+ * (sched_room: twice max_inflight): bursts make their jobs once. Those no
+ * claim took for JOB_SPARE_SCANS full scans are let go, down to
+ * JOB_SPARE_KEEP (sched_spare_trim). */
 static void sched_job_gone(sched *sc, job *j)
 {
     sc->held--;
@@ -1203,15 +1206,22 @@ static void sched_kick_on(sched *sc)
     sc->kick_from = (sc->kick_from + 1) % sc->nb;
 }
 
+/* Every JOB_SPARE_SCANS full scans: the kept jobs no claim took since the
+ * last time (the fewest kept meanwhile) are let go, past JOB_SPARE_KEEP. A
+ * burst's jobs stay while bursts come more often than that; after the last
+ * one they go within two such periods (at most 25 s at tick_ms 1000). */
 static void sched_spare_trim(sched *sc)
 {
-    int keep = sc->held > JOB_SPARE_KEEP ? sc->held : JOB_SPARE_KEEP;
-    while (sc->nspare > keep) {
+    if (++sc->spare_scans < JOB_SPARE_SCANS) return;
+    int unused = sc->spare_low - JOB_SPARE_KEEP;
+    for (; unused > 0 && sc->nspare > JOB_SPARE_KEEP; unused--) {
         job *j = sc->spare;
         sc->spare = j->next;
         sc->nspare--;
         free(j);
     }
+    sc->spare_low = sc->nspare;
+    sc->spare_scans = 0;
 }
 
 static void sched_tick_cb(evutil_socket_t fd, short what, void *arg)

@@ -84,7 +84,7 @@ typedef struct hostq {
 #define HOSTQ_EVICT_SCAN 64
 #define EASY_SPARE 256  /* easy handles a worker keeps for reuse */
 #define XFER_SPARE 4096 /* ended transfers a worker keeps for the next callbacks: a burst's worth */
-#define XFER_SPARE_IDLE 256 /* what it keeps once nothing runs (worker_sweep_cb) */
+#define XFER_SPARE_KEEP 256 /* what it keeps however long unused (worker_sweep_cb) */
 #define XFER_HBLK_KEEP 4096 /* the largest header buffer a kept transfer keeps */
 
 /* One transfer in a worker: the callback and what curl needs alive meanwhile. */
@@ -148,6 +148,7 @@ struct worker {
     int nspare;
     xfer *xspare;               /* ended transfers kept for reuse (xfer_new) */
     int nxspare;
+    int xspare_low;             /* the fewest kept since the last sweep */
     h1_client *h1;              /* NULL: every callback through libcurl */
     struct event *sweep_ev;     /* frees the state of hosts no longer called */
     webhook_ctx *sig;           /* this thread's signing state */
@@ -371,7 +372,7 @@ static xfer *xfer_new(worker *w)
         char *hblk = x->hblk;
         size_t hcap = x->hcap;
         w->xspare = x->next;
-        w->nxspare--;
+        if (--w->nxspare < w->xspare_low) w->xspare_low = w->nxspare;
         memset(x, 0, sizeof(*x));
         x->hblk = hblk;
         x->hcap = hcap;
@@ -587,14 +588,17 @@ static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
     worker *w = arg;
     int64_t now = util_mono_ms();
     (void)fd, (void)what;
-    /* the transfers a burst left, once nothing runs */
-    while (!w->active && w->nxspare > XFER_SPARE_IDLE) {
+    /* the kept transfers no callback took since the last sweep (the fewest
+     * kept meanwhile), past XFER_SPARE_KEEP */
+    for (int unused = w->xspare_low - XFER_SPARE_KEEP; unused > 0 && w->nxspare > XFER_SPARE_KEEP;
+         unused--) {
         xfer *x = w->xspare;
         w->xspare = x->next;
         w->nxspare--;
         free(x->hblk);
         free(x);
     }
+    w->xspare_low = w->nxspare;
     for (hostq *q = w->lru_head, *qn; q; q = qn) {
         qn = q->lnext;
         if (now - q->used_ms < w->keepalive_ms && !q->active) break;

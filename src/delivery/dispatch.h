@@ -100,7 +100,8 @@ void dispatch_set_edge(dispatch *d, const struct netpolicy *np, const struct web
  * host's state is freed once it has been unused for keepalive_ms. */
 long dispatch_hosts(const dispatch *d);
 /* Ended transfers the main loop's client keeps for the next callbacks (up
- * to a burst's worth; once nothing runs, at most 256, at its next sweep). */
+ * to a burst's worth; those no callback took between two sweeps of idle
+ * hosts are let go, past 256). */
 long dispatch_kept(const dispatch *d);
 
 /* Hand a callback to the main loop's client, or to a thread (round robin).
