@@ -232,6 +232,18 @@ static job *sched_job_new(sched *sc)
     return j;
 }
 
+/* Let n of the kept jobs go (fewer when fewer are kept); a kept job owns
+ * nothing (sched_job_clear ran). */
+static void sched_spare_drop(sched *sc, int n)
+{
+    for (; n > 0 && sc->spare; n--) {
+        job *j = sc->spare;
+        sc->spare = j->next;
+        sc->nspare--;
+        free(j);
+    }
+}
+
 /* An ended job is kept for the next claim, up to as many as the room holds
  * (sched_room: twice max_inflight): bursts make their jobs once. Those no
  * claim took for JOB_SPARE_SCANS full scans are let go, down to
@@ -1213,13 +1225,8 @@ static void sched_kick_on(sched *sc)
 static void sched_spare_trim(sched *sc)
 {
     if (++sc->spare_scans < JOB_SPARE_SCANS) return;
-    int unused = sc->spare_low - JOB_SPARE_KEEP;
-    for (; unused > 0 && sc->nspare > JOB_SPARE_KEEP; unused--) {
-        job *j = sc->spare;
-        sc->spare = j->next;
-        sc->nspare--;
-        free(j);
-    }
+    int unused = sc->spare_low - JOB_SPARE_KEEP, over = sc->nspare - JOB_SPARE_KEEP;
+    sched_spare_drop(sc, unused < over ? unused : over);
     sc->spare_low = sc->nspare;
     sc->spare_scans = 0;
 }
@@ -1371,11 +1378,7 @@ void sched_free(sched *sc)
         n = j->wnext;
         sched_job_free(j);
     }
-    while (sc->spare) {
-        job *j = sc->spare;
-        sc->spare = j->next;
-        free(j);
-    }
+    sched_spare_drop(sc, sc->nspare);
     if (sc->w) wheel_free(sc->w);
     if (sc->tick_ev) event_free(sc->tick_ev);
     if (sc->wheel_ev) event_free(sc->wheel_ev);

@@ -381,6 +381,18 @@ static xfer *xfer_new(worker *w)
     return x;
 }
 
+/* Let n of w's kept transfers go (fewer when it keeps fewer). */
+static void xspare_drop(worker *w, int n)
+{
+    for (; n > 0 && w->xspare; n--) {
+        xfer *x = w->xspare;
+        w->xspare = x->next;
+        w->nxspare--;
+        free(x->hblk);
+        free(x);
+    }
+}
+
 static void xfer_free(xfer *x)
 {
     worker *w = x->w;
@@ -590,14 +602,8 @@ static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd, (void)what;
     /* the kept transfers no callback took since the last sweep (the fewest
      * kept meanwhile), past XFER_SPARE_KEEP */
-    for (int unused = w->xspare_low - XFER_SPARE_KEEP; unused > 0 && w->nxspare > XFER_SPARE_KEEP;
-         unused--) {
-        xfer *x = w->xspare;
-        w->xspare = x->next;
-        w->nxspare--;
-        free(x->hblk);
-        free(x);
-    }
+    int unused = w->xspare_low - XFER_SPARE_KEEP, over = w->nxspare - XFER_SPARE_KEEP;
+    xspare_drop(w, unused < over ? unused : over);
     w->xspare_low = w->nxspare;
     for (hostq *q = w->lru_head, *qn; q; q = qn) {
         qn = q->lnext;
@@ -1154,12 +1160,7 @@ static void worker_fini(worker *w)
     if (w->wake_ev) event_free(w->wake_ev);
     if (w->done_ev) event_free(w->done_ev);
     while (w->nspare) curl_easy_cleanup(w->spare[--w->nspare]);
-    while (w->xspare) {
-        xfer *x = w->xspare;
-        w->xspare = x->next;
-        free(x->hblk);
-        free(x);
-    }
+    xspare_drop(w, w->nxspare);
     h1_client_free(w->h1);
     webhook_ctx_free(w->sig);
     if (w->multi) curl_multi_cleanup(w->multi);
