@@ -164,6 +164,15 @@ local check_seen = #exp > 0
 local to_num, q_json = {}, {}
 local from_at, from, dl_num, dlt
 local run1_at, run1_to, run1_qj, run1_text
+-- A burst's records mostly begin alike: the same url, method, timeout and
+-- queue. A record that begins with the last one read's first four parts
+-- (rec_head: its bytes through the queue's line) takes its timeout and queue,
+-- found by one plain find where reading them takes two calls of the string
+-- library. After a record that did not, the next HEAD_WAIT are read without
+-- a try, so that records that differ there (a url each) pay a failed find
+-- only once in that many.
+local HEAD_WAIT = 32
+local rec_head, head_to, head_q, head_wait = nil, nil, nil, 0
 for i = 1, taken do
   local id = ids[i]
   if recs[i] and not fresh[i] then
@@ -185,7 +194,20 @@ for i = 1, taken do
     -- its first attempt: the state is written as text (lib.lua: state_run1).
     -- (Its due compared as a number: Lua compares strings with strcoll, in
     -- the locale Redis was started in.)
-    local to, q = rec_to_queue(recs[i])
+    local rec, to, q = recs[i], nil, nil
+    if rec_head and str_find(rec, rec_head, 1, true) == 1 then
+      to, q = head_to, head_q
+    else
+      if rec_head then rec_head, head_wait = nil, HEAD_WAIT end
+      if head_wait > 0 then
+        head_wait = head_wait - 1
+        to, q = rec_to_queue(rec)
+      else
+        local e
+        to, q, e = rec_to_queue(rec, true)
+        if e then rec_head, head_to, head_q = str_sub(rec, 1, e - 1), to, q end
+      end
+    end
     local at = due_text[i]
     if at ~= from_at then from_at, from = at, math.max(tonumber(at), now) end
     local ton = to_num[to]

@@ -195,10 +195,12 @@ end
 -- A record's timeout (its digits) and queue ('' = the default)
 -- (src/model/task.h: url, method, timeout_ms, queue, ...); nil when it holds
 -- no timeout. The url, the longest line, is passed by a plain find; the
--- pattern reads the short lines after it.
-local function rec_to_queue(rec)
+-- pattern reads the short lines after it. With head, also where the queue's
+-- line ends (the record's first four parts are rec's bytes before it).
+local function rec_to_queue(rec, head)
   local a = str_find(rec, '\n', 1, true)
   if not a then return nil end
+  if head then return str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n()', a + 1) end
   return str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n', a + 1)
 end
 
