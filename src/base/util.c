@@ -26,10 +26,25 @@ void *xmalloc(size_t n)
     return p;
 }
 
+/* glibc's calloc takes the arena's path, not the per-thread cache malloc
+ * takes first: for a small block (most callers ask for one struct) malloc
+ * and a memset cost about half (90 to 200 fewer instructions an allocation
+ * and its free, measured under callgrind). A large one keeps calloc, whose
+ * fresh pages come zeroed. The memset goes through a volatile pointer: GCC
+ * would otherwise make the pair a call of calloc again. */
+#define XCALLOC_SMALL 1024
+static void *(*volatile xcalloc_zero)(void *, int, size_t) = memset;
+
 void *xcalloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) util_oom(n * size);
+    if (!n) n = 1;
+    if (!size) size = 1;
+    if (size <= XCALLOC_SMALL && n <= XCALLOC_SMALL / size) {
+        void *p = xmalloc(n * size);
+        return xcalloc_zero(p, 0, n * size);
+    }
+    void *p = calloc(n, size);
+    if (!p) util_oom(n > SIZE_MAX / size ? SIZE_MAX : n * size);
     return p;
 }
 
