@@ -238,8 +238,7 @@ burst_cpu() { # CPU ticks of tickd, Redis, the receiver
 # request from its rusage, the receiver's rate. Run right after each tickd
 # round (burst_wrk ROUND): the machine's speed drifts by a quarter within a
 # run, and a ratio is read from the two figures taken together.
-burst_wrk() {
-  local f=$TMP/wrk-cb.txt wu ws n
+cb_lua() { # the callback-shaped request, as $TMP/cb.lua
   cat >"$TMP/cb.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"order":"A-1042","action":"remind","note":"' .. string.rep("x", 56) .. '"}'
@@ -249,6 +248,11 @@ wrk.headers["tickd-attempt"] = "1"
 wrk.headers["tickd-scheduled-at"] = "1795723200000"
 wrk.headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 LUA
+}
+
+burst_wrk() {
+  local f=$TMP/wrk-cb.txt wu ws n
+  cb_lua
   /usr/bin/time -f "%U %S" -o "$TMP/time-cb" timeout 30 wrk -t1 -c64 -d5s -s "$TMP/cb.lua" "$CB/warm" >"$f"
   n=$(wrk_reqs "$f")
   read -r wu ws <"$TMP/time-cb"
@@ -289,9 +293,8 @@ wl_burst() {
   local r
   # warm the receiver (node's JIT) with callback-shaped requests first, so
   # that no round, whoever runs it, meets it cold
-  printf '%s\n' 'wrk.method = "POST"' 'wrk.body = "{\"warm\":1}"' \
-    'wrk.headers["Content-Type"] = "application/json"' >"$TMP/warm.lua"
-  timeout 30 wrk -t1 -c64 -d3s -s "$TMP/warm.lua" "$CB/warm" >/dev/null
+  cb_lua
+  timeout 30 wrk -t1 -c64 -d3s -s "$TMP/cb.lua" "$CB/warm" >/dev/null
   rreset
   # tickd's scripts with bench/floor's claim and settle in place of its own
   FLOOR_LUA=$TMP/floor-lua
