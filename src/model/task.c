@@ -149,24 +149,32 @@ static void task_put_digits(char *p, int n, int v)
  * cost thousands of instructions each. */
 void task_slice_name(int64_t ms, int bucket, char *out)
 {
+    /* the last minute's digits, kept: the names made in a row (a turn's
+     * adds, a scan's claims) are mostly of one minute */
+    static _Thread_local int64_t kept_minute = INT64_MIN;
+    static _Thread_local char kept[12];
     int64_t sec = ms / 1000; /* as time_t truncates; minutes and days floor */
     int64_t minute = sec >= 0 ? sec / 60 : -((-sec + 59) / 60);
-    int64_t day = minute >= 0 ? minute / 1440 : -((-minute + 1439) / 1440);
-    int of_day = (int)(minute - day * 1440), y, mo, d;
-    tz_civil_from_days(day, &y, &mo, &d);
-    if (y < 0 || y > 9999) { /* past any time a task may name (TASK_TIME_MAX_MS) */
-        char wide[64];
-        snprintf(wide, sizeof(wide), "%04d%02d%02d%02d%02d.%d", y, mo, d, of_day / 60,
-                 of_day % 60, bucket & 0xffff);
-        memcpy(out, wide, TASK_SLICE_MAX - 1);
-        out[TASK_SLICE_MAX - 1] = '\0';
-        return;
+    if (minute != kept_minute) {
+        int64_t day = minute >= 0 ? minute / 1440 : -((-minute + 1439) / 1440);
+        int of_day = (int)(minute - day * 1440), y, mo, d;
+        tz_civil_from_days(day, &y, &mo, &d);
+        if (y < 0 || y > 9999) { /* past any time a task may name (TASK_TIME_MAX_MS) */
+            char wide[64];
+            snprintf(wide, sizeof(wide), "%04d%02d%02d%02d%02d.%d", y, mo, d, of_day / 60,
+                     of_day % 60, bucket & 0xffff);
+            memcpy(out, wide, TASK_SLICE_MAX - 1);
+            out[TASK_SLICE_MAX - 1] = '\0';
+            return;
+        }
+        task_put_digits(kept, 4, y);
+        task_put_digits(kept + 4, 2, mo);
+        task_put_digits(kept + 6, 2, d);
+        task_put_digits(kept + 8, 2, of_day / 60);
+        task_put_digits(kept + 10, 2, of_day % 60);
+        kept_minute = minute;
     }
-    task_put_digits(out, 4, y);
-    task_put_digits(out + 4, 2, mo);
-    task_put_digits(out + 6, 2, d);
-    task_put_digits(out + 8, 2, of_day / 60);
-    task_put_digits(out + 10, 2, of_day % 60);
+    memcpy(out, kept, 12);
     out[12] = '.';
     int b = bucket & 0xffff, n = b >= 10000 ? 5 : b >= 1000 ? 4 : b >= 100 ? 3 : b >= 10 ? 2 : 1;
     task_put_digits(out + 13, n, b);

@@ -132,6 +132,13 @@ static void test_slice_against_libc(void **state)
         snprintf(libc + n, sizeof(libc) - n, ".%d", (int)(x >> 50) & 0x3ff);
         task_slice_name(ms, (int)(x >> 50) & 0x3ff, mine);
         assert_string_equal(mine, libc);
+        /* again in the same minute (its digits kept), with another bucket:
+         * the time's second and ms moved, never its minute */
+        int64_t again = ms - (ms % 60000 + 60000) % 60000 + (int64_t)((x >> 20) % 60000);
+        char same[TASK_SLICE_MAX], want[TASK_SLICE_MAX];
+        task_slice_name(again, (int)(x >> 30) & 0x3ff, same);
+        snprintf(want, sizeof(want), "%.*s.%d", (int)n, libc, (int)(x >> 30) & 0x3ff);
+        assert_string_equal(same, want);
         assert_int_equal(task_slice_minute(mine), (int64_t)timegm(&tm) / 60);
         /* a name with one field pushed out of range: timegm would normalize it */
         char bad[TASK_SLICE_MAX];
