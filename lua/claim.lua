@@ -67,8 +67,10 @@ if taken < limit then
   local at_dot = at_from + 13
   -- (the last text checked and whether it was digits: a run of tasks due on
   -- the same ms checks it once; a table of every one would grow in a
-  -- backlog, where each task has its own)
-  local digits_at, digits_ok
+  -- backlog, where each task has its own. Once two in a row had it, the next
+  -- ones are matched against it with its dot, one plain find where reading
+  -- it takes two calls: digits_dot, dropped at the next due that differs)
+  local digits_at, digits_ok, digits_dot
   for i = 1, #due do
     -- a fresh task (lib.lua): "id\nrecord" (plain finds: a pattern walks
     -- the record a byte at a time)
@@ -76,9 +78,15 @@ if taken < limit then
     local nl = str_find(m, '\n', 1, true)
     if nl then
       id, rec = str_sub(m, 1, nl - 1), str_sub(m, nl + 1)
-      if str_byte(id, at_dot) == 46 then
+      if digits_dot and str_find(id, digits_dot, at_from, true) == at_from then
+        at = digits_at
+      elseif str_byte(id, at_dot) == 46 then
         at = str_sub(id, at_from, at_dot - 1)
-        if at ~= digits_at then digits_at, digits_ok = at, str_find(at, '^%d+$') ~= nil end
+        if at ~= digits_at then
+          digits_at, digits_ok, digits_dot = at, str_find(at, '^%d+$') ~= nil, nil
+        elseif digits_ok then
+          digits_dot = at .. '.'
+        end
         if not digits_ok then at = nil end
       else
         at = id_at_text(id)

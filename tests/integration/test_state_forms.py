@@ -59,12 +59,15 @@ def test_first_attempt_states_are_the_json_of_every_other_path(tickd, redis, rec
 def test_a_claim_reads_each_records_own_timeout_and_queue(tickd, redis, receiver):
     """The claim reads a record's timeout and queue once for a run of records
     that begin alike (lua/claim.lua: rec_head), and again after one that does
-    not. One batch (one slice, one claim) of tasks due on the same ms, in
-    the :due order of their random keys: kinds that differ only in the
+    not; and a due once for a run of ids that hold the same (digits_dot).
+    One batch (one slice, one claim) of tasks due on three ms, in the :due
+    order of their dues and random keys: kinds that differ only in the
     timeout, only in the queue, in a queue that begins as another does, in
     the url and in the method, mixed so that every kind follows every other.
-    Each task's state must name its own timeout and queue."""
+    Each task's state must name its own due, timeout and queue."""
     at = now_ms() + 1500
+    # (due on three ms: :due orders them by due, a run of each)
+    ats = (at, at + 1, at + 2)
     kinds = [
         ("/ok", None, 5000, None),
         ("/ok", None, 6000, None),
@@ -76,19 +79,19 @@ def test_a_claim_reads_each_records_own_timeout_and_queue(tickd, redis, receiver
     tasks, want = [], []
     for i in range(240):
         path, method, timeout, queue = kinds[(i * 7 + i // 40) % len(kinds)]
-        t = {"callback_url": receiver.url(path), "execute_at": at, "timeout_ms": timeout}
+        t = {"callback_url": receiver.url(path), "execute_at": ats[i % 3], "timeout_ms": timeout}
         if method:
             t["method"] = method
         if queue:
             t["queue"] = queue
         tasks.append(t)
-        want.append((timeout, queue or 1))
+        want.append((ats[i % 3], timeout, queue or 1))
     results = tickd.batch(tasks)
     ids = [r["id"] for r in results]
     assert len(set(ids)) == len(ids) and len({i.rsplit(".", 2)[0] for i in ids}) == 1, ids[:3]
     wait_for(lambda: all(tickd.get(i)[1]["status"] == "succeeded" for i in ids), 30,
              what="every task succeeded")
-    got = [(st["to"], st["q"]) for st in (stored_state(redis, i) for i in ids)]
+    got = [(st["due"], st["to"], st["q"]) for st in (stored_state(redis, i) for i in ids)]
     assert got == want, [(i, g, w) for i, g, w in zip(ids, got, want) if g != w][:5]
     # (the :due order put kinds side by side: a record was read again after
     # one of another kind, many times)
