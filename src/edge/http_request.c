@@ -46,8 +46,8 @@ static int http_too_large(http_request *p)
                        "body: larger than server.max_body");
 }
 
-/* tchar of RFC 9110 5.6.2: visible ASCII but the separators
- * ()<>@,;:\\"/[]?={}, as a bit a character (0-63, 64-127) */
+/* tchar of RFC 9110 5.6.2, a bit a character (0-63, 64-127): visible
+ * ASCII but the separators ( ) < > @ , ; : \ " / [ ] ? = { } */
 static const uint64_t http_tchar[2] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL};
 
 static inline int http_token_char(unsigned char ch)
