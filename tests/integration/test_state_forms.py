@@ -60,15 +60,17 @@ def test_a_claim_reads_each_records_own_timeout_and_queue(tickd, redis, receiver
     """The claim reads a record's timeout and queue once for a run of records
     that begin alike (lua/claim.lua: rec_head), and again after one that does
     not; and a due once for a run of ids that hold the same (digits_dot).
-    One batch (one slice, one claim) of tasks due on three ms, in the :due
-    order of their dues and random keys: kinds that differ only in the
+    One batch (one slice) of tasks of six kinds that differ only in the
     timeout, only in the queue, in a queue that begins as another does, in
-    the url and in the method, mixed so that every kind follows every other.
-    Each task's state must name its own due, timeout and queue."""
+    the url and in the method. First a run of each kind due on a ms of its
+    own (:due orders by due, so each kind's first record comes right after a
+    run of the one before, long enough that the cache holds that one's head:
+    the default queue before qa, qa before qab, /ok before /ok/x); then all
+    of them due on one ms, in the random order of their keys, so that every
+    kind follows every other. Each task's state must name its own due,
+    timeout and queue."""
     at = now_ms() + 1500
-    # (due on three ms: :due orders them by due, a run of each)
-    ats = (at, at + 1, at + 2)
-    kinds = [
+    a, b, c, d, e, f = kinds = [
         ("/ok", None, 5000, None),
         ("/ok", None, 6000, None),
         ("/ok", None, 5000, "qa"),
@@ -76,16 +78,17 @@ def test_a_claim_reads_each_records_own_timeout_and_queue(tickd, redis, receiver
         ("/ok/x", None, 5000, None),
         ("/ok", "PUT", 5000, None),
     ]
+    plan = [(kind, at + k) for k, kind in enumerate((a, c, d, b, f, e)) for _ in range(36)]
+    plan += [(kinds[(i * 7 + i // 40) % len(kinds)], at + 6) for i in range(120)]
     tasks, want = [], []
-    for i in range(240):
-        path, method, timeout, queue = kinds[(i * 7 + i // 40) % len(kinds)]
-        t = {"callback_url": receiver.url(path), "execute_at": ats[i % 3], "timeout_ms": timeout}
+    for (path, method, timeout, queue), due in plan:
+        t = {"callback_url": receiver.url(path), "execute_at": due, "timeout_ms": timeout}
         if method:
             t["method"] = method
         if queue:
             t["queue"] = queue
         tasks.append(t)
-        want.append((ats[i % 3], timeout, queue or 1))
+        want.append((due, timeout, queue or 1))
     results = tickd.batch(tasks)
     ids = [r["id"] for r in results]
     assert len(set(ids)) == len(ids) and len({i.rsplit(".", 2)[0] for i in ids}) == 1, ids[:3]
@@ -93,8 +96,8 @@ def test_a_claim_reads_each_records_own_timeout_and_queue(tickd, redis, receiver
              what="every task succeeded")
     got = [(st["due"], st["to"], st["q"]) for st in (stored_state(redis, i) for i in ids)]
     assert got == want, [(i, g, w) for i, g, w in zip(ids, got, want) if g != w][:5]
-    # (the :due order put kinds side by side: a record was read again after
-    # one of another kind, many times)
-    order = sorted(range(len(ids)), key=lambda k: ids[k])
-    changes = sum(want[a] != want[b] for a, b in zip(order, order[1:]))
+    # (on the last ms, the :due order put kinds side by side: a record was
+    # read again after one of another kind, many times)
+    mixed = sorted(range(216, len(ids)), key=lambda k: ids[k])
+    changes = sum(want[x] != want[y] for x, y in zip(mixed, mixed[1:]))
     assert changes > 50, changes
