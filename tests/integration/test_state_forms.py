@@ -101,3 +101,26 @@ def test_a_claim_reads_each_records_own_timeout_and_queue(tickd, redis, receiver
     mixed = sorted(range(216, len(ids)), key=lambda k: ids[k])
     changes = sum(want[x] != want[y] for x, y in zip(mixed, mixed[1:]))
     assert changes > 50, changes
+
+
+def test_a_fresh_record_without_a_timeout_does_not_stop_its_slice(tickd, redis, receiver):
+    """A fresh member whose record holds no timeout (no tickd writes one; a
+    hand or another program may) is claimed with the default's lease, and
+    the attempt fails on the record (the callback client reads it as bad):
+    the claim of its slice must not fail on it, which would keep every other
+    task of that slice from firing."""
+    at = now_ms() + 2000
+    (good,) = tickd.batch([{"callback_url": receiver.url("/ok"), "execute_at": at}])
+    slice_ = good["id"].rsplit(".", 2)[0]
+    bad_id = "%s.%d.%s" % (slice_, at, "B" * 22)
+    bad_rec = '"%s"\n\nnot-a-timeout\n\n\n{}' % receiver.url("/ok")
+    k = "tickd:{%s}" % slice_
+    assert redis.cli("ZADD", k + ":due", str(at), bad_id + "\n" + bad_rec) == "1"
+    redis.cli("HINCRBY", k + ":task", "#open", "1")
+    assert tickd.final(good["id"], timeout=20)["status"] == "succeeded"
+    # the bad one was claimed with the default's lease, and its attempt
+    # recorded as failed, with why (GET cannot make a spec of its record)
+    wait_for(lambda: redis.cli("HGET", k + ":task", "s:" + bad_id), 15, what="bad one's state")
+    wait_for(lambda: stored_state(redis, bad_id)["s"] == "failed", 15, what="bad one failed")
+    st = stored_state(redis, bad_id)
+    assert (st["a"], st["to"], st["err"]) == (1, 10000, "stored task is not valid JSON"), st
