@@ -216,11 +216,6 @@ for i = 1, taken do
         if e then rec_head, head_to, head_q = str_sub(rec, 1, e - 1), to, q end
       end
     end
-    -- (a record whose timeout cannot be read, which no tickd writes, takes
-    -- the default's lease, TASK_DEFAULT_TIMEOUT_MS of src/model/task.h:
-    -- tickd finds the record bad and the attempt fails with that reason,
-    -- where an error here would stop every claim of the slice)
-    if not to then to, q = '10000', nil end
     local at = due_text[i]
     if at ~= from_at then from_at, from = at, math.max(tonumber(at), now) end
     local ton = to_num[to]

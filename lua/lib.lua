@@ -192,22 +192,34 @@ local function fresh_find(due, id)
   return nil
 end
 
+-- The timeout a task has when none is given: TASK_DEFAULT_TIMEOUT_MS of
+-- src/model/task.h.
+local REC_TIMEOUT_DEFAULT = '10000'
+
 -- A record's timeout (its digits) and queue ('' = the default)
--- (src/model/task.h: url, method, timeout_ms, queue, ...); nil when it holds
--- no timeout. The url, the longest line, is passed by a plain find; the
--- pattern reads the short lines after it. With head, also where the queue's
--- line ends (the record's first four parts are rec's bytes before it).
+-- (src/model/task.h: url, method, timeout_ms, queue, ...). The url, the
+-- longest line, is passed by a plain find; the pattern reads the short lines
+-- after it. With head, also where the queue's line ends (the record's first
+-- four parts are rec's bytes before it). A record whose timeout cannot be
+-- read (no tickd writes one; another program might) has the default's and
+-- the default queue: tickd finds the record bad and fails its attempt with
+-- that reason, where a nil here would fail the script (the claim: every
+-- claim of the slice after it).
 local function rec_to_queue(rec, head)
   local a = str_find(rec, '\n', 1, true)
-  if not a then return nil end
-  if head then return str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n()', a + 1) end
-  return str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n', a + 1)
+  local to, q, e
+  if a and head then
+    to, q, e = str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n()', a + 1)
+  elseif a then
+    to, q = str_match(rec, '^[^\n]*\n(%d+)\n([^\n]*)\n', a + 1)
+  end
+  if not to then return REC_TIMEOUT_DEFAULT, nil end
+  return to, q, e
 end
 
 -- The state a fresh task has (its record: src/model/task.h).
 local function fresh_state(rec, due)
   local to, q = rec_to_queue(rec)
-  -- the record always holds its timeout (task_rec_spec refuses one without)
   return {s = 'scheduled', a = 0, due = due, to = tonumber(to),
           q = (q == nil or q == '') and 1 or q}
 end

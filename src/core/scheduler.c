@@ -1225,8 +1225,8 @@ static void sched_kick_on(sched *sc)
 static void sched_spare_trim(sched *sc)
 {
     if (++sc->spare_scans < JOB_SPARE_SCANS) return;
-    int unused = sc->spare_low - JOB_SPARE_KEEP, over = sc->nspare - JOB_SPARE_KEEP;
-    sched_spare_drop(sc, unused < over ? unused : over);
+    /* (spare_low is never above nspare: only a claim moves it, down) */
+    sched_spare_drop(sc, sc->spare_low - JOB_SPARE_KEEP);
     sc->spare_low = sc->nspare;
     sc->spare_scans = 0;
 }

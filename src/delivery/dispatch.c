@@ -601,9 +601,8 @@ static void worker_sweep_cb(evutil_socket_t fd, short what, void *arg)
     int64_t now = util_mono_ms();
     (void)fd, (void)what;
     /* the kept transfers no callback took since the last sweep (the fewest
-     * kept meanwhile), past XFER_SPARE_KEEP */
-    int unused = w->xspare_low - XFER_SPARE_KEEP, over = w->nxspare - XFER_SPARE_KEEP;
-    xspare_drop(w, unused < over ? unused : over);
+     * kept meanwhile, never above those kept now), past XFER_SPARE_KEEP */
+    xspare_drop(w, w->xspare_low - XFER_SPARE_KEEP);
     w->xspare_low = w->nxspare;
     for (hostq *q = w->lru_head, *qn; q; q = qn) {
         qn = q->lnext;
