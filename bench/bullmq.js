@@ -8,15 +8,17 @@
 //   node bullmq.js add      --redis H:P --secs 10 --conc 64           Queue.add, conc in flight
 //   node bullmq.js addbulk  --redis H:P --secs 10 --conc 4 --batch 1000   Queue.addBulk
 //   node bullmq.js insert   --redis H:P --n N [--batch 1000] [--conc 4]
-//                           (--at MS | --delay MS) --cb URL [--req-bytes B]
+//                           (--at MS | --delay MS) --cb URL [--req-bytes B] [--shape callback]
 //   node bullmq.js worker   --redis H:P --conc 200                   run until SIGTERM
 //   node bullmq.js steady   --redis H:P --cb URL --secs 15 --batch 100 --every 50 --ahead 2000
+//                           [--shape callback]
 //   node bullmq.js schedulers --redis H:P --cb URL --n N [--conc 64] [--req-bytes B]
 //                           upsertJobScheduler sb0..sbN-1, every 60000 ms (BullMQ's
 //                           recurring jobs; each also makes its next job at once)
 //
-// The worker POSTs job.data.req to job.data.url through a keep-alive agent,
-// with headers x-due (the job's due time, ms) and x-job-id.
+// The worker POSTs job.data.req (or job.data.json, JSON-encoded) to
+// job.data.url through a keep-alive agent, with headers x-due (the job's due
+// time, ms) and x-job-id.
 'use strict';
 const http = require('http');
 const { Queue, Worker } = require('bullmq');
@@ -40,9 +42,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const JOB_OPTS = { attempts: 5, backoff: { type: 'exponential', delay: 1000 },
                    removeOnComplete: true, removeOnFail: true };
 
+// --shape callback (insert, steady): each job's callback is what
+// tickd_load.js's --shape callback makes tickd send: the same 100-byte JSON
+// body, sent JSON-encoded with Content-Type: application/json, and the
+// producer's traceparent
+const CB_SHAPE = args.shape === 'callback';
+if (args.shape && !CB_SHAPE) die('--shape: only "callback" is known');
+const CB_BODY = { order: 'A-1042', action: 'remind', note: 'x'.repeat(56) };
+const CB_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
 function jobData(cb, due, reqBytes) {
   const d = { url: cb, method: 'POST', due, timeout_ms: 10000 };
   if (reqBytes) d.req = 'x'.repeat(reqBytes);
+  else if (CB_SHAPE) { d.json = CB_BODY; d.traceparent = CB_TRACEPARENT; }
   return d;
 }
 
@@ -144,7 +156,10 @@ async function modeWorker() {
   const post = poster(conc);
   let done = 0, failed = 0;
   const w = new Worker(QNAME, async (job) => {
-    await post(job.data.url, job.data.req || '', { 'x-due': String(job.data.due), 'x-job-id': String(job.id) });
+    const d = job.data, h = { 'x-due': String(d.due), 'x-job-id': String(job.id) };
+    if (d.json) h['Content-Type'] = 'application/json';
+    if (d.traceparent) h.traceparent = d.traceparent;
+    await post(d.url, d.json ? JSON.stringify(d.json) : d.req || '', h);
   }, { connection, concurrency: conc });
   w.on('completed', () => done++);
   w.on('failed', () => failed++);

@@ -206,7 +206,7 @@ burst_tickd() { # burst_tickd ROUND [flow|floor]
   rreset
   t=$(($(now_ms) + 8000))
   r=$(timeout 60 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$BURST_N" \
-    --batch 1000 --conc 4 --at "$t")
+    --batch 1000 --conc 4 --at "$t" --shape callback)
   log "inserted: $r (T - end = $((t - $(jq -r .end <<<"$r"))) ms)"
   # CPU of each process from just before T to the last arrival (its share
   # of a callback: tickd claims, calls and settles; Redis runs the scripts;
@@ -242,6 +242,8 @@ cb_lua() { # the callback-shaped request, as $TMP/cb.lua
   cat >"$TMP/cb.lua" <<'LUA'
 wrk.method = "POST"
 wrk.body = '{"order":"A-1042","action":"remind","note":"' .. string.rep("x", 56) .. '"}'
+wrk.headers["User-Agent"] = "tickd/1"
+wrk.headers["Accept"] = "*/*"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["tickd-task-id"] = "202611261200.3.1795723200000.k7Fq2LmN9pXc4RtY8vBw1Z"
 wrk.headers["tickd-attempt"] = "1"
@@ -281,7 +283,7 @@ burst_bullmq() { # burst_bullmq ROUND
   bworker_start 200
   t=$(($(now_ms) + 8000))
   r=$(timeout 60 node "$BENCH/bullmq.js" insert --redis "$RADDR" --cb "$CB/cb" --n "$BURST_N" \
-    --batch 1000 --conc 4 --at "$t")
+    --batch 1000 --conc 4 --at "$t" --shape callback)
   log "inserted: $r (T - end = $((t - $(jq -r .end <<<"$r"))) ms)"
   burst_wait "$t"
   burst_record bullmq "$t" "$1"
@@ -337,7 +339,7 @@ steady_tickd() {
   tickd_start
   rreset
   r=$(timeout 60 node "$BENCH/tickd_load.js" steady --url "$TURL" --cb "$CB/cb" --secs 15 --batch "$2" \
-    --every 50 --ahead "$3")
+    --every 50 --ahead "$3" --shape callback)
   log "generator: $r"
   steady_record "$1" "$(jq -r .sent <<<"$r")"
   tickd_stop
@@ -352,7 +354,7 @@ steady_bullmq() {
   bworker_start 200
   rreset
   r=$(timeout 60 node "$BENCH/bullmq.js" steady --redis "$RADDR" --cb "$CB/cb" --secs 15 --batch "$2" \
-    --every 50 --ahead 2000)
+    --every 50 --ahead 2000 --shape callback)
   log "generator: $r"
   steady_record "$1" "$(jq -r .sent <<<"$r")"
   bworker_stop

@@ -4,6 +4,7 @@
 //
 //   node tickd_load.js insert --url http://H:P --cb URL --n N [--batch 1000] [--conc 4]
 //                             (--at MS | --delay MS | --spread-min M) [--req-bytes B] [--timeout-ms MS]
+//                             [--shape callback]
 //                             [--spread-from-min F] [--window-ms W]
 //                             (--spread-min M: each batch due in one minute picked at random
 //                             among M from the F-th (1) on, at random milliseconds of it; --window-ms W
@@ -12,6 +13,7 @@
 //                             (N tasks due within the next day from 30 min on, their ids
 //                             written to FILE, one a line, in random order: for bench/ids.lua)
 //   node tickd_load.js steady --url http://H:P --cb URL --secs 15 --batch 100 --every 50 --ahead 2000
+//                             [--shape callback]
 //   node tickd_load.js schedules --url http://H:P --cb URL --n N [--conc 64] [--cron EXPR] [--req-bytes B]
 //                             [--spread seconds|ms]
 //                             (POST /v1/schedules, one each, keys sb0..sbN-1. --spread seconds:
@@ -80,9 +82,20 @@ function postBatch(tasks) {
   });
 }
 
+// --shape callback: each callback the request bench/README.md calls
+// callback-shaped, which wrk (run.sh's cb.lua) and volley.c send too: a
+// 100-byte JSON body (given as JSON, so tickd sends it with Content-Type:
+// application/json) and the producer's traceparent (tickd sends a span of
+// the attempt's own in it)
+const CB_SHAPE = args.shape === 'callback';
+if (args.shape && !CB_SHAPE) die('--shape: only "callback" is known');
+const CB_BODY = { order: 'A-1042', action: 'remind', note: 'x'.repeat(56) };
+const CB_TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
 function task(at, reqBytes, timeoutMs) {
   const t = { callback_url: args.cb, method: 'POST', execute_at: at };
   if (reqBytes) t.req = 'x'.repeat(reqBytes);
+  else if (CB_SHAPE) { t.req = CB_BODY; t.traceparent = CB_TRACEPARENT; }
   if (timeoutMs) t.timeout_ms = timeoutMs;
   return t;
 }

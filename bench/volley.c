@@ -76,7 +76,8 @@ static void send_one(conn *c, long long due_ms)
                                "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}";
     char req[1024];
     int n = snprintf(req, sizeof(req),
-                     "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+                     "POST %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: tickd/1\r\nAccept: */*\r\n"
+                     "Content-Type: application/json\r\n"
                      "tickd-task-id: 202611261200.3.%lld.volley%016lld\r\ntickd-attempt: 1\r\n"
                      "tickd-scheduled-at: %lld\r\n"
                      "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
