@@ -3,9 +3,11 @@
 
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/util.h"
 
 static int trace_hex(const char *s, size_t n)
 {
@@ -79,40 +81,75 @@ int trace_state_check(const char *s, char *why, size_t whylen)
     return 0;
 }
 
-/* 8 or 16 bytes of SHA-256 over the parts, never all zero, as hex. */
-static void trace_derive(const char *a, const char *b, int n, char *out, size_t bytes)
+struct trace_ctx {
+    EVP_MD *sha256;  /* fetched once: EVP_sha256() is looked up again at every init */
+    EVP_MD_CTX *md;
+};
+
+trace_ctx *trace_ctx_new(void)
 {
+    trace_ctx *c = xmalloc(sizeof(*c));
+    c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    c->md = EVP_MD_CTX_new();
+    log_assert(c->sha256 && c->md);
+    return c;
+}
+
+void trace_ctx_free(trace_ctx *c)
+{
+    if (!c) return;
+    EVP_MD_CTX_free(c->md);
+    EVP_MD_free(c->sha256);
+    free(c);
+}
+
+/* 8 or 16 bytes of SHA-256 over a (alen bytes), NUL, b, NUL and n in
+ * decimal, never all zero, as hex (under c, or a context of this call's
+ * own) */
+static void trace_derive(trace_ctx *c, const char *a, size_t alen, const char *b, int n,
+                         char *out, size_t bytes)
+{
+    static const char hex[] = "0123456789abcdef";
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
-    char num[16];
-    snprintf(num, sizeof(num), "%d", n);
-    EVP_MD_CTX *c = EVP_MD_CTX_new();
-    log_assert(c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1);
-    EVP_DigestUpdate(c, a, strlen(a) + 1);
-    EVP_DigestUpdate(c, b, strlen(b) + 1);
-    EVP_DigestUpdate(c, num, strlen(num));
-    EVP_DigestFinal_ex(c, md, &mdlen);
-    EVP_MD_CTX_free(c);
+    char num[24];
+    int numlen = util_fmt_int(num, n);
+    trace_ctx *own = c ? NULL : trace_ctx_new();
+    if (own) c = own;
+    log_assert(EVP_DigestInit_ex2(c->md, c->sha256, NULL) == 1 &&
+               EVP_DigestUpdate(c->md, a, alen) == 1 &&
+               EVP_DigestUpdate(c->md, "", 1) == 1 &&
+               EVP_DigestUpdate(c->md, b, strlen(b) + 1) == 1 &&
+               EVP_DigestUpdate(c->md, num, (size_t)numlen) == 1 &&
+               EVP_DigestFinal_ex(c->md, md, &mdlen) == 1);
+    trace_ctx_free(own);
     int zero = 1;
     for (size_t i = 0; i < bytes; i++) zero &= md[i] == 0;
     if (zero) md[bytes - 1] = 1;
-    for (size_t i = 0; i < bytes; i++) sprintf(out + 2 * i, "%02x", md[i]);
+    for (size_t i = 0; i < bytes; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[2 * bytes] = '\0';
 }
 
-void trace_for_attempt(const char *parent, const char *id, int attempt, int64_t due_ms,
-                       char out[TRACE_PARENT_LEN + 1])
+void trace_for_attempt(trace_ctx *c, const char *parent, const char *id, int attempt,
+                       int64_t due_ms, char out[TRACE_PARENT_LEN + 1])
 {
+    /* "<parent>\n<due_ms>" */
+    char who[TRACE_PARENT_LEN + 32], span[17];
+    memcpy(who, parent, TRACE_PARENT_LEN);
+    who[TRACE_PARENT_LEN] = '\n';
+    size_t n = TRACE_PARENT_LEN + 1 + (size_t)util_fmt_int(who + TRACE_PARENT_LEN + 1, due_ms);
+    trace_derive(c, who, n, id, attempt, span, 8);
     memcpy(out, parent, TRACE_PARENT_LEN + 1);
-    char span[17], who[TRACE_PARENT_LEN + 64];
-    snprintf(who, sizeof(who), "%s\n%lld", parent, (long long)due_ms);
-    trace_derive(who, id, attempt, span, 8);
     memcpy(out + 36, span, 16);
 }
 
-void trace_new(const char *id, char out[TRACE_PARENT_LEN + 1])
+void trace_new(trace_ctx *c, const char *id, char out[TRACE_PARENT_LEN + 1])
 {
     char tid[33], pid[17];
-    trace_derive("trace", id, 0, tid, 16);
-    trace_derive("root", id, 0, pid, 8);
+    trace_derive(c, "trace", 5, id, 0, tid, 16);
+    trace_derive(c, "root", 4, id, 0, pid, 8);
     snprintf(out, TRACE_PARENT_LEN + 1, "00-%s-%s-01", tid, pid);
 }

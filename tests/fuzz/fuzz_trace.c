@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strlen(out) != TRACE_PARENT_LEN || memcmp(out, "00-", 3) != 0) abort();
         if (trace_parent_parse(out, again, why, sizeof(why)) != 0 || strcmp(out, again) != 0)
             abort();
-        trace_for_attempt(out, s, 3, 1795528511888, span);
+        trace_for_attempt(NULL, out, s, 3, 1795528511888, span);
         if (memcmp(span, out, 36) != 0 || memcmp(span + 52, out + 52, 3) != 0) abort();
         if (trace_parent_parse(span, again, why, sizeof(why)) != 0) abort();
     } else if (!why[0]) {
