@@ -1869,6 +1869,42 @@ static void test_spec_read(void **state)
         task_spec_free(b);
         task_input_free(&t);
     }
+    /* strings whose quotes follow runs of backslashes of every length (the
+     * reader finds a string's end by its quotes: an even run before one
+     * ends the string, an odd one escapes it), alone and inside containers,
+     * in req and in a header: each read back as cJSON prints it */
+    static const char *pieces[] = {"a", "\"", "\\", "\\\\", "\\\"", "\n", "\xc3\xa9", "}", "]"};
+    uint64_t seed = 1776;
+    for (int i = 0; i < 400; i++) {
+        char raw[64] = "";
+        int np = (int)(testutil_rnd(&seed) % 9);
+        for (int k = 0; k < np; k++)
+            strcat(raw, pieces[testutil_rnd(&seed) % (sizeof(pieces) / sizeof(*pieces))]);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "callback_url", "http://cb.test/hook");
+        if (i % 3 == 0) {
+            cJSON_AddStringToObject(o, "req", raw);
+        } else {
+            cJSON *req = cJSON_AddObjectToObject(o, "req");
+            cJSON_AddStringToObject(req, raw, raw);
+            cJSON *arr = cJSON_AddArrayToObject(req, "t");
+            cJSON_AddItemToArray(arr, cJSON_CreateString(raw));
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(i));
+        }
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "header"), "X-S",
+                                i % 2 ? "plain" : "q\\\"");
+        char *text = cJSON_PrintUnformatted(o);
+        task_input t;
+        parse_ok(text, T0_MS, &t);
+        char *spec = task_input_spec(&t);
+        task_spec *a = task_spec_read(t.rec, strlen(t.rec));
+        spec_matches(a, spec);
+        task_spec_free(a);
+        free(spec);
+        task_input_free(&t);
+        free(text);
+        cJSON_Delete(o);
+    }
     /* a member given twice counts the first time, as cJSON reads it */
     const char *dup = "\"http://x/\"\n\n1000\n\n\n{\"traceparent\":\"a\",\"req\":1,"
                       "\"traceparent\":\"b\",\"req\":2}";
