@@ -7,7 +7,11 @@
 #
 # - tickd, a callback: a burst of CG_N (5,000) tasks due at one instant to
 #   bench/receiver.js, tickd under callgrind with collection on from 1.5 s
-#   before the instant to the last arrival;
+#   before the instant to the last arrival. Each callback is the request
+#   make bench's burst makes (tickd_load.js --shape callback: a 102-byte
+#   JSON body and a traceparent); CG_SHAPE= gives tasks without either, as
+#   the counts before 2026-11-28 were taken. Valgrind's CPU has no SHA
+#   instructions, so a traceparent's SHA-256 counts more here than it costs;
 # - Redis, a callback: the same burst, redis-server under callgrind instead
 #   (the claim and the settle scripts, and everything else Redis does then);
 # - tickd, a POST: CG_POST_S (10) seconds of `wrk -t1 -c8` posting one task a
@@ -92,7 +96,7 @@ case $CG_WHAT in
     rreset
     t=$(($(now_ms) + 20000))
     timeout 120 node "$BENCH/tickd_load.js" insert --url "$TURL" --cb "$CB/cb" --n "$N" \
-      --batch 1000 --conc 2 --at "$t" >/dev/null
+      --batch 1000 --conc 2 --at "$t" ${CG_SHAPE---shape callback} >/dev/null
     while (($(now_ms) < t - 1500)); do sleep 0.05; done
     burst_ms=$(window "$PID" rwait "$N" 300 burst)
     [ "$(rstats | jq .dups)" = 0 ] || die "duplicate callbacks"
