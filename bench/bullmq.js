@@ -43,7 +43,7 @@ const JOB_OPTS = { attempts: 5, backoff: { type: 'exponential', delay: 1000 },
                    removeOnComplete: true, removeOnFail: true };
 
 // --shape callback (insert, steady): each job's callback is what
-// tickd_load.js's --shape callback makes tickd send: the same 100-byte JSON
+// tickd_load.js's --shape callback makes tickd send: the same 102-byte JSON
 // body, sent JSON-encoded with Content-Type: application/json, and the
 // producer's traceparent
 const CB_SHAPE = args.shape === 'callback';

@@ -234,7 +234,7 @@ burst_cpu() { # CPU ticks of tickd, Redis, the receiver
 
 # What making an HTTP request costs here, and the receiver's limit: wrk
 # (one thread, 64 connections) sending callback-shaped requests (tickd's
-# headers, a 100-byte JSON body) to the same receiver for 5 s; wrk's CPU a
+# headers, a 102-byte JSON body) to the same receiver for 5 s; wrk's CPU a
 # request from its rusage, the receiver's rate. Run right after each tickd
 # round (burst_wrk ROUND): the machine's speed drifts by a quarter within a
 # run, and a ratio is read from the two figures taken together.

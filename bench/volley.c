@@ -1,7 +1,7 @@
 /* volley.c -- the steady rows' floor: what the receiver and loopback TCP take
  * for a batch of callbacks due at one instant, with no scheduler and no store
  * in the way. Every EVERY ms it sends BATCH callback-shaped requests (tickd's
- * headers, a 100-byte JSON body, `tickd-scheduled-at` the instant) over CONNS
+ * headers, a 102-byte JSON body, `tickd-scheduled-at` the instant) over CONNS
  * keep-alive connections, as tickd's client does: one request in flight a
  * connection, the rest waiting in order for the first connection to answer.
  * The receiver measures lateness as it does for tickd (arrival minus
