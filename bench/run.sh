@@ -239,17 +239,7 @@ burst_cpu() { # CPU ticks of tickd, Redis, the receiver
 # round (burst_wrk ROUND): the machine's speed drifts by a quarter within a
 # run, and a ratio is read from the two figures taken together.
 cb_lua() { # the callback-shaped request, as $TMP/cb.lua
-  cat >"$TMP/cb.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"order":"A-1042","action":"remind","note":"' .. string.rep("x", 56) .. '"}'
-wrk.headers["User-Agent"] = "tickd/1"
-wrk.headers["Accept"] = "*/*"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["tickd-task-id"] = "202611261200.3.1795723200000.k7Fq2LmN9pXc4RtY8vBw1Z"
-wrk.headers["tickd-attempt"] = "1"
-wrk.headers["tickd-scheduled-at"] = "1795723200000"
-wrk.headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-LUA
+  cp "$BENCH/cb.lua" "$TMP/cb.lua"
 }
 
 burst_wrk() {

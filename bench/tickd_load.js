@@ -83,7 +83,7 @@ function postBatch(tasks) {
 }
 
 // --shape callback: each callback the request bench/README.md calls
-// callback-shaped, which wrk (run.sh's cb.lua) and volley.c send too: a
+// callback-shaped, which wrk (bench/cb.lua) and volley.c send too: a
 // 102-byte JSON body (given as JSON, so tickd sends it with Content-Type:
 // application/json) and the producer's traceparent (tickd sends a span of
 // the attempt's own in it)

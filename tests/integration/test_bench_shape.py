@@ -1,0 +1,83 @@
+"""The bench compares like with like (bench/README.md): the callback tickd
+sends for a task of `tickd_load.js --shape callback` is the request wrk sends
+from bench/cb.lua (the receiver's limit, wrk's CPU a request) and the one
+bench/volley.c writes (the steady rows' floor): the same header fields and
+values but the task id, due and span, and the same body. A header tickd
+adds or drops, or a body the loader and the floors no longer share, fails
+here before it makes a ratio of unlike requests."""
+import json
+import os
+import re
+import subprocess
+
+from harness import ROOT, now_ms, wait_for
+
+BENCH = os.path.join(ROOT, "bench")
+ID = re.compile(r"^\d{12}\.\d+\.\d{13}\.[A-Za-z0-9]{22}$")
+TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-01$")
+# fields that name one task, its due or its span: compared by form
+PER_TASK = {"tickd-task-id", "tickd-scheduled-at", "traceparent"}
+
+
+def cb_lua():
+    """bench/cb.lua run by Lua 5.1 as wrk would: (method, {name: value}
+    with lowercase names, body)."""
+    prog = ("wrk = {headers = {}}\ndofile(arg[1])\n"
+            "io.write(wrk.method, '\\n', #wrk.body, '\\n', wrk.body)\n"
+            "for k, v in pairs(wrk.headers) do io.write('\\n', k, '\\t', v) end\n")
+    out = subprocess.run(["lua5.1", "-", os.path.join(BENCH, "cb.lua")], input=prog.encode(),
+                         capture_output=True, check=True).stdout.decode()
+    method, n, rest = out.split("\n", 2)
+    body, rest = rest[:int(n)], rest[int(n):]
+    headers = dict(ln.split("\t", 1) for ln in rest.split("\n") if ln)
+    return method, {k.lower(): v for k, v in headers.items()}, body.encode()
+
+
+def same_request(got, method, headers, body, auto=("host", "content-length")):
+    """got (a Scripted record) is method, headers (but the fields its client
+    adds itself, `auto`) and body, the per-task fields by their form."""
+    assert got["line"].split(" ")[0] == method, got["line"]
+    want = {k: v for k, v in headers.items() if k not in auto}
+    have = {k: v for k, v in got["headers"].items() if k not in auto}
+    assert set(have) == set(want), (sorted(have), sorted(want))
+    for k in want:
+        if k == "tickd-task-id":
+            assert ID.match(have[k]) and ID.match(want[k]), (have[k], want[k])
+        elif k == "tickd-scheduled-at":
+            assert re.fullmatch(r"\d{13}", have[k]) and re.fullmatch(r"\d{13}", want[k])
+        elif k == "traceparent":
+            assert TRACEPARENT.match(have[k]) and TRACEPARENT.match(want[k])
+            assert have[k][3:35] == want[k][3:35]  # the producer's trace
+        else:
+            assert have[k] == want[k], (k, have[k], want[k])
+    assert got["headers"]["content-length"] == str(len(body))
+    assert got["body"] == body
+
+
+def test_tickds_callback_is_wrks_request(tickd, scripted):
+    method, headers, body = cb_lua()
+    # the ones the comparison rests on are there at all
+    assert {"user-agent", "accept", "content-type", "traceparent"} <= set(headers)
+    at = now_ms() + 1500
+    r = subprocess.run(["node", os.path.join(BENCH, "tickd_load.js"), "insert",
+                        "--url", f"http://127.0.0.1:{tickd.port}", "--cb", scripted.url("/ok"),
+                        "--n", "1", "--batch", "1", "--conc", "1", "--at", str(at),
+                        "--shape", "callback"], capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tasks"] == 1
+    wait_for(lambda: scripted.requests, 15, what="the callback")
+    got = scripted.requests[0]
+    same_request(got, method, headers, body)
+    assert got["headers"]["host"] == f"127.0.0.1:{scripted.port}"
+
+
+def test_volleys_request_is_wrks(scripted, tmp_path):
+    method, headers, body = cb_lua()
+    volley = str(tmp_path / "volley")
+    subprocess.run(["cc", "-O2", "-o", volley, os.path.join(BENCH, "volley.c")], check=True)
+    # one request every 50 ms for 1 s over one connection
+    r = subprocess.run([volley, "127.0.0.1", str(scripted.port), "/ok", "1", "50", "1", "1"],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: scripted.requests, 5, what="volley's request")
+    same_request(scripted.requests[0], method, headers, body)
