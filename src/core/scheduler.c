@@ -875,20 +875,25 @@ static job *sched_take(sched *sc, const char *slice, store_lease *l, int64_t far
 }
 
 /* A claimed batch, the first n leases of res, taken: the callers may open
- * what its calls will need. Not while a limit exists: a limited destination
- * may be allowed fewer calls at once than the batch would open connections
- * for. */
+ * what its calls will need. Not for a call a limit may apply to (its
+ * queue's or its destination's, as the copy of the limits has them now): a
+ * limited destination may be allowed fewer calls at once than the batch
+ * would open connections for. The calls no limit applies to are opened for
+ * whatever limits other queues have. */
 static void sched_take_batch(sched *sc, const char *slice, const store_claim *res)
 {
-    int warm = sc->warm && (!sc->fc || flow_cache_empty(sc->fc)), n = 0;
-    int64_t far_from = store_now_ms(sc->s) + sched_near(sc);
+    int warm = sc->warm != NULL, n = 0;
+    int limits = sc->fc && !flow_cache_empty(sc->fc);
+    int64_t now = store_now_ms(sc->s), far_from = now + sched_near(sc);
     if (warm && res->n > sc->warm_cap) {
         sc->warm_cap = res->n;
         sc->warm_cbs = xrealloc(sc->warm_cbs, sizeof(*sc->warm_cbs) * (size_t)sc->warm_cap);
     }
     for (int i = 0; i < res->n; i++) {
         job *j = sched_take(sc, slice, &res->leases[i], far_from);
-        if (j && warm) sc->warm_cbs[n++] = &j->cb;
+        if (j && warm &&
+            (!limits || flow_cache_route(sc->fc, j->cb.spec, now, j->queue, j->dest) == 0))
+            sc->warm_cbs[n++] = &j->cb;
     }
     if (n) sc->warm(sc->warm_cbs, n, sc->warm_priv);
 }

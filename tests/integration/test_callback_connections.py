@@ -62,10 +62,26 @@ def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted
     assert scripted.by_task()[b["id"]][0]["conn"] != conn
 
 
-def test_connections_open_before_the_tasks_are_due(tickd, scripted):
+def limits_in_force(t, queue, body):
+    """PUT a queue's limits and wait until t has read the settings since
+    (its flow_loads grown by two: the first may have begun before)."""
+    n = t.request("GET", "/v1/stats")[1]["flow_loads"]
+    code, res = t.request("PUT", f"/v1/queues/{queue}", body)
+    assert code == 200, res
+    wait_for(lambda: t.request("GET", "/v1/stats")[1]["flow_loads"] >= n + 2, 5,
+             what="the limits read")
+
+
+@pytest.mark.parametrize("limits", ["none", "another queue's"])
+def test_connections_open_before_the_tasks_are_due(tickd, scripted, limits):
     """Tasks claimed ahead of their time have their connections opened then:
     20 due at one instant 1.2 s on each find a connection already accepted
-    by the receiver, which a call that connected at its due time would not."""
+    by the receiver, which a call that connected at its due time would not.
+    The same while another queue has a limit: a limit keeps back only the
+    calls it applies to (the build before opened none ahead while any limit
+    existed, and a burst's first calls came some 10 ms later)."""
+    if limits != "none":
+        limits_in_force(tickd, "other", {"rate": 1, "max_concurrency": 1})
     due = int(time.time() * 1000) + 1200
     ids = [r["id"] for r in tickd.batch([{"callback_url": scripted.url("/ok"), "execute_at": due}
                                          for _ in range(20)])]
@@ -80,6 +96,21 @@ def test_connections_open_before_the_tasks_are_due(tickd, scripted):
     assert not late, late
     # as many as the instant needs, no more: one a call at most
     assert len({r["conn"] for r in reqs}) <= scripted.conns <= 20, scripted.conns
+
+
+def test_calls_a_limit_applies_to_open_no_connection_ahead(tickd, scripted):
+    """A queue allowed one call at a time: its 10 tasks due at one instant go
+    one after another over one kept connection, none opened ahead for them
+    (connections for the whole batch would sit idle at a destination the
+    limit protects)."""
+    limits_in_force(tickd, "one", {"max_concurrency": 1})
+    due = int(time.time() * 1000) + 1200
+    ids = [r["id"] for r in tickd.batch([{"callback_url": scripted.url("/ok"), "execute_at": due,
+                                          "queue": "one"} for _ in range(10)])]
+    for tid in ids:
+        assert tickd.final(tid)["status"] == "succeeded"
+    assert len(scripted.requests) == 10
+    assert scripted.conns == 1, scripted.conns
 
 
 def _prefix_receivers():
