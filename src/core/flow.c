@@ -172,9 +172,28 @@ done:
     return rc;
 }
 
+/* The last URL read here, this thread's, and what it gave: a burst's tasks
+ * mostly share their callback URL, and its parse by libcurl costs more than
+ * the rest of a route (flow_cache_route, at a claim and again at a fire). A
+ * function of the URL's text alone, so a hit gives what a parse would. */
+#define FLOW_URL_MEMO_MAX 512
+static _Thread_local char memo_url[FLOW_URL_MEMO_MAX], memo_dest[FLOW_DEST_MAX];
+static _Thread_local int memo_rc = 1; /* 1: nothing kept */
+
 int flow_dest_of_url(const char *url, char *out)
 {
-    return flow_dest_make(url, 1, out);
+    size_t n = strlen(url);
+    if (memo_rc != 1 && n < FLOW_URL_MEMO_MAX && memcmp(memo_url, url, n + 1) == 0) {
+        if (memo_rc == 0) memcpy(out, memo_dest, strlen(memo_dest) + 1);
+        return memo_rc;
+    }
+    int rc = flow_dest_make(url, 1, out);
+    if (n < FLOW_URL_MEMO_MAX) {
+        memcpy(memo_url, url, n + 1);
+        if (rc == 0) memcpy(memo_dest, out, strlen(out) + 1);
+        memo_rc = rc;
+    }
+    return rc;
 }
 
 int flow_dest_canon(const char *name, char *out)

@@ -133,6 +133,52 @@ static void test_destination_one_form(void **state)
         {"http://LocalHost/", "localhost:80"},  /* a name: resolved when it connects */
     };
     check_dests(flow_dest_of_url, urls, sizeof(urls) / sizeof(*urls));
+    /* the same again, each case twice in a row and after every other (the
+     * last URL's destination is kept: a repeat gives it, never another's),
+     * with URLs that give none between them */
+    char d[FLOW_DEST_MAX];
+    size_t nu = sizeof(urls) / sizeof(*urls);
+    for (size_t i = 0; i < nu; i++) {
+        for (size_t k = 0; k < nu; k++) {
+            const dest_case *c = &urls[(i + k) % nu];
+            for (int twice = 0; twice < 2; twice++) {
+                if (flow_dest_of_url(c->in, d) != 0) fail_msg("%s refused", c->in);
+                if (strcmp(d, c->dest) != 0) fail_msg("%s: %s, not %s", c->in, d, c->dest);
+            }
+            if (k % 3 == 0) {
+                assert_int_equal(flow_dest_of_url("not a url", d), -1);
+                assert_int_equal(flow_dest_of_url("not a url", d), -1);
+            }
+        }
+    }
+    /* URLs alike but for their last bytes, each after the others */
+    static const dest_case near[] = {
+        {"http://127.0.0.1:9000/", "127.0.0.1:9000"},
+        {"http://127.0.0.1:9001/", "127.0.0.1:9001"},
+        {"http://127.0.0.1:900/", "127.0.0.1:900"},
+        {"http://127.0.0.1:9001/x", "127.0.0.1:9001"},
+        {"http://127.0.0.1/", "127.0.0.1:80"},
+    };
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < sizeof(near) / sizeof(*near); i++) {
+            const dest_case *c = &near[(i * (size_t)(round + 2)) % (sizeof(near) / sizeof(*near))];
+            if (flow_dest_of_url(c->in, d) != 0) fail_msg("%s refused", c->in);
+            if (strcmp(d, c->dest) != 0) fail_msg("%s: %s, not %s", c->in, d, c->dest);
+        }
+    assert_int_equal(flow_dest_of_url("http://127.0.0.1:90000/", d), -1);
+    /* one the start of the last one read */
+    assert_int_equal(flow_dest_of_url("http://127.0.0.1:9001/", d), 0);
+    assert_int_equal(flow_dest_of_url("http://127.0.0.1:900", d), 0);
+    assert_string_equal(d, "127.0.0.1:900");
+    /* past what is kept (a URL of 512 bytes or more): each read anew */
+    char longurl[700];
+    snprintf(longurl, sizeof(longurl), "http://Long.Example.com:81/%0600d", 7);
+    for (int twice = 0; twice < 2; twice++) {
+        assert_int_equal(flow_dest_of_url(longurl, d), 0);
+        assert_string_equal(d, "long.example.com:81");
+        assert_int_equal(flow_dest_of_url("http://[::1]:9000/", d), 0);
+        assert_string_equal(d, "[::1]:9000");
+    }
     /* a destination named in the API takes the same form; a port only when
      * named (without one it is every port of the host) */
     static const dest_case names[] = {
@@ -148,7 +194,6 @@ static void test_destination_one_form(void **state)
         {"localhost", "localhost"},
     };
     check_dests(flow_dest_canon, names, sizeof(names) / sizeof(*names));
-    char d[FLOW_DEST_MAX];
     assert_int_equal(flow_dest_canon("Example.com", d), -1);
     assert_int_equal(flow_dest_canon("example.com/x", d), -1);
     assert_int_equal(flow_dest_canon("", d), -1);
