@@ -233,6 +233,7 @@ struct flow_cache {
     int64_t waiting;
     size_t holds_max;
     log_limit warn;
+    uint64_t gen;               /* flow_cache_gen */
 };
 
 /* holds dropped from the front per reload once expired */
@@ -411,7 +412,9 @@ void flow_cache_apply(flow_cache *fc, const store_flow_info *items, int n, int f
         if (k[0] == 'd' && items[i].until_ms > now_ms)
             flow_table_hold(fc, t, k + 2, items[i].until_ms, now_ms);
     }
+    if (n > 0) fc->gen++;
     if (fc->staging && done) {
+        fc->gen++;
         /* holds seen here and not in the store's copy are kept, oldest first */
         for (flow_entry *e = fc->live.hhead; e; e = e->hnext)
             flow_table_hold(fc, &fc->stage, e->key + 2, e->until_ms, now_ms);
@@ -430,8 +433,11 @@ void flow_cache_set_waiting(flow_cache *fc, int64_t waiting)
 
 void flow_cache_hold(flow_cache *fc, const char *dest, int64_t until_ms, int64_t now_ms)
 {
+    fc->gen++;
     flow_table_hold(fc, &fc->live, dest, until_ms, now_ms);
 }
+
+uint64_t flow_cache_gen(const flow_cache *fc) { return fc->gen; }
 
 size_t flow_cache_holds(const flow_cache *fc) { return fc->live.nholds; }
 int flow_cache_empty(const flow_cache *fc) { return fc->live.n == 0; }

@@ -95,6 +95,10 @@ void flow_cache_hold(flow_cache *fc, const char *dest, int64_t until_ms, int64_t
 size_t flow_cache_holds(const flow_cache *fc);
 /* 1 when nothing is configured and no destination is held back. */
 int flow_cache_empty(const flow_cache *fc);
+/* Changes whenever settings or holds are read into the copy: a route that
+ * found no limit (0) finds none again while this stays the same (holds
+ * that end only lift limits). */
+uint64_t flow_cache_gen(const flow_cache *fc);
 int64_t flow_cache_waiting(const flow_cache *fc);
 /* The queue and destination key of a task (its spec, read once): 1 when a
  * limit may apply (it must ask), 0 when none does, -1 if the spec is

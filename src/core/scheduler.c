@@ -309,6 +309,8 @@ static void sched_flow_arm(sched *sc)
 static int sched_flow_asks(sched *sc, job *j)
 {
     if (!sc->fc || flow_cache_empty(sc->fc) || j->flow) return 0;
+    /* none applied at its claim, and none was added since */
+    if (j->free_gen && j->free_gen == flow_cache_gen(sc->fc) + 1) return 0;
     if (flow_cache_route(sc->fc, j->cb.spec, store_now_ms(sc->s), j->queue, j->dest) != 1)
         return 0;
     j->flow = FLOW_ASKING;
@@ -891,9 +893,13 @@ static void sched_take_batch(sched *sc, const char *slice, const store_claim *re
     }
     for (int i = 0; i < res->n; i++) {
         job *j = sched_take(sc, slice, &res->leases[i], far_from);
-        if (j && warm &&
-            (!limits || flow_cache_route(sc->fc, j->cb.spec, now, j->queue, j->dest) == 0))
-            sc->warm_cbs[n++] = &j->cb;
+        if (!j || !warm) continue;
+        if (limits) {
+            if (flow_cache_route(sc->fc, j->cb.spec, now, j->queue, j->dest) != 0) continue;
+            /* (its fire asks nothing while no limit is added: one route a call) */
+            j->free_gen = flow_cache_gen(sc->fc) + 1;
+        }
+        sc->warm_cbs[n++] = &j->cb;
     }
     if (n) sc->warm(sc->warm_cbs, n, sc->warm_priv);
 }

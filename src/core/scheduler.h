@@ -64,6 +64,8 @@ struct job {
     int64_t flow_at_ms;         /* let go: not sent before */
     int64_t flow_from_ms;       /* let go after waiting since (0: it did not wait) */
     char flow_reason[FLOW_REASON_MAX];
+    uint64_t free_gen;          /* 1 + the limits' flow_cache_gen when a route
+                                 * at the claim found none applies (0: none) */
     char queue[TASK_QUEUE_MAX];
     char dest[FLOW_DEST_MAX];
     char park_slice[TASK_SLICE_MAX]; /* held back: the slice its entry waits in */

@@ -594,3 +594,28 @@ def test_settings_stored_under_another_spelling_can_still_be_deleted(redis, tick
     assert res["destinations"] == []
     code, _ = tickd.request("DELETE", "/v1/destinations/%5B::ffff:127.0.0.1%5D:9000")
     assert code == 404
+
+
+def test_a_limit_added_after_the_claim_holds_the_calls_back(tickd_factory, redis, receiver):
+    """Calls claimed while no limit applied to them (another queue's only)
+    still ask at their time when their own queue got a limit since: six
+    calls to a receiver that answers in 300 ms go one at a time once their
+    queue allows one, though claimed before it did (the claim's finding that
+    no limit applies holds only while no limit is added)."""
+    t = tickd_factory(redis, env={"TICKD_SCHEDULER_LOOKAHEAD_MS": "6000"}).start()
+    put(t, "/v1/queues/other", {"rate": 1, "max_concurrency": 1})
+    settings_in_force(t)
+    due = now_ms() + 7000
+    ids = [r["id"] for r in t.batch([{"callback_url": receiver.url("/slow/300"),
+                                      "execute_at": due, "queue": "late"} for _ in range(6)])]
+    # claimed (running, waiting for their time) well before it
+    wait_for(lambda: all(t.get(i)[1]["status"] == "running" for i in ids), 5, what="the claim")
+    put(t, "/v1/queues/late", {"max_concurrency": 1})
+    settings_in_force(t)
+    assert now_ms() < due - 500, "the limit was read too close to the calls' time"
+    for i in ids:
+        assert t.final(i, timeout=30)["status"] == "succeeded"
+    assert receiver.max_inflight == 1, receiver.max_inflight
+    times = sorted(c["t"] for c in receiver.calls)
+    assert times[-1] - times[0] >= 5 * 300 - 50, times
+

@@ -220,9 +220,17 @@ static void test_cache_route(void **state)
     assert_int_equal(route(fc, spec, 1000, q, d), 0);
     assert_string_equal(q, "mail");
     assert_string_equal(d, "h.example:81");
+    /* the generation: the same over a page that changes nothing and over
+     * time, another once settings or holds come in (a route's 0 is only
+     * trusted while it is the same: scheduler.c) */
+    uint64_t g = flow_cache_gen(fc);
+    flow_cache_apply(fc, NULL, 0, 0, 1, 1000);
+    assert_true(flow_cache_gen(fc) == g);
     /* a host-wide destination applies to a URL with a port */
     store_flow_info items[] = {{.key = "d:h.example", .settings = "{\"rate\":1}"}};
     flow_cache_apply(fc, items, 1, 1, 1, 1000);
+    assert_true(flow_cache_gen(fc) != g);
+    g = flow_cache_gen(fc);
     flow_cache_set_waiting(fc, 3);
     assert_int_equal(flow_cache_waiting(fc), 3);
     assert_int_equal(route(fc, spec, 1000, q, d), 1);
@@ -232,9 +240,14 @@ static void test_cache_route(void **state)
     flow_cache_apply(fc, gone, 1, 0, 1, 1000);
     assert_int_equal(route(fc, spec, 1000, q, d), 0);
     assert_true(flow_cache_empty(fc));
+    assert_true(flow_cache_gen(fc) != g);
     /* a hold seen here outlives a copy from scratch that does not have it */
+    g = flow_cache_gen(fc);
     flow_cache_hold(fc, "h.example:81", 5000, 1000);
+    assert_true(flow_cache_gen(fc) != g);
+    g = flow_cache_gen(fc);
     flow_cache_apply(fc, NULL, 0, 1, 1, 2000);
+    assert_true(flow_cache_gen(fc) != g);
     assert_int_equal(route(fc, spec, 2000, q, d), 1);
     assert_int_equal(route(fc, spec, 6000, q, d), 0);
     assert_int_equal(route(fc, "not json", 6000, q, d), -1);
