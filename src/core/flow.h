@@ -65,7 +65,8 @@ char *flow_settings_json(const flow_settings *fs, int queue);
 /* Stored JSON into fields of obj (nothing for none). */
 void flow_settings_render(const char *json, int queue, cJSON *obj);
 
-/* The destination of a callback URL into out (FLOW_DEST_MAX): 0 or -1. */
+/* The destination of a callback URL into out (FLOW_DEST_MAX): 0, or -1
+ * (out then unspecified). */
 int flow_dest_of_url(const char *url, char *out);
 /* 1 when s names a destination: host or host:port (lower case letters,
  * digits, '.', '-', or an [IPv6] literal; port 1-65535), nothing else. */

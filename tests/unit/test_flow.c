@@ -166,10 +166,23 @@ static void test_destination_one_form(void **state)
             if (strcmp(d, c->dest) != 0) fail_msg("%s: %s, not %s", c->in, d, c->dest);
         }
     assert_int_equal(flow_dest_of_url("http://127.0.0.1:90000/", d), -1);
-    /* one the start of the last one read */
+    /* one the start of the last one read, and the last one the start of
+     * the next */
     assert_int_equal(flow_dest_of_url("http://127.0.0.1:9001/", d), 0);
     assert_int_equal(flow_dest_of_url("http://127.0.0.1:900", d), 0);
     assert_string_equal(d, "127.0.0.1:900");
+    assert_int_equal(flow_dest_of_url("http://127.0.0.1:9001/", d), 0);
+    assert_string_equal(d, "127.0.0.1:9001");
+    /* two too long to keep, alike in their first 600 bytes */
+    char l1[700], l2[700];
+    snprintf(l1, sizeof(l1), "http://%0600d@h1.example/", 0);
+    snprintf(l2, sizeof(l2), "http://%0600d@h2.example/", 0);
+    for (int twice = 0; twice < 2; twice++) {
+        assert_int_equal(flow_dest_of_url(l1, d), 0);
+        assert_string_equal(d, "h1.example:80");
+        assert_int_equal(flow_dest_of_url(l2, d), 0);
+        assert_string_equal(d, "h2.example:80");
+    }
     /* past what is kept (a URL of 512 bytes or more): each read anew */
     char longurl[700];
     snprintf(longurl, sizeof(longurl), "http://Long.Example.com:81/%0600d", 7);
