@@ -149,9 +149,9 @@ void trace_for_attempt(trace_ctx *c, const char *parent, const char *id, int att
 void trace_new(trace_ctx *c, const char *id, char out[TRACE_PARENT_LEN + 1])
 {
     char tid[33], pid[17];
-    trace_ctx *own = c ? NULL : trace_ctx_new(); /* one for both ids */
-    trace_derive(c ? c : own, "trace", 5, id, 0, tid, 16);
-    trace_derive(c ? c : own, "root", 4, id, 0, pid, 8);
+    trace_ctx *own = c ? NULL : (c = trace_ctx_new()); /* one for both ids */
+    trace_derive(c, "trace", 5, id, 0, tid, 16);
+    trace_derive(c, "root", 4, id, 0, pid, 8);
     trace_ctx_free(own);
     snprintf(out, TRACE_PARENT_LEN + 1, "00-%s-%s-01", tid, pid);
 }

@@ -106,6 +106,15 @@ def wait_for(pred, timeout=10.0, interval=0.02, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def settings_in_force(*ts):
+    """Wait until each replica has read the flow settings since now: its
+    flow_loads has grown by two (the first may have begun before)."""
+    for t in ts:
+        n = t.request("GET", "/v1/stats")[1]["flow_loads"]
+        wait_for(lambda: t.request("GET", "/v1/stats")[1]["flow_loads"] >= n + 2, 5,
+                 what=f"tickd :{t.port} reading the settings")
+
+
 class Redis:
     """One redis-server on a free port; restartable on the same port and dir."""
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import wait_for
+from harness import settings_in_force, wait_for
 from receivers import PATHS, Raw, Scripted, ok_answer, url_for
 
 
@@ -63,14 +63,10 @@ def test_unused_connection_closes_after_keepalive(tickd_factory, redis, scripted
 
 
 def limits_in_force(t, queue, body):
-    """PUT a queue's limits and wait until t has read the settings since
-    (its flow_loads, read once the PUT is answered, grown by two: the first
-    may have begun before)."""
+    """PUT a queue's limits, and wait until t has read them."""
     code, res = t.request("PUT", f"/v1/queues/{queue}", body)
     assert code == 200, res
-    n = t.request("GET", "/v1/stats")[1]["flow_loads"]
-    wait_for(lambda: t.request("GET", "/v1/stats")[1]["flow_loads"] >= n + 2, 5,
-             what="the limits read")
+    settings_in_force(t)
 
 
 @pytest.mark.parametrize("limits", ["none", "another queue's"])

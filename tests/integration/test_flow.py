@@ -3,7 +3,7 @@ per destination, enforced across replicas through Redis; Retry-After."""
 
 import pytest
 
-from harness import lua_source, now_ms, wait_for
+from harness import lua_source, now_ms, settings_in_force, wait_for
 
 from conftest import replicas
 
@@ -12,15 +12,6 @@ def put(t, path, body, expect=200):
     code, res = t.request("PUT", path, body)
     assert code == expect, (code, res)
     return res
-
-
-def settings_in_force(*ts):
-    """Wait until each replica has read the flow settings since now: its
-    flow_loads has grown by two (the first may have begun before)."""
-    for t in ts:
-        n = t.request("GET", "/v1/stats")[1]["flow_loads"]
-        wait_for(lambda: t.request("GET", "/v1/stats")[1]["flow_loads"] >= n + 2, 5,
-                 what=f"tickd :{t.port} reading the settings")
 
 
 def windows(times, size_ms, start, end):
