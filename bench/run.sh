@@ -119,21 +119,26 @@ wl_ingest() {
   due=$(((sec / 60) * 60000 + 30000))
   end=$(((sec / 60 + 1) * 60000))
   # a task as tickd stores one with no key of its own: a fresh :due member
-  # (lua/lib.lua), its record (src/model/task.h); the group: id, record, due,
-  # timeout, queue ("" = the default), form; an add.lua of before records
-  # (BENCH_TICKD) takes a spec and no form
-  local rec extra=("" f) again=(0)
+  # (lua/lib.lua: its id, a newline, its record, src/model/task.h), sent as
+  # tickd sends a call of fresh tasks: 'f', then its due and its member. An
+  # add.lua of before (BENCH_TICKD) took a group: id, record, due, timeout,
+  # queue ("" = the default), form; one before that a spec and no form
+  local rec task again=(0)
   rec=$(printf '"%s"\n\n10000\n\n\n{}' "$CB/cb")
+  task=(f "$due" "$slice.$due.k__rand_int__"$'\n'"$rec")
   # (an add.lua of before takes no "again" argument)
   grep -q 'grace_ms, again' "$LUA/add.lua" || again=()
-  if ! grep -q 'of 6: id, record' "$LUA/add.lua"; then
-    rec="{\"key\":\"k__rand_int__\",\"callback_url\":\"$CB/cb\",\"method\":\"POST\",\"execute_at\":$due,\"retry\":{\"max_attempts\":5,\"backoff_ms\":1000},\"timeout_ms\":10000}"
-    extra=("")
+  if ! grep -q "fresh tasks only: 'f'" "$LUA/add.lua"; then
+    task=("$slice.$due.k__rand_int__" "$rec" "$due" 10000 "" f)
+    if ! grep -q 'of 6: id, record' "$LUA/add.lua"; then
+      rec="{\"key\":\"k__rand_int__\",\"callback_url\":\"$CB/cb\",\"method\":\"POST\",\"execute_at\":$due,\"retry\":{\"max_attempts\":5,\"backoff_ms\":1000},\"timeout_ms\":10000}"
+      task=("$slice.$due.k__rand_int__" "$rec" "$due" 10000 "")
+    fi
   fi
   f=$TMP/redis-benchmark.txt
   timeout 120 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c 32 -P 64 -n "$total" -r 1000000000 -q \
     EVALSHA "$sha" 3 "tickd:{$slice}:due" "tickd:{$slice}:task" "tickd:{$slice}:del" \
-    "$end" 30000 "${again[@]}" "$slice.$due.k__rand_int__" "$rec" "$due" 10000 "${extra[@]}" >"$f" 2>&1
+    "$end" 30000 "${again[@]}" "${task[@]}" >"$f" 2>&1
   rate=$(tr '\r' '\n' <"$f" | grep -oE '[0-9]+(\.[0-9]+)? requests per second' | tail -1 | awk '{print $1}')
   stored=$(rcli ZCARD "tickd:{$slice}:due")
   log "redis-benchmark: $rate ops/s; $stored of $total stored"

@@ -64,13 +64,15 @@ SETTLE=$(load settle)
 # the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
 # ago, the claims, the settles
 python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
-  "$ROOT/tests/integration" "$ADD" "$ADD_BATCH" <<'PY'
+  "$ROOT/tests/integration" "$ADD" "$ADD_BATCH" \
+  "$(grep -q "fresh tasks only: 'f'" "$ADD_LUA" && echo 1 || echo 0)" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
 sys.path.insert(0, sys.argv[8])
 from redis_proto import resp
 add, ab = sys.argv[9], int(sys.argv[10])
+pairs = sys.argv[11] == "1"
 random.seed(1)
 at = int(time.time() * 1000) - 60000
 minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
@@ -85,16 +87,22 @@ with open(f"{w}/slices", "w") as f:
     f.write("".join(s + "\n" for s, _ in slices))
 def keys(s, names):
     return [f"tickd:{{{s}}}:{k}" for k in names]
-# the adds as tickd sends them (a fresh task a group: id, record, due,
-# timeout, queue, form), the fence last of the KEYS; past the slice's end
-# with a grace that lets them in
+# the adds as tickd sends them (fresh tasks only: 'f', then a pair a task,
+# its due and its :due member; an add.lua of before takes a group a task: id,
+# record, due, timeout, queue, form), the fence last of the KEYS; past the
+# slice's end with a grace that lets them in
 with open(f"{w}/add.resp", "wb") as f:
     for s, ids in slices:
         end = (at // 60000 + 1) * 60000
         for i in range(0, len(ids), ab):
             args = ["EVALSHA", add, 4, *keys(s, ["due", "task", "del", "fence"]), end, 3600000, "0"]
+            if pairs:
+                args.append("f")
             for t in ids[i:i + ab]:
-                args += [t, rec, t.split(".")[2], 10000, "", "f"]
+                if pairs:
+                    args += [t.split(".")[2], f"{t}\n{rec}"]
+                else:
+                    args += [t, rec, t.split(".")[2], 10000, "", "f"]
             f.write(resp(*args))
 with open(f"{w}/claim.resp", "wb") as f:
     for s, ids in slices:

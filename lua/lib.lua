@@ -310,10 +310,11 @@ end
 -- nothing.
 local BULK = 4000
 
--- (returns the sum of what the calls answered: ZADD's members added, ...)
-local function bulk_write(cmd, key, list)
+-- (returns the sum of what the calls answered: ZADD's members added, ...;
+-- from: the list's first index sent, 1 when not given)
+local function bulk_write(cmd, key, list, from)
   local n = 0
-  for i = 1, #list, BULK do
+  for i = from or 1, #list, BULK do
     n = n + redis.call(cmd, key, unpack(list, i, math.min(i + BULK - 1, #list)))
   end
   return n

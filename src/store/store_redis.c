@@ -1824,9 +1824,10 @@ static void rs_touch_cb(redisReply *r, const char *err, void *priv)
 
 /* add.lua's answer: one element a task, 1 when stored, 2 when stored by
  * this call's first run (it was sent again), the state found under its id
- * otherwise. */
+ * otherwise; or, for fresh tasks sent once, their number: each stored. */
 static int rs_add_reply_ok(const redisReply *r, int n)
 {
+    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer == n;
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) return 0;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
@@ -1873,8 +1874,9 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
     int written_here = 0;
     size_t i = 0;
     for (store_op *op = ops; op; op = op->next, i++) {
-        op->exists = r->element[i]->type == REDIS_REPLY_STRING;
-        op->before = op->exists || r->element[i]->integer == 2;
+        const redisReply *e = r->type == REDIS_REPLY_ARRAY ? r->element[i] : NULL;
+        op->exists = e && e->type == REDIS_REPLY_STRING;
+        op->before = op->exists || (e && e->integer == 2);
         written_here += !op->before;
         /* stored by this call (its first run's answer was lost: not
          * counted then) */
@@ -1915,6 +1917,13 @@ static void rs_add_batch_cb(redisReply *r, const char *err, void *priv)
 
 static void rs_add_batch_send_now(void *priv);
 
+/* An add stored fresh (lib.lua): no re-POST can name it, and it is due when
+ * it asked. */
+static int rs_add_fresh(const store_op *op)
+{
+    return op->t.key_generated && op->t.due_ms == op->t.execute_at_ms;
+}
+
 /* A batch goes to its slice once the slice is in the registry. */
 static void rs_add_batch_send(rstore *rs, store_add_batch *b)
 {
@@ -1933,23 +1942,43 @@ static void rs_add_batch_send_now(void *priv)
     /* half the scan's grace: the add refuses a slice well before the scan
      * may pass it, so no clock difference between replicas loses a task */
     util_fmt_int(grace, rs->base.cfg->slice_grace_ms / 2);
-    const char *args[3 + 6 * STORE_ADD_MAX];
+    const char *args[4 + 6 * STORE_ADD_MAX];
     int n = 0;
     args[n++] = end;
     args[n++] = grace;
     args[n++] = "0";   /* "1" if sent again (add.lua) */
+    /* fresh tasks only (most calls: the API's tasks without a key): a pair
+     * each, its due and its :due member (lib.lua), which add.lua hands to
+     * ZADD as they come */
+    int fresh = 1;
+    size_t bytes = 0;
+    for (store_op *op = b->ops; op; op = op->next) {
+        fresh &= rs_add_fresh(op);
+        bytes += strlen(op->id) + strlen(op->t.rec) + 2;
+    }
+    if (fresh) {
+        char *members = xmalloc(bytes), *m = members;
+        args[n++] = "f";
+        for (store_op *op = b->ops; op; op = op->next) {
+            args[n++] = op->due;
+            args[n++] = m;
+            m = stpcpy(m, op->id);
+            *m++ = '\n';
+            m = stpcpy(m, op->t.rec) + 1;
+        }
+        rs_eval_again(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, 2, rs_add_batch_cb, b);
+        free(members);
+        return;
+    }
     for (store_op *op = b->ops; op; op = op->next) {
         args[n++] = op->id;
         args[n++] = op->t.rec;
         args[n++] = op->due;
         args[n++] = op->to;
         args[n++] = op->t.queue;
-        /* fresh (lib.lua) when no re-POST can name it and it is due when it
-         * asked; a key given that looks like one tickd makes may name one */
-        if (op->t.key_generated)
-            args[n++] = op->t.due_ms == op->t.execute_at_ms ? "f" : "k";
-        else
-            args[n++] = task_key_looks_random(op->t.key) ? "c" : "k";
+        /* a key given that looks like one tickd makes may name a fresh one */
+        if (rs_add_fresh(op)) args[n++] = "f";
+        else args[n++] = !op->t.key_generated && task_key_looks_random(op->t.key) ? "c" : "k";
     }
     /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
      * of its own connection, and blocks none but that one */

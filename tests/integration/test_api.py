@@ -3,6 +3,8 @@ batch, health."""
 import json
 import time
 
+import pytest
+
 from harness import lua_constant, lua_source, now_ms, stored_keys, wait_for
 from scenarios import batch_with_one_bad_task
 
@@ -381,13 +383,26 @@ def test_pending_task_memory_in_redis(tickd, redis, receiver):
     assert tickd.delete(two)[0] == 204 and tickd.get(two)[1]["status"] == "cancelled"
 
 
-def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
+def fresh_add(add, k, end, again, tasks, pairs=True):
+    """An add.lua call of fresh tasks, (id, record, due) each, as tickd sends
+    it (pairs: 'f', then due and :due member a task) or as groups of 6."""
+    call = ["EVAL", add, 3, *k[:3], end, 30000, again]
+    if pairs:
+        call.append("f")
+    for tid, rec, at in tasks:
+        call += [at, f"{tid}\n{rec}"] if pairs else [tid, rec, at, 10000, "", "f"]
+    return call
+
+
+@pytest.mark.parametrize("pairs", [True, False], ids=["pairs", "groups"])
+def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis, pairs):
     """A command is sent again when its connection drops before the answer
     (rcluster.c), its "again" argument set. An add of a fresh task
     (lua/lib.lua) that comes again, while fresh or after the task became
     full (here: cancelled), finds it: its own, told stored (its first answer
     was lost), nothing is stored again, and the slice's count of open tasks
-    stays right."""
+    stays right. In both of add.lua's layouts: tickd sends fresh tasks alone
+    as pairs, and beside others as groups."""
     add, cancel = lua_source("add"), lua_source("cancel")
     at = now_ms() + 20000
     sl = time.strftime("%Y%m%d%H%M", time.gmtime(at // 1000)) + ".3"
@@ -395,8 +410,8 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     rec = '"http://127.0.0.1:1/"\n\n10000\n\n\n{}'
     k = [f"tickd:{{{sl}}}:{n}" for n in ("due", "task", "del", "ok", "failed", "cancelled")]
     end = (at // 60000 + 1) * 60000
-    first = ["EVAL", add, 3, *k[:3], end, 30000, "0", tid, rec, at, 10000, "", "f"]
-    call = first[:8] + ["1"] + first[9:]  # as rcluster sends it again
+    first = fresh_add(add, k, end, "0", [(tid, rec, at)], pairs)
+    call = fresh_add(add, k, end, "1", [(tid, rec, at)], pairs)  # as rcluster sends it again
     assert redis.cli(*first).splitlines() == ["1"]
     # still fresh: its member found, this call's own (2: stored by its first run)
     assert redis.cli(*call).splitlines() == ["2"]
@@ -408,28 +423,36 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis):
     assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]  # no fresh member again
     # sent again once the slice's end has passed: answered when its first run
     # stored every task, refused whole (nothing written) when one is new
-    late = call[:6] + [now_ms() - 60000] + call[7:]
-    assert redis.cli(*late).splitlines() == ["2"]
-    assert "STALE" in redis.cli(*(late[:8] + ["0"] + late[9:]))
+    late = now_ms() - 60000
+    assert redis.cli(*fresh_add(add, k, late, "1", [(tid, rec, at)], pairs)).splitlines() == ["2"]
+    assert "STALE" in redis.cli(*fresh_add(add, k, late, "0", [(tid, rec, at)], pairs))
     other = f"{sl}.{at}.Zz3dEf7hIj9lMn1pQr5tUv"
-    assert "STALE" in redis.cli(*(late + [other, rec, at, 10000, "", "f"]))
+    assert "STALE" in redis.cli(*fresh_add(add, k, late, "1", [(tid, rec, at), (other, rec, at)],
+                                           pairs))
     assert redis.cli("ZRANGE", k[0], 0, -1).splitlines() == [tid]
     assert redis.cli("HGET", k[1], "#open") == "0"
     # the first run run by Redis after its resend (connections dropped while
     # Redis was stalled): the resend stored the task, the first run (again
     # = 0, nothing looked for) adds the same member, which opens nothing
     two = f"{sl}.{at}.Yy3dEf7hIj9lMn1pQr5tUv"
-    one = first[:9] + [two] + first[10:]
-    assert redis.cli(*(one[:8] + ["1"] + one[9:])).splitlines() == ["1"]
-    assert redis.cli(*one).splitlines() == ["1"]
+    assert redis.cli(*fresh_add(add, k, end, "1", [(two, rec, at)], pairs)).splitlines() == ["1"]
+    assert redis.cli(*fresh_add(add, k, end, "0", [(two, rec, at)], pairs)).splitlines() == ["1"]
     assert redis.cli("HGET", k[1], "#open") == "1"
     assert redis.cli("ZCARD", k[0]) == "2"
+    # sent again with one task its first run stored and one it did not
+    # reach (a record with newlines of its own: only the first one ends the id)
+    three, odd = f"{sl}.{at}.Xx3dEf7hIj9lMn1pQr5tUv", rec + "\nx\ny"
+    assert redis.cli(*fresh_add(add, k, end, "1", [(two, rec, at), (three, odd, at)],
+                                pairs)).splitlines() == ["2", "1"]
+    assert redis.cli("ZSCORE", k[0], f"{three}\n{odd}") == str(at)
+    assert redis.cli("HGET", k[1], "#open") == "2"
 
 
 def test_an_add_of_fresh_tasks_only_stores_them_in_one_pass(redis):
     """add.lua, on a real Redis: a call of fresh tasks only, sent once, stores
     each as its :due member, counts them open, pins the task hash it makes
-    and opens a slice that had closed (its keys' expiry taken off); a call
+    and opens a slice that had closed (its keys' expiry taken off), in the
+    layout tickd sends (pairs: due and member) and in groups of 6; a call
     with a task of a client's key beside a fresh one goes the general way,
     each stored in its own form."""
     add = lua_source("add")
@@ -444,14 +467,29 @@ def test_an_add_of_fresh_tasks_only_stores_them_in_one_pass(redis):
     for key in k[1:]:
         redis.cli("PEXPIRE", key, 600000)
     ids = [f"{sl}.{at}.F{i}3dEf7hIj9lMn1pQr5tUv" for i in range(3)]
-    call = ["EVAL", add, 3, *k, end, 30000, "0"]
-    for tid in ids:
-        call += [tid, rec, at, 10000, "", "f"]
-    assert redis.cli(*call).splitlines() == ["1", "1", "1"]
+    # as tickd sends them: their number answered, each stored
+    assert redis.cli(*fresh_add(add, k, end, "0", [(t, rec, at) for t in ids])) == "3"
     assert redis.cli("ZCARD", k[0]) == "3"
     assert [redis.cli("ZSCORE", k[0], f"{tid}\n{rec}") for tid in ids] == [str(at)] * 3
     assert redis.cli("HGET", k[1], "#open") == "3"
     assert redis.cli("HGET", k[1], "#pin") == lua_constant("TASK_PIN")
+    assert [redis.cli("PTTL", key) for key in k[1:]] == ["-1", "-1"]
+    # in groups of 6, as tickd sent them before: the same
+    more = [f"{sl}.{at}.H{i}3dEf7hIj9lMn1pQr5tUv" for i in range(2)]
+    assert redis.cli(*fresh_add(add, k, end, "0", [(t, rec, at) for t in more],
+                                pairs=False)).splitlines() == ["1", "1"]
+    assert redis.cli("HGET", k[1], "#open") == "5"
+    # closed again (the count at 0, its keys expiring): the next add of a
+    # slice with tasks open leaves nothing to take off, the one after a close
+    # takes the expiry off
+    redis.cli("HSET", k[1], "#open", 0)
+    for key in k[1:]:
+        redis.cli("PEXPIRE", key, 600000)
+    one = [(f"{sl}.{at}.J{i}3dEf7hIj9lMn1pQr5tUv", rec, at) for i in range(2)]
+    assert redis.cli(*fresh_add(add, k, end, "0", one[:1])) == "1"
+    assert [redis.cli("PTTL", key) for key in k[1:]] == ["-1", "-1"]
+    assert redis.cli(*fresh_add(add, k, end, "0", one[1:])) == "1"
+    assert redis.cli("HGET", k[1], "#open") == "2"
     assert [redis.cli("PTTL", key) for key in k[1:]] == ["-1", "-1"]
     # a task of a client's key beside a fresh one: its record and state in
     # the task hash, its id alone in :due
@@ -463,7 +501,7 @@ def test_an_add_of_fresh_tasks_only_stores_them_in_one_pass(redis):
     assert '"s":"scheduled"' in redis.cli("HGET", k[1], f"s:{keyed}")
     assert redis.cli("ZSCORE", k[0], keyed) == str(at)
     assert redis.cli("ZSCORE", k[0], f"{fresh}\n{rec}") == str(at)
-    assert redis.cli("HGET", k[1], "#open") == "5"
+    assert redis.cli("HGET", k[1], "#open") == "4"
 
 
 def test_a_claim_drops_a_fresh_member_an_add_put_back_after_it_claimed_the_task(redis):
