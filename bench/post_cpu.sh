@@ -15,10 +15,12 @@
 # It prints a table and its verdict and, for the build in the tree (no
 # BENCH_TICKD), writes both to the post part of bench/results.md.
 #
-#   bench/post_cpu.sh            (ROUNDS=2; BENCH_TICKD as for bench/run.sh)
+#   bench/post_cpu.sh            (ROUNDS=3; BENCH_TICKD as for bench/run.sh)
+# Three rounds by default: the median of two is their mean, which one round
+# disturbed by the machine moves (1.76x and 1.17x in one run).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 HZ=$(getconf CLK_TCK)
 per_req() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$HZ" 'BEGIN {print (b - a) * 1e6 / hz / n}'; } # us, unrounded
 us_per() { printf '%.1f' "$(per_req "$@")"; }
