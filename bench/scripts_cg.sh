@@ -12,6 +12,10 @@
 #
 # SG_SPREAD_MS=10000 spreads the tasks' dues over that many ms (a backlog:
 # each task due on its own millisecond), instead of one instant (a burst).
+# SG_AHEAD_MS=20000 makes them due that long after now instead of a minute
+# ago, each claim looking far enough ahead to take them: claimed before they
+# are due, as a replica claims a steady load (with SG_SPREAD_MS, each on its
+# own millisecond, each lease its own).
 # SG_CONFIG="name value" is given to Redis by CONFIG SET first (for example
 # "hash-max-listpack-entries 0", to see what the packed encodings cost).
 # SG_CPU=1 runs Redis without valgrind and prints its CPU time a task
@@ -63,9 +67,10 @@ SETTLE=$(load settle)
 
 # the calls, as RESP: fresh members ("id\nrecord", lua/lib.lua) due a minute
 # ago, the claims, the settles
+AHEAD=${SG_AHEAD_MS:-}
 python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
   "$ROOT/tests/integration" "$ADD" "$ADD_BATCH" \
-  "$(grep -q "fresh tasks only: 'f'" "$ADD_LUA" && echo 1 || echo 0)" <<'PY'
+  "$(grep -q "fresh tasks only: 'f'" "$ADD_LUA" && echo 1 || echo 0)" "$AHEAD" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
@@ -73,8 +78,11 @@ sys.path.insert(0, sys.argv[8])
 from redis_proto import resp
 add, ab = sys.argv[9], int(sys.argv[10])
 pairs = sys.argv[11] == "1"
+ahead = int(sys.argv[12]) if sys.argv[12] else None
 random.seed(1)
-at = int(time.time() * 1000) - 60000
+at = int(time.time() * 1000) + (ahead if ahead is not None else -60000)
+# how far a claim looks ahead: past the last due when they are not yet due
+reach = ahead + spread + 60000 if ahead is not None else 1500
 minute = time.strftime("%Y%m%d%H%M", time.gmtime(at / 1000))
 rec = '"http://127.0.0.1:8080/cb"\n\n10000\n\n\n{}'
 def key():
@@ -108,7 +116,7 @@ with open(f"{w}/claim.resp", "wb") as f:
     for s, ids in slices:
         for i in range(0, len(ids), b):
             f.write(resp("EVALSHA", claim, 5, *keys(s, ["due", "task", "del", "run", "ptr"]),
-                         1500, b, 5000, 1000, b))
+                         reach, b, 5000, 1000, b))
 with open(f"{w}/settle.resp", "wb") as f:
     for s, ids in slices:
         for i in range(0, len(ids), b):
