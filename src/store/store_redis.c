@@ -1950,39 +1950,38 @@ static void rs_add_batch_send_now(void *priv)
     /* fresh tasks only (most calls: the API's tasks without a key): a pair
      * each, its due and its :due member (lib.lua), which add.lua hands to
      * ZADD as they come */
-    int fresh = 1;
-    size_t bytes = 0;
-    for (store_op *op = b->ops; op; op = op->next) {
-        fresh &= rs_add_fresh(op);
-        bytes += strlen(op->id) + strlen(op->t.rec) + 2;
-    }
-    if (fresh) {
-        char *members = xmalloc(bytes), *m = members;
+    char *members = NULL;
+    store_op *op = b->ops;
+    while (op && rs_add_fresh(op)) op = op->next;
+    if (!op) {
+        size_t bytes = 0;
+        for (op = b->ops; op; op = op->next) bytes += strlen(op->id) + strlen(op->t.rec) + 2;
+        char *m = members = xmalloc(bytes);
         args[n++] = "f";
-        for (store_op *op = b->ops; op; op = op->next) {
+        for (op = b->ops; op; op = op->next) {
             args[n++] = op->due;
             args[n++] = m;
             m = stpcpy(m, op->id);
             *m++ = '\n';
             m = stpcpy(m, op->t.rec) + 1;
         }
-        rs_eval_again(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, 2, rs_add_batch_cb, b);
-        free(members);
-        return;
-    }
-    for (store_op *op = b->ops; op; op = op->next) {
-        args[n++] = op->id;
-        args[n++] = op->t.rec;
-        args[n++] = op->due;
-        args[n++] = op->to;
-        args[n++] = op->t.queue;
-        /* a key given that looks like one tickd makes may name a fresh one */
-        if (rs_add_fresh(op)) args[n++] = "f";
-        else args[n++] = !op->t.key_generated && task_key_looks_random(op->t.key) ? "c" : "k";
+    } else {
+        for (op = b->ops; op; op = op->next) {
+            args[n++] = op->id;
+            args[n++] = op->t.rec;
+            args[n++] = op->due;
+            args[n++] = op->to;
+            args[n++] = op->t.queue;
+            /* a key given that looks like one tickd makes may name a fresh one */
+            if (rs_add_fresh(op)) args[n++] = "f";
+            else args[n++] = !op->t.key_generated && task_key_looks_random(op->t.key) ? "c" : "k";
+        }
     }
     /* with WAIT, the add and its WAIT share lane 1: WAIT counts the writes
-     * of its own connection, and blocks none but that one */
+     * of its own connection, and blocks none but that one (the arguments
+     * are copied into the command) */
     rs_eval_again(rs, b->lane, SCRIPT_ADD, 3, k.p, n, args, 2, rs_add_batch_cb, b);
+    free(members);
 }
 
 static void rs_add_flush_cb(evutil_socket_t fd, short what, void *arg)
