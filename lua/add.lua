@@ -57,16 +57,19 @@ if ARGV[4] == 'f' then
     opened_now(bulk_write('ZADD', KEYS[1], ARGV, 5))
     return (#ARGV - 4) / 2
   end
+  -- (the timeout and queue as tickd would send them: the record's)
   A = {ARGV[1], ARGV[2], ARGV[3]}
   for i = 5, #ARGV, 2 do
     local m = ARGV[i + 1]
     local nl = string.find(m, '\n', 1, true)
+    local rec = string.sub(m, nl + 1)
+    local to, q = rec_to_queue(rec)
     local n = #A
     A[n + 1] = string.sub(m, 1, nl - 1)
-    A[n + 2] = string.sub(m, nl + 1)
+    A[n + 2] = rec
     A[n + 3] = ARGV[i]
-    A[n + 4] = '0'
-    A[n + 5] = ''
+    A[n + 4] = to
+    A[n + 5] = q or ''
     A[n + 6] = 'f'
   end
 end

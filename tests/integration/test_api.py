@@ -385,12 +385,14 @@ def test_pending_task_memory_in_redis(tickd, redis, receiver):
 
 def fresh_add(add, k, end, again, tasks, pairs=True):
     """An add.lua call of fresh tasks, (id, record, due) each, as tickd sends
-    it (pairs: 'f', then due and :due member a task) or as groups of 6."""
+    it (pairs: 'f', then due and :due member a task) or as groups of 6 (the
+    timeout and queue the record's: src/model/task.h)."""
     call = ["EVAL", add, 3, *k[:3], end, 30000, again]
     if pairs:
         call.append("f")
     for tid, rec, at in tasks:
-        call += [at, f"{tid}\n{rec}"] if pairs else [tid, rec, at, 10000, "", "f"]
+        to, queue = rec.split("\n")[2:4]
+        call += [at, f"{tid}\n{rec}"] if pairs else [tid, rec, at, to, queue, "f"]
     return call
 
 
@@ -446,6 +448,13 @@ def test_a_fresh_add_sent_again_after_the_task_changed_stores_nothing(redis, pai
                                 pairs)).splitlines() == ["2", "1"]
     assert redis.cli("ZSCORE", k[0], f"{three}\n{odd}") == str(at)
     assert redis.cli("HGET", k[1], "#open") == "2"
+    # an id twice in a call sent again: the first stored, the second
+    # answered with the state it starts in, its record's timeout and queue
+    four, queued = f"{sl}.{at}.Ww3dEf7hIj9lMn1pQr5tUv", '"http://127.0.0.1:1/"\n\n2500\nq.a\n\n{}'
+    got = redis.cli(*fresh_add(add, k, end, "1", [(four, queued, at), (four, queued, at)],
+                                pairs)).splitlines()
+    assert got[0] == "1" and json.loads(got[1]) == \
+        {"s": "scheduled", "a": 0, "due": at, "to": 2500, "q": "q.a"}, got
 
 
 def test_an_add_of_fresh_tasks_only_stores_them_in_one_pass(redis):
