@@ -104,8 +104,7 @@ void trace_ctx_free(trace_ctx *c)
 }
 
 /* 8 or 16 bytes of SHA-256 over a (alen bytes), NUL, b, NUL and n in
- * decimal, never all zero, as hex (under c, or a context of this call's
- * own) */
+ * decimal, never all zero, as hex */
 static void trace_derive(trace_ctx *c, const char *a, size_t alen, const char *b, int n,
                          char *out, size_t bytes)
 {
@@ -114,15 +113,12 @@ static void trace_derive(trace_ctx *c, const char *a, size_t alen, const char *b
     unsigned int mdlen = 0;
     char num[24];
     int numlen = util_fmt_int(num, n);
-    trace_ctx *own = c ? NULL : trace_ctx_new();
-    if (own) c = own;
     log_assert(EVP_DigestInit_ex2(c->md, c->sha256, NULL) == 1 &&
                EVP_DigestUpdate(c->md, a, alen) == 1 &&
                EVP_DigestUpdate(c->md, "", 1) == 1 &&
                EVP_DigestUpdate(c->md, b, strlen(b) + 1) == 1 &&
                EVP_DigestUpdate(c->md, num, (size_t)numlen) == 1 &&
                EVP_DigestFinal_ex(c->md, md, &mdlen) == 1);
-    trace_ctx_free(own);
     int zero = 1;
     for (size_t i = 0; i < bytes; i++) zero &= md[i] == 0;
     if (zero) md[bytes - 1] = 1;
@@ -141,7 +137,9 @@ void trace_for_attempt(trace_ctx *c, const char *parent, const char *id, int att
     memcpy(who, parent, TRACE_PARENT_LEN);
     who[TRACE_PARENT_LEN] = '\n';
     size_t n = TRACE_PARENT_LEN + 1 + (size_t)util_fmt_int(who + TRACE_PARENT_LEN + 1, due_ms);
+    trace_ctx *own = c ? NULL : (c = trace_ctx_new());
     trace_derive(c, who, n, id, attempt, span, 8);
+    trace_ctx_free(own);
     memcpy(out, parent, TRACE_PARENT_LEN + 1);
     memcpy(out + 36, span, 16);
 }
