@@ -48,11 +48,11 @@ static int http_too_large(http_request *p)
 
 /* tchar of RFC 9110 5.6.2, a bit a character (0-63, 64-127): visible
  * ASCII but the separators ( ) < > @ , ; : \ " / [ ] ? = { } */
-static const uint64_t http_tchar[2] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL};
+static const uint64_t http_tchar[4] = {0x03ff6cfa00000000ULL, 0x57ffffffc7fffffeULL, 0, 0};
 
 static inline int http_token_char(unsigned char ch)
 {
-    return ch < 128 && (http_tchar[ch >> 6] >> (ch & 63) & 1);
+    return http_tchar[ch >> 6] >> (ch & 63) & 1;
 }
 
 /* field-vchar, SP and HTAB (RFC 9110 5.5): no NUL, CR, LF, other controls
@@ -127,26 +127,29 @@ const char *http_request_target(const http_request *p, const char *buf)
     return p->root ? "/" : buf + p->target;
 }
 
-/* 1 when field i is named name, in any case. The first letters are
- * compared before the call: most fields differ there. */
-static int http_field_is(const http_request *p, const char *buf, int i, const char *name)
+/* 1 when field i is named name (of n bytes), in any case. The lengths are
+ * compared first: most fields differ there, and a request's few fields
+ * are each looked for by a dozen names. */
+static int http_field_is(const http_request *p, const char *buf, int i, const char *name,
+                         size_t n)
 {
-    const char *f = buf + p->field[i][0];
-    return (*f | 0x20) == (*name | 0x20) && strcasecmp(f, name) == 0;
+    return p->name_len[i] == n && strncasecmp(buf + p->field[i][0], name, n) == 0;
 }
 
 const char *http_request_header(const http_request *p, const char *buf, const char *name)
 {
+    size_t n = strlen(name);
     for (int i = 0; i < p->nfields; i++)
-        if (http_field_is(p, buf, i, name)) return buf + p->field[i][1];
+        if (http_field_is(p, buf, i, name, n)) return buf + p->field[i][1];
     return NULL;
 }
 
 int http_request_header_count(const http_request *p, const char *buf, const char *name)
 {
-    int n = 0;
-    for (int i = 0; i < p->nfields; i++) n += http_field_is(p, buf, i, name);
-    return n;
+    size_t n = strlen(name);
+    int k = 0;
+    for (int i = 0; i < p->nfields; i++) k += http_field_is(p, buf, i, name, n);
+    return k;
 }
 
 /* Find the end of the head, going on from where the last call stopped, so
@@ -260,7 +263,8 @@ static int http_parse_head(http_request *p, char *base, size_t hlen)
     while (q < end) {
         eol = memchr(q, '\r', (size_t)(end - q) + 1);
         char *colon = q;
-        while (colon < eol && http_token_char((unsigned char)*colon)) colon++;
+        /* (*eol, a CR, is not a tchar) */
+        while (http_token_char((unsigned char)*colon)) colon++;
         if (colon == q || colon == eol || *colon != ':') goto bad;   /* also obs-fold */
         if (!http_value_ok(colon + 1, (size_t)(eol - colon - 1))) {
             snprintf(msg, sizeof(msg), "%.*s: control character in the value",
@@ -276,6 +280,7 @@ static int http_parse_head(http_request *p, char *base, size_t hlen)
         *vend = '\0';
         p->field[p->nfields][0] = (uint32_t)(q - base);
         p->field[p->nfields][1] = (uint32_t)(v - base);
+        p->name_len[p->nfields] = (uint16_t)(colon - q);
         p->nfields++;
         q = eol + 2;
     }
@@ -291,7 +296,7 @@ static int http_parse_head(http_request *p, char *base, size_t hlen)
     /* Connection: a list of tokens, in every Connection field; close wins */
     int close_asked = 0, keep_asked = 0;
     for (int i = 0; i < p->nfields; i++) {
-        if (!http_field_is(p, base, i, "Connection")) continue;
+        if (!http_field_is(p, base, i, "Connection", 10)) continue;
         const char *l = base + p->field[i][1], *tok;
         size_t n;
         while (http_list_next(&l, &tok, &n)) {
@@ -318,7 +323,7 @@ static int http_framing(http_request *p, const char *base)
     for (int i = 0; i < p->nfields; i++) {
         const char *l = base + p->field[i][1], *tok;
         size_t n;
-        if (http_field_is(p, base, i, "Transfer-Encoding")) {
+        if (http_field_is(p, base, i, "Transfer-Encoding", 17)) {
             te = 1;
             while (http_list_next(&l, &tok, &n)) {
                 codings++;
@@ -327,7 +332,7 @@ static int http_framing(http_request *p, const char *base)
                     chunked_at = codings;
                 }
             }
-        } else if (http_field_is(p, base, i, "Content-Length")) {
+        } else if (http_field_is(p, base, i, "Content-Length", 14)) {
             /* a list (Content-Length: 5, 5) is read as the fields repeated */
             int elems = 0;
             while (http_list_next(&l, &tok, &n)) {

@@ -84,7 +84,9 @@ typedef struct http_request {
     int nfields;
     http_refusal refusal;            /* why, after HTTP_REQ_ERROR */
     uint32_t field[HTTP_MAX_FIELDS][2];   /* name, value offsets */
+    uint16_t name_len[HTTP_MAX_FIELDS];   /* each name's length */
 } http_request;
+_Static_assert(HTTP_MAX_HEAD < 65536, "a field name's length fits name_len");
 
 /* A parser for a connection's first request; bodies over max_body bytes
  * are refused. */

@@ -213,9 +213,13 @@ static void http_write_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static const char *http_date(http_server *s)
+/* The head's lines from the status line's end to Content-Length's value,
+ * "\r\nDate: <IMF-fixdate>\r\nContent-Length: ", made once a second (every
+ * answer has them): its length in *n. */
+static const char *http_date_lines(http_server *s, size_t *n)
 {
-    static char buf[64];
+    static char buf[96];
+    static size_t len;
     static time_t at = -1;
     struct timeval tv;
     event_base_gettimeofday_cached(s->base, &tv);
@@ -223,8 +227,10 @@ static const char *http_date(http_server *s)
         struct tm tm;
         at = tv.tv_sec;
         gmtime_r(&at, &tm);
-        strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        len = strftime(buf, sizeof(buf), "\r\nDate: %a, %d %b %Y %H:%M:%S GMT\r\nContent-Length: ",
+                       &tm);
     }
+    *n = len;
     return buf;
 }
 
@@ -236,13 +242,14 @@ static void http_out_reply(hconn *c, int status, const char *reason, const char 
     http_req *r = &c->req;
     char head[512];
     util_buf b = UTIL_BUF(head);
-    util_buf_add(&b, "HTTP/1.1 ", 9);
-    util_buf_int(&b, status);
-    util_buf_add(&b, " ", 1);
+    size_t dn;
+    const char *date = http_date_lines(c->srv, &dn);
+    log_assert(status >= 100 && status <= 599);   /* three digits (RFC 9110 15) */
+    char line[13] = {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', (char)('0' + status / 100 % 10),
+                     (char)('0' + status / 10 % 10), (char)('0' + status % 10), ' '};
+    util_buf_add(&b, line, sizeof(line));
     util_buf_str(&b, reason);
-    util_buf_add(&b, "\r\nDate: ", 8);
-    util_buf_str(&b, http_date(c->srv));
-    util_buf_add(&b, "\r\nContent-Length: ", 18);
+    util_buf_add(&b, date, dn);
     util_buf_int(&b, (long long)len);
     util_buf_add(&b, "\r\n", 2);
     if (type && len) {
