@@ -85,6 +85,25 @@ typedef struct jq {
     int depth;
 } jq;
 
+/* 1 when s[0..n) holds a byte of 0x80 or more: eight a step, the last
+ * eight read whole (over bytes already read) */
+static int jq_high(const unsigned char *s, size_t n)
+{
+    uint64_t any = 0, w;
+    size_t i = 0;
+    if (n < 8) {
+        for (; i < n; i++) any |= s[i];
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            any |= w;
+        }
+        memcpy(&w, s + n - 8, 8);
+        any |= w;
+    }
+    return (any & UINT64_C(0x8080808080808080)) != 0;
+}
+
 static void jq_ws(jq *q)
 {
     while (q->p < q->end && *q->p <= 32) q->p++;
@@ -249,7 +268,7 @@ static int jq_value(jq *q, cJSON *it)
     }
 }
 
-cJSON *jarena_parse_quick(const char *data, size_t len, const char **end)
+static cJSON *jq_parse(const char *data, size_t len, const char **end, int *plain)
 {
     jq q = {(const unsigned char *)data, (const unsigned char *)data + len, 0};
     /* (a byte order mark: cJSON skips it) */
@@ -262,18 +281,31 @@ cJSON *jarena_parse_quick(const char *data, size_t len, const char **end)
         return NULL;
     }
     if (end) *end = (const char *)q.p;
+    /* (outside its strings a text read here is ASCII: one pass over it
+     * all costs less than one a string) */
+    if (plain) *plain = !jq_high((const unsigned char *)data, (size_t)(q.p - (const unsigned char *)data));
     return root;
 }
 
-cJSON *jarena_parse(const char *data, size_t len, const char **end)
+cJSON *jarena_parse_quick(const char *data, size_t len, const char **end)
 {
+    return jq_parse(data, len, end, NULL);
+}
+
+cJSON *jarena_parse(const char *data, size_t len, const char **end, int *plain)
+{
+    int quick_plain = 0;
     jarena_init();
     if (!ja.block) ja.block = malloc(JARENA_BYTES);
     /* the block holds another tree still: this one is malloc'd */
     ja.parsing = ja.block && ja.live == 0;
-    cJSON *j = jarena_parse_quick(data, len, end);
-    if (!j) j = cJSON_ParseWithLengthOpts(data, len, end, 0);
+    cJSON *j = jq_parse(data, len, end, &quick_plain);
+    if (!j) {
+        quick_plain = 0;
+        j = cJSON_ParseWithLengthOpts(data, len, end, 0);
+    }
     ja.parsing = 0;
+    if (plain) *plain = j && quick_plain;
     return j;
 }
 

@@ -24,8 +24,14 @@
 
 void jarena_init(void);
 /* cJSON_ParseWithLengthOpts(data, len, end, 0), into the arena: the common
- * body read in one pass (jarena_parse_quick), any other by cJSON. */
-cJSON *jarena_parse(const char *data, size_t len, const char **end);
+ * body read in one pass (jarena_parse_quick), any other by cJSON. *plain
+ * (when plain is not NULL) is 1 when the one pass read the value and none
+ * of its strings holds a byte of 0x80 or more: the value, data up to *end,
+ * is then ASCII, and holds no \u escape (so no NUL in a string) and no
+ * number a double does not hold exactly (only integers of at most 15
+ * digits are read in that pass). What a caller would check of such a
+ * text, it need not. */
+cJSON *jarena_parse(const char *data, size_t len, const char **end, int *plain);
 /* The one-pass read alone: the tree cJSON_ParseWithLengthOpts(data, len,
  * end, 0) would give, or NULL for a text it leaves to cJSON (jarena.c says
  * which). For tests; its values are malloc'd outside jarena_parse. */

@@ -102,9 +102,9 @@ void api_finish_error(api_req *r, int status, const char *code, const char *msg)
 
 /* ---- request bodies ---------------------------------------------------- */
 
-/* Parse the JSON body; on failure answer and return NULL. The text itself
- * is not checked for NULs and numbers (api_body does that). */
-cJSON *api_body_parse(http_req *req)
+/* api_body_parse, and *plain as jarena_parse sets it (the text is then
+ * ASCII, the value and whitespace) */
+static cJSON *api_body_read(http_req *req, int *plain)
 {
     const char *ct = http_header(req, "Content-Type");
     if (ct && strncasecmp(ct, "application/json", 16) != 0) {
@@ -122,7 +122,7 @@ cJSON *api_body_parse(http_req *req)
                   (size_t)(nul - data));
         return NULL;
     }
-    cJSON *j = jarena_parse(data, len, &end);
+    cJSON *j = jarena_parse(data, len, &end, plain);
     if (!j) {
         size_t at = end ? (size_t)(end - data) : 0;
         api_error(req, 400, "invalid_argument", "body: not valid JSON (near byte %zu)", at);
@@ -137,7 +137,7 @@ cJSON *api_body_parse(http_req *req)
     /* RFC 8259 section 8.1: a JSON text is UTF-8, and cJSON takes any bytes
      * in strings; every string is text that may be stored and printed, so a
      * body with one that is not UTF-8 is refused whole, naming it */
-    if (!util_utf8_valid(data, len, NULL)) {
+    if (!*plain && !util_utf8_valid(data, len, NULL)) {
         char err[400];
         if (task_json_check_utf8(data, len, err, sizeof(err)) == 0)
             snprintf(err, sizeof(err), "body: not valid UTF-8");
@@ -148,15 +148,23 @@ cJSON *api_body_parse(http_req *req)
     return j;
 }
 
+cJSON *api_body_parse(http_req *req)
+{
+    int plain = 0;
+    return api_body_read(req, &plain);
+}
+
 cJSON *api_body(http_req *req)
 {
-    cJSON *j = api_body_parse(req);
+    int plain = 0;
+    cJSON *j = api_body_read(req, &plain);
     size_t len;
     const char *data = http_body(req, &len);
     char err[400];
     /* cJSON has cut a string at its NUL and read 1e-400 as 0: what it holds
-     * is not what was sent */
-    if (j && !task_json_plain(data, len) && task_json_check(data, len, err, sizeof(err)) != 0) {
+     * is not what was sent (a text read in jarena's one pass holds neither) */
+    if (j && !plain && !task_json_plain(data, len) &&
+        task_json_check(data, len, err, sizeof(err)) != 0) {
         cJSON_Delete(j);
         api_error(req, 400, "invalid_argument", "%s", err);
         return NULL;

@@ -5,7 +5,8 @@
  * byte for byte, valueint, valuedouble to the bit, the prev links cJSON's
  * lists keep: the first's prev is the last) and the same end. And a text it
  * reads, cJSON reads. Then the tree jarena_parse gives, from the block, is
- * the same again. */
+ * the same again, and it says the text plain exactly when the quick read
+ * took it and every byte of the value is ASCII. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,11 +46,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (qend != cend) abort();
         same(q, c, 0);
-        cJSON *j = jarena_parse(s, size, &jend);
-        if (!j || jend != cend) abort();
-        same(j, c, 0);
-        cJSON_Delete(j);
     }
+    int plain = -1;
+    cJSON *j = jarena_parse(s, size, &jend, &plain);
+    if (!j != !c || (j && jend != cend)) abort();
+    if (j) same(j, c, 0);
+    int ascii = 1;
+    for (const char *b = s; q && b < qend; b++) ascii &= (unsigned char)*b < 0x80;
+    if (plain != (q && ascii)) {
+        fprintf(stderr, "plain %d, quick %d, ascii %d\n", plain, q != NULL, ascii);
+        abort();
+    }
+    cJSON_Delete(j);
     cJSON_Delete(q);
     cJSON_Delete(c);
     return 0;

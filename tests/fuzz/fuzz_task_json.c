@@ -141,8 +141,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* parsed as api_body does, into the thread's block (base/jarena); the
      * parse below, while j lives, gets malloc'd values */
-    cJSON *j = jarena_parse(s, size, NULL);
+    const char *jend = NULL;
+    int plain = 0;
+    cJSON *j = jarena_parse(s, size, &jend, &plain);
     if (!j) return 0;
+    /* what api_body does not check of a plain text, it need not */
+    if (plain && (!util_utf8_valid(s, (size_t)(jend - s), NULL) ||
+                  task_json_check(s, (size_t)(jend - s), err, sizeof(err)) != 0))
+        abort();
     int64_t ms;
     if (task_json_time(j, "t", &ms, err, sizeof(err)) == 0 ? ms < 0 || ms > TASK_TIME_MAX_MS
                                                            : strncmp(err, "t: ", 3) != 0)

@@ -19,7 +19,7 @@
 static cJSON *parse(const char *text)
 {
     const char *end = NULL;
-    return jarena_parse(text, strlen(text), &end);
+    return jarena_parse(text, strlen(text), &end, NULL);
 }
 
 static void test_block_reused(void **state)
@@ -201,6 +201,38 @@ static void test_quick_leaves_the_rest(void **state)
 /* A string of escapes read in time linear in its length: 4 MB of them in
  * well under a second (a read that looked for the closing quote again after
  * each escape, to the end of the text, took most of a minute) */
+/* plain: read in the one pass, and ASCII; not for a text cJSON read, nor
+ * for one with a byte past ASCII in a name or a string */
+static void test_plain(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int plain;
+    } cases[] = {
+        {"{\"callback_url\":\"http://h/x\",\"delay_ms\":5}", 1},
+        {" {\"a\":[1,-2,{\"b\":\"c\\n\\\"\"}],\"t\":true,\"n\":null} ", 1},
+        {"{\"a\":\"caf\xc3\xa9\"}", 0},            /* UTF-8 in a string */
+        {"{\"caf\xc3\xa9\":1}", 0},                  /* in a name */
+        {"{\"a\":\"\\u0041\"}", 0},                  /* \u: cJSON's */
+        {"{\"a\":1.5}", 0},                             /* a fraction: cJSON's */
+        {"{\"a\":1e3}", 0},
+        {"{\"a\":1234567890123456}", 0},                /* 16 digits: cJSON's */
+        {"{\"a\":\"x\"} \xff", 1},                   /* past the value: the caller's */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *end = NULL;
+        int plain = -1;
+        cJSON *j = jarena_parse(cases[i].text, strlen(cases[i].text), &end, &plain);
+        assert_non_null(j);
+        if (plain != cases[i].plain) fail_msg("case %zu: plain %d", i, plain);
+        cJSON_Delete(j);
+    }
+    int plain = -1;
+    assert_null(jarena_parse("{\"a\":", 5, NULL, &plain));
+    assert_int_equal(plain, 0);
+}
+
 static void test_quick_escapes_linear(void **state)
 {
     (void)state;
@@ -234,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_quick_reads_cjsons_tree),
         cmocka_unit_test(test_quick_leaves_the_rest),
         cmocka_unit_test(test_quick_escapes_linear),
+        cmocka_unit_test(test_plain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
