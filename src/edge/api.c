@@ -436,6 +436,7 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
     api_routes_check();
     api *a = xcalloc(1, sizeof(*a));
     a->s = s;
+    a->req_pool.keep = a->item_pool.keep = API_POOL_KEEP;
     a->stats = stats;
     a->stats_priv = stats_priv;
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,
@@ -479,5 +480,7 @@ void api_free(api *a)
     free(a->waiting_for);
     http_server_free(a->http);
     api_free_tokens(a);
+    util_pool_drain(&a->req_pool);
+    util_pool_drain(&a->item_pool);
     free(a);
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "base/util.h"
 #include "edge/http_server.h"
 #include "store/store.h"
 
@@ -43,7 +44,11 @@ struct api {
     int counting;
     struct api_req **count_waiting;   /* scrapes waiting for the first count */
     int ncount_waiting;
+    /* made and freed a request each, kept for reuse (util_pool) */
+    util_pool req_pool;       /* api_req (api_reply.c) */
+    util_pool item_pool;      /* a single POST's api_item (api_tasks.c) */
 };
+#define API_POOL_KEEP 1024
 
 /* What a route's pattern took from the path: each {name} in it, as the path
  * has it (at, len) and as its kind's check made it (value: the segment

@@ -16,7 +16,8 @@
 
 api_req *api_req_new(api *a, http_req *req)
 {
-    api_req *r = xcalloc(1, sizeof(*r));
+    api_req *r = util_pool_get(&a->req_pool, sizeof(*r));
+    memset(r, 0, sizeof(*r));
     r->a = a;
     r->req = req;
     a->busy++;
@@ -29,7 +30,7 @@ void api_req_free(api_req *r)
         for (int i = 0; i < r->n; i++) free(r->results[i]);
         free(r->results);
     }
-    free(r);
+    util_pool_put(&r->a->req_pool, r);
 }
 
 void api_send_json(http_req *req, int code, const char *reason, cJSON *body)

@@ -143,6 +143,7 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
 {
     api_item *it = priv;
     api_req *r = it->r;
+    api *a = r->a;
     if (st == ST_OK) metrics.tasks_created++;
     if (st == ST_OK || st == ST_EXISTS) {
         char status[32], body[TASK_ID_MAX + TASK_KEY_MAX + 128];
@@ -167,7 +168,7 @@ static void api_add_cb(store_status st, const char *id, const char *state, const
         api_finish_error(r, 503, "unavailable", msg);
     }
     task_input_free(&it->t);
-    free(it);
+    util_pool_put(&a->item_pool, it);
 }
 
 /* The request's own trace context (W3C: one that does not parse is
@@ -201,11 +202,11 @@ void api_tasks_add(api *a, http_req *req, const api_params *p)
     cJSON *body = api_body(req);
     if (!body) return;
     /* not zeroed: task_input_parse sets the task whole, r is set below */
-    api_item *it = xmalloc(sizeof(*it));
+    api_item *it = util_pool_get(&a->item_pool, sizeof(*it));
     it->idx = 0;
     if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
-        free(it);
+        util_pool_put(&a->item_pool, it);
         api_error(req, 400, "invalid_argument", "%s", err);
         return;
     }

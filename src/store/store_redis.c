@@ -38,6 +38,9 @@ enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, 
 
 typedef struct store_add_batch store_add_batch;
 #define REG_CACHE 1024
+/* free add operations kept for reuse (util_pool): a few batches' worth; a
+ * store_op is under 1 KiB */
+#define RS_POOL_KEEP 1024
 
 typedef struct rstore {
     store base;
@@ -55,6 +58,7 @@ typedef struct rstore {
                                 * its answer lost at least once (rs_eval_cb) */
     int add_bucket;            /* this turn's bucket for tasks without a key */
     struct event *flush_ev;    /* sends them at the end of the turn */
+    util_pool add_ops;         /* an add's store_op, made and freed a POST each */
     struct qcount *counts;     /* queue counts changed, not yet sent */
     log_limit warn;
     struct rs_watch *watch;    /* memory policy and data markers (rs_watch_*) */
@@ -1728,7 +1732,8 @@ typedef struct store_op {
     task_input t;          /* add: borrowed spec */
     char id[TASK_ID_MAX];
     char slice[TASK_SLICE_MAX];
-    char due[UTIL_INT_MAX], to[UTIL_INT_MAX]; /* add: due_ms and timeout_ms as the script takes them */
+    char due[UTIL_INT_MAX], to[UTIL_INT_MAX]; /* add: due_ms and timeout_ms as the script takes them
+                                               * (to: written only for the groups' layout) */
     int64_t end_ms;        /* add: end of the home slice's minute */
     int tries;
     int exists;            /* add: the id was stored before (ST_EXISTS) */
@@ -1771,7 +1776,7 @@ static void rs_add_done(store_op *op, store_status st, const char *state, const 
     ((store_add_fn *)op->cb)(st, st == ST_UNAVAILABLE && !op->written ? NULL : op->id, state, err,
                              op->priv);
     free(op->state);
-    free(op);
+    util_pool_put(&op->rs->add_ops, op);
 }
 
 static void rs_add_fail_all(store_op *ops, const char *err)
@@ -1970,6 +1975,7 @@ static void rs_add_batch_send_now(void *priv)
             args[n++] = op->id;
             args[n++] = op->t.rec;
             args[n++] = op->due;
+            util_fmt_int(op->to, op->t.timeout_ms);   /* (a pair does not carry it) */
             args[n++] = op->to;
             args[n++] = op->t.queue;
             /* a key given that looks like one tickd makes may name a fresh one */
@@ -2024,7 +2030,6 @@ static void rs_add_send(store_op *op)
     task_slice_name(home, bucket, op->slice);
     task_id_make(op->slice, op->t.execute_at_ms, op->t.key, op->id, sizeof(op->id));
     util_fmt_int(op->due, op->t.due_ms);
-    util_fmt_int(op->to, op->t.timeout_ms);
     op->end_ms = (home / 60000 + 1) * 60000;
     op->next = NULL;
 
@@ -2055,7 +2060,7 @@ static void rs_add(store *s, const task_input *t, store_add_fn *cb, void *priv)
 {
     /* not zeroed whole (the task and the id are most of it, and written
      * below): what rs_add_send does not set */
-    store_op *op = xmalloc(sizeof(*op));
+    store_op *op = util_pool_get(&RS(s)->add_ops, sizeof(*op));
     op->tries = 0;
     op->exists = 0;
     op->before = 0;
@@ -3003,6 +3008,7 @@ static void rs_free(store *s)
     if (rs->counts && rs->counts->ev) event_free(rs->counts->ev);
     free(rs->counts);
     for (int i = 0; i < SCRIPT_COUNT; i++) free(rs->src[i]);
+    util_pool_drain(&rs->add_ops);
     free(rs);
 }
 
@@ -3087,6 +3093,7 @@ store *store_redis_create(struct event_base *base, const config *cfg, const char
     rs->buckets = (int)cfg->buckets;
     rs->add_bucket = (int)(random() % (rs->buckets > 0 ? rs->buckets : 1));
     rs->flush_ev = event_new(base, -1, EV_READ, rs_add_flush_cb, rs);
+    rs->add_ops.keep = RS_POOL_KEEP;
     rs->counts = xcalloc(1, sizeof(*rs->counts));
     rs->counts->ev = evtimer_new(base, qcount_cb, rs);
     log_assert(rs->flush_ev && rs->counts->ev);
