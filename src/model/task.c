@@ -131,8 +131,15 @@ int task_bucket(const char *key, int buckets)
 
 int task_slice_bucket(const char *slice)
 {
-    const char *dot = strchr(slice, '.');
-    return dot ? atoi(dot + 1) : 0;
+    /* the digits after the first dot (of a slice, "YYYYMMDDHHMM.bbbb", or of
+     * an id), read here: atoi's strtol, with its locale, sign and base, was
+     * a POST's 130 instructions; a bucket has at most four digits, and a
+     * longer run stops before it could overflow */
+    const char *p = strchr(slice, '.');
+    int v = 0;
+    if (p)
+        for (p++; *p >= '0' && *p <= '9' && v < 100000000; p++) v = v * 10 + (*p - '0');
+    return v;
 }
 
 /* Writes v as exactly n decimal digits at p (v < 10^n). */

@@ -140,6 +140,7 @@ static void test_slice_against_libc(void **state)
         snprintf(want, sizeof(want), "%.*s.%d", (int)n, libc, (int)(x >> 30) & 0x3ff);
         assert_string_equal(same, want);
         assert_int_equal(task_slice_minute(mine), (int64_t)timegm(&tm) / 60);
+        assert_int_equal(task_slice_bucket(mine), (int)(x >> 50) & 0x3ff);
         /* a name with one field pushed out of range: timegm would normalize it */
         char bad[TASK_SLICE_MAX];
         memcpy(bad, mine, sizeof(bad));
@@ -148,6 +149,15 @@ static void test_slice_against_libc(void **state)
         memcpy(bad + 4 + 2 * field, over[field], 2);
         assert_int_equal(task_slice_minute(bad), -1);
     }
+    /* the bucket: the digits after the first dot, of a slice or an id */
+    char id[TASK_ID_MAX];
+    task_id_make("202611281200.17", INT64_C(1795872000000), "k.2", id, sizeof(id));
+    assert_int_equal(task_slice_bucket(id), 17);
+    assert_int_equal(task_slice_bucket("202611281200.0"), 0);
+    assert_int_equal(task_slice_bucket("202611281200"), 0);
+    assert_int_equal(task_slice_bucket("202611281200."), 0);
+    assert_int_equal(task_slice_bucket("x.12ab"), 12);
+    assert_int_equal(task_slice_bucket("x.99999999999999999999"), 999999999);
     /* days past each month's end */
     assert_int_equal(task_slice_minute("202502290000.0"), -1);
     assert_int_not_equal(task_slice_minute("202402290000.0"), -1);
