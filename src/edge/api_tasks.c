@@ -204,7 +204,8 @@ void api_tasks_add(api *a, http_req *req, const api_params *p)
     /* not zeroed: task_input_parse sets the task whole, r is set below */
     api_item *it = util_pool_get(&a->item_pool, sizeof(*it));
     it->idx = 0;
-    if (task_input_parse(body, store_now_ms(a->s), &it->t, err, sizeof(err)) != 0) {
+    int64_t now = store_now_ms(a->s);
+    if (task_input_parse(body, now, &it->t, err, sizeof(err)) != 0) {
         cJSON_Delete(body);
         util_pool_put(&a->item_pool, it);
         api_error(req, 400, "invalid_argument", "%s", err);
@@ -215,6 +216,8 @@ void api_tasks_add(api *a, http_req *req, const api_params *p)
     int traced = api_trace_context(req, tp, &ts);
     api_trace_default(body, &it->t, traced ? tp : NULL, ts);
     cJSON_Delete(body);
+    /* homed by the clock its due was read by (the store would read it again) */
+    it->t.home_now_ms = now;
     it->r = api_req_new(a, req);
     store_add(a->s, &it->t, api_add_cb, it);
 }
