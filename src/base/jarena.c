@@ -299,13 +299,11 @@ cJSON *jarena_parse(const char *data, size_t len, const char **end, int *plain)
     if (!ja.block) ja.block = malloc(JARENA_BYTES);
     /* the block holds another tree still: this one is malloc'd */
     ja.parsing = ja.block && ja.live == 0;
+    /* (quick_plain is set only when the one pass reads the text) */
     cJSON *j = jq_parse(data, len, end, &quick_plain);
-    if (!j) {
-        quick_plain = 0;
-        j = cJSON_ParseWithLengthOpts(data, len, end, 0);
-    }
+    if (!j) j = cJSON_ParseWithLengthOpts(data, len, end, 0);
     ja.parsing = 0;
-    if (plain) *plain = j && quick_plain;
+    if (plain) *plain = quick_plain;
     return j;
 }
 

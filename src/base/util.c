@@ -26,17 +26,6 @@ void *xmalloc(size_t n)
     return p;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UTIL_POOL_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UTIL_POOL_OFF 1
-#endif
-#endif
-#ifndef UTIL_POOL_OFF
-#define UTIL_POOL_OFF 0
-#endif
-
 void *util_pool_get(util_pool *p, size_t size)
 {
     void *b = p->free;
@@ -49,7 +38,7 @@ void *util_pool_get(util_pool *p, size_t size)
 void util_pool_put(util_pool *p, void *b)
 {
     if (!b) return;
-    if (UTIL_POOL_OFF || p->n >= p->keep) {
+    if (!UTIL_POOL_KEEPS || p->n >= p->keep) {
         free(b);
         return;
     }

@@ -29,6 +29,19 @@ typedef struct util_pool {
     void *free;                 /* the free blocks, each linked by its first bytes */
     unsigned n, keep;           /* kept, and at most kept (0: none) */
 } util_pool;
+/* a pool's keep for a request's blocks: a few batches' worth */
+#define UTIL_POOL_KEEP 1024
+/* 0 under AddressSanitizer (GCC's macro, clang's feature): a put frees */
+#if defined(__SANITIZE_ADDRESS__)
+#define UTIL_POOL_KEEPS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UTIL_POOL_KEEPS 0
+#endif
+#endif
+#ifndef UTIL_POOL_KEEPS
+#define UTIL_POOL_KEEPS 1
+#endif
 /* A block of `size` bytes (the same size at every call on p), uninitialised
  * as xmalloc's. */
 void *util_pool_get(util_pool *p, size_t size);

@@ -436,7 +436,7 @@ api *api_create(struct event_base *base, const char *listen, int64_t max_body,
     api_routes_check();
     api *a = xcalloc(1, sizeof(*a));
     a->s = s;
-    a->req_pool.keep = a->item_pool.keep = API_POOL_KEEP;
+    a->req_pool.keep = a->item_pool.keep = UTIL_POOL_KEEP;
     a->stats = stats;
     a->stats_priv = stats_priv;
     a->http = http_server_new(base, listen, (size_t)max_body, idle_timeout_ms, api_route, a, err,

@@ -48,7 +48,6 @@ struct api {
     util_pool req_pool;       /* api_req (api_reply.c) */
     util_pool item_pool;      /* a single POST's api_item (api_tasks.c) */
 };
-#define API_POOL_KEEP 1024
 
 /* What a route's pattern took from the path: each {name} in it, as the path
  * has it (at, len) and as its kind's check made it (value: the segment

@@ -136,6 +136,9 @@ static int http_field_is(const http_request *p, const char *buf, int i, const ch
     return p->name_len[i] == n && strncasecmp(buf + p->field[i][0], name, n) == 0;
 }
 
+/* http_field_is of a literal name, its length from the literal */
+#define HTTP_FIELD_IS(p, buf, i, lit) http_field_is((p), (buf), (i), "" lit, sizeof(lit) - 1)
+
 const char *http_request_header(const http_request *p, const char *buf, const char *name)
 {
     size_t n = strlen(name);
@@ -296,7 +299,7 @@ static int http_parse_head(http_request *p, char *base, size_t hlen)
     /* Connection: a list of tokens, in every Connection field; close wins */
     int close_asked = 0, keep_asked = 0;
     for (int i = 0; i < p->nfields; i++) {
-        if (!http_field_is(p, base, i, "Connection", 10)) continue;
+        if (!HTTP_FIELD_IS(p, base, i, "Connection")) continue;
         const char *l = base + p->field[i][1], *tok;
         size_t n;
         while (http_list_next(&l, &tok, &n)) {
@@ -323,7 +326,7 @@ static int http_framing(http_request *p, const char *base)
     for (int i = 0; i < p->nfields; i++) {
         const char *l = base + p->field[i][1], *tok;
         size_t n;
-        if (http_field_is(p, base, i, "Transfer-Encoding", 17)) {
+        if (HTTP_FIELD_IS(p, base, i, "Transfer-Encoding")) {
             te = 1;
             while (http_list_next(&l, &tok, &n)) {
                 codings++;
@@ -332,7 +335,7 @@ static int http_framing(http_request *p, const char *base)
                     chunked_at = codings;
                 }
             }
-        } else if (http_field_is(p, base, i, "Content-Length", 14)) {
+        } else if (HTTP_FIELD_IS(p, base, i, "Content-Length")) {
             /* a list (Content-Length: 5, 5) is read as the fields repeated */
             int elems = 0;
             while (http_list_next(&l, &tok, &n)) {

@@ -38,9 +38,6 @@ enum { K_DUE, K_TASK, K_DEL, K_RUN, K_PTR, K_OK, K_FAILED, K_CANCELLED, K_WAIT, 
 
 typedef struct store_add_batch store_add_batch;
 #define REG_CACHE 1024
-/* free add operations kept for reuse (util_pool): a few batches' worth; a
- * store_op is under 1 KiB */
-#define RS_POOL_KEEP 1024
 
 typedef struct rstore {
     store base;
@@ -3093,7 +3090,7 @@ store *store_redis_create(struct event_base *base, const config *cfg, const char
     rs->buckets = (int)cfg->buckets;
     rs->add_bucket = (int)(random() % (rs->buckets > 0 ? rs->buckets : 1));
     rs->flush_ev = event_new(base, -1, EV_READ, rs_add_flush_cb, rs);
-    rs->add_ops.keep = RS_POOL_KEEP;
+    rs->add_ops.keep = UTIL_POOL_KEEP;   /* a store_op is under 1 KiB */
     rs->counts = xcalloc(1, sizeof(*rs->counts));
     rs->counts->ev = evtimer_new(base, qcount_cb, rs);
     log_assert(rs->flush_ev && rs->counts->ev);

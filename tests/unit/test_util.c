@@ -223,17 +223,6 @@ static void fmt_same(long long v)
         fail_msg("util_fmt_int(%s) wrote \"%s\" (%d)", want, got, n);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define POOL_KEEPS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define POOL_KEEPS 0
-#endif
-#endif
-#ifndef POOL_KEEPS
-#define POOL_KEEPS 1
-#endif
-
 /* a block put back comes out again, last in first out, until the pool is
  * empty; past `keep` a put frees (the count stays at keep); drain frees all */
 static void test_pool(void **state)
@@ -248,9 +237,9 @@ static void test_pool(void **state)
     util_pool_put(&p, b);
     util_pool_put(&p, c);   /* past keep: freed */
     util_pool_put(&p, NULL);
-    assert_int_equal(p.n, POOL_KEEPS ? 2 : 0);
+    assert_int_equal(p.n, UTIL_POOL_KEEPS ? 2 : 0);
     char *x = util_pool_get(&p, 100), *y = util_pool_get(&p, 100);
-    if (POOL_KEEPS) {
+    if (UTIL_POOL_KEEPS) {
         assert_ptr_equal(x, b);
         assert_ptr_equal(y, a);
         assert_int_equal(y[99], 1);   /* only the link is written over */
