@@ -218,9 +218,15 @@ burst_tickd() { # burst_tickd ROUND [flow|floor]
   # the receiver answers)
   while (($(now_ms) < t - 300)); do sleep 0.05; done
   local c0 c1
+  rcli CONFIG RESETSTAT >/dev/null
   c0=$(burst_cpu)
   burst_wait "$t"
   c1=$(burst_cpu)
+  # the script calls that made it: how many tasks a claim and a settle
+  # carry (INFO commandstats, from just before T)
+  log "burst $1 $name: Redis commands $(rcli INFO commandstats | tr -d '\r' |
+    awk -F'[:=,]' -v n="$BURST_N" '/^cmdstat_/ && $3 > 0 {
+      printf "%s %d (%.3f a task, %.1f us each) ", substr($1, 9), $3, $3 / n, $7}')"
   burst_record "$name" "$t" "$1"
   read -r a0 b0 r0 <<<"$c0"
   read -r a1 b1 r1 <<<"$c1"

@@ -5,7 +5,11 @@
 # `redis-cli --pipe`: SG_N (20,480) fresh tasks added to SG_SLICES (16)
 # slices in calls of SG_ADD_BATCH (15: what single POSTs make, wrk -c64),
 # then every slice claimed in calls of SG_BATCH (256), then every task
-# settled as a first attempt's success, in calls of the same size. The same
+# settled as a first attempt's success, in calls of the same size, in the
+# order they were added (SG_SETTLE_ORDER=claimed: in the order the claims
+# took them, as tickd's settles come, in about the order its callbacks went
+# out: what a change whose cost depends on which claim a task came from,
+# such as a lease a claim, is judged by; doc/performance.md). The same
 # figure on an idle or a busy machine: to judge a change of lua/ in seconds.
 #
 #   bench/scripts_cg.sh [LUA_DIR]        # lua/ by default
@@ -70,7 +74,8 @@ SETTLE=$(load settle)
 AHEAD=${SG_AHEAD_MS:-}
 python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
   "$ROOT/tests/integration" "$ADD" "$ADD_BATCH" \
-  "$(grep -q "fresh tasks only: 'f'" "$ADD_LUA" && echo 1 || echo 0)" "$AHEAD" <<'PY'
+  "$(grep -q "fresh tasks only: 'f'" "$ADD_LUA" && echo 1 || echo 0)" "$AHEAD" \
+  "${SG_SETTLE_ORDER:-added}" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
@@ -79,6 +84,7 @@ from redis_proto import resp
 add, ab = sys.argv[9], int(sys.argv[10])
 pairs = sys.argv[11] == "1"
 ahead = int(sys.argv[12]) if sys.argv[12] else None
+order = sys.argv[13]
 random.seed(1)
 at = int(time.time() * 1000) + (ahead if ahead is not None else -60000)
 # how far a claim looks ahead: past the last due when they are not yet due
@@ -117,8 +123,11 @@ with open(f"{w}/claim.resp", "wb") as f:
         for i in range(0, len(ids), b):
             f.write(resp("EVALSHA", claim, 5, *keys(s, ["due", "task", "del", "run", "ptr"]),
                          reach, b, 5000, 1000, b))
+# (claimed: :due's order, due then id)
 with open(f"{w}/settle.resp", "wb") as f:
     for s, ids in slices:
+        if order != "added":
+            ids = sorted(ids)
         for i in range(0, len(ids), b):
             args = ["EVALSHA", settle, 8,
                     *keys(s, ["due", "task", "del", "run", "ok", "failed", "cancelled", "expired"]),
