@@ -44,6 +44,8 @@ N=${SG_N:-20480}
 SLICES=${SG_SLICES:-16}
 BATCH=${SG_BATCH:-256}
 N=$((SLICES * (N / SLICES)))  # as many in each slice
+ORDER=${SG_SETTLE_ORDER:-added}
+case $ORDER in added | claimed) ;; *) echo "SG_SETTLE_ORDER: added or claimed, not $ORDER" >&2; exit 1 ;; esac
 NEED="redis-server redis-cli python3"
 [ -n "$CPU" ] || NEED="$NEED valgrind callgrind_control callgrind_annotate"
 for c in $NEED; do
@@ -75,7 +77,7 @@ AHEAD=${SG_AHEAD_MS:-}
 python3 - "$W" "$N" "$SLICES" "$BATCH" "$CLAIM" "$SETTLE" "${SG_SPREAD_MS:-0}" \
   "$ROOT/tests/integration" "$ADD" "$ADD_BATCH" \
   "$(grep -q "fresh tasks only: 'f'" "$ADD_LUA" && echo 1 || echo 0)" "$AHEAD" \
-  "${SG_SETTLE_ORDER:-added}" <<'PY'
+  "$ORDER" <<'PY'
 import random, string, sys, time
 w, n, nsl, b, claim, settle = sys.argv[1], *map(int, sys.argv[2:5]), *sys.argv[5:7]
 spread = int(sys.argv[7])
@@ -126,7 +128,7 @@ with open(f"{w}/claim.resp", "wb") as f:
 # (claimed: :due's order, due then id)
 with open(f"{w}/settle.resp", "wb") as f:
     for s, ids in slices:
-        if order != "added":
+        if order == "claimed":
             ids = sorted(ids)
         for i in range(0, len(ids), b):
             args = ["EVALSHA", settle, 8,
