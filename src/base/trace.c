@@ -81,44 +81,55 @@ int trace_state_check(const char *s, char *why, size_t whylen)
     return 0;
 }
 
-struct trace_ctx {
-    EVP_MD *sha256;  /* fetched once: EVP_sha256() is looked up again at every init */
-    EVP_MD_CTX *md;
-};
+/* SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
+ * 2012) of n bytes under a 16-byte key */
+#define SIP_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIP_ROUND(v0, v1, v2, v3)                                                            \
+    do {                                                                                     \
+        v0 += v1; v1 = SIP_ROTL(v1, 13); v1 ^= v0; v0 = SIP_ROTL(v0, 32);                   \
+        v2 += v3; v3 = SIP_ROTL(v3, 16); v3 ^= v2;                                         \
+        v0 += v3; v3 = SIP_ROTL(v3, 21); v3 ^= v0;                                         \
+        v2 += v1; v1 = SIP_ROTL(v1, 17); v1 ^= v2; v2 = SIP_ROTL(v2, 32);                   \
+    } while (0)
 
-trace_ctx *trace_ctx_new(void)
+static uint64_t sip_le64(const unsigned char *p)
 {
-    trace_ctx *c = xmalloc(sizeof(*c));
-    c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    c->md = EVP_MD_CTX_new();
-    log_assert(c->sha256 && c->md);
-    return c;
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
 }
 
-void trace_ctx_free(trace_ctx *c)
+static uint64_t siphash24(const unsigned char key[16], const unsigned char *p, size_t n)
 {
-    if (!c) return;
-    EVP_MD_CTX_free(c->md);
-    EVP_MD_free(c->sha256);
-    free(c);
+    uint64_t k0 = sip_le64(key), k1 = sip_le64(key + 8);
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    uint64_t m, last = (uint64_t)(n & 0xff) << 56;
+    const unsigned char *end = p + (n & ~(size_t)7);
+    for (; p < end; p += 8) {
+        m = sip_le64(p);
+        v3 ^= m;
+        SIP_ROUND(v0, v1, v2, v3);
+        SIP_ROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    for (size_t i = 0; i < (n & 7); i++) last |= (uint64_t)p[i] << (8 * i);
+    v3 ^= last;
+    SIP_ROUND(v0, v1, v2, v3);
+    SIP_ROUND(v0, v1, v2, v3);
+    v0 ^= last;
+    v2 ^= 0xff;
+    for (int i = 0; i < 4; i++) SIP_ROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
 }
 
-/* 8 or 16 bytes of SHA-256 over a (alen bytes), NUL, b, NUL and n in
- * decimal, never all zero, as hex */
-static void trace_derive(trace_ctx *c, const char *a, size_t alen, const char *b, int n,
-                         char *out, size_t bytes)
+/* bytes of md as lowercase hex, 1 in the last byte if all are zero */
+static void trace_hex_of(unsigned char *md, size_t bytes, char *out)
 {
     static const char hex[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    char num[24];
-    int numlen = util_fmt_int(num, n);
-    log_assert(EVP_DigestInit_ex2(c->md, c->sha256, NULL) == 1 &&
-               EVP_DigestUpdate(c->md, a, alen) == 1 &&
-               EVP_DigestUpdate(c->md, "", 1) == 1 &&
-               EVP_DigestUpdate(c->md, b, strlen(b) + 1) == 1 &&
-               EVP_DigestUpdate(c->md, num, (size_t)numlen) == 1 &&
-               EVP_DigestFinal_ex(c->md, md, &mdlen) == 1);
     int zero = 1;
     for (size_t i = 0; i < bytes; i++) zero &= md[i] == 0;
     if (zero) md[bytes - 1] = 1;
@@ -129,27 +140,48 @@ static void trace_derive(trace_ctx *c, const char *a, size_t alen, const char *b
     out[2 * bytes] = '\0';
 }
 
-void trace_for_attempt(trace_ctx *c, const char *parent, const char *id, int attempt,
-                       int64_t due_ms, char out[TRACE_PARENT_LEN + 1])
+void trace_for_attempt(const char *parent, const char *id, int attempt, int64_t due_ms,
+                       char out[TRACE_PARENT_LEN + 1])
 {
-    /* "<parent>\n<due_ms>" */
-    char who[TRACE_PARENT_LEN + 32], span[17];
-    memcpy(who, parent, TRACE_PARENT_LEN);
-    who[TRACE_PARENT_LEN] = '\n';
-    size_t n = TRACE_PARENT_LEN + 1 + (size_t)util_fmt_int(who + TRACE_PARENT_LEN + 1, due_ms);
-    trace_ctx *own = c ? NULL : (c = trace_ctx_new());
-    trace_derive(c, who, n, id, attempt, span, 8);
-    trace_ctx_free(own);
+    /* SipHash-2-4 under TRACE_SPAN_KEY of "<parent>\n<due_ms>", NUL, id,
+     * NUL, attempt: in one piece, on the stack unless the id is long */
+    size_t idlen = strlen(id), need = TRACE_PARENT_LEN + 1 + UTIL_INT_MAX + idlen + 1 + UTIL_INT_MAX;
+    char stack[512], *m = need <= sizeof(stack) ? stack : xmalloc(need);
+    size_t n = TRACE_PARENT_LEN;
+    memcpy(m, parent, TRACE_PARENT_LEN);
+    m[n++] = '\n';
+    n += (size_t)util_fmt_int(m + n, due_ms) + 1; /* with its NUL */
+    memcpy(m + n, id, idlen + 1);
+    n += idlen + 1;
+    n += (size_t)util_fmt_int(m + n, attempt);
+    uint64_t h = siphash24((const unsigned char *)TRACE_SPAN_KEY, (const unsigned char *)m, n);
+    if (m != stack) free(m);
+    unsigned char md[8];
+    char span[17];
+    for (int i = 0; i < 8; i++) md[i] = (unsigned char)(h >> (8 * i));
+    trace_hex_of(md, 8, span);
     memcpy(out, parent, TRACE_PARENT_LEN + 1);
     memcpy(out + 36, span, 16);
 }
 
-void trace_new(trace_ctx *c, const char *id, char out[TRACE_PARENT_LEN + 1])
+/* the first `bytes` of SHA-256 over "<what>", NUL, id, NUL, "0", as hex */
+static void trace_sha_derive(const char *what, const char *id, char *out, size_t bytes)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    log_assert(c && EVP_DigestInit_ex2(c, EVP_sha256(), NULL) == 1 &&
+               EVP_DigestUpdate(c, what, strlen(what) + 1) == 1 &&
+               EVP_DigestUpdate(c, id, strlen(id) + 1) == 1 && EVP_DigestUpdate(c, "0", 1) == 1 &&
+               EVP_DigestFinal_ex(c, md, &mdlen) == 1);
+    EVP_MD_CTX_free(c);
+    trace_hex_of(md, bytes, out);
+}
+
+void trace_new(const char *id, char out[TRACE_PARENT_LEN + 1])
 {
     char tid[33], pid[17];
-    trace_ctx *own = c ? NULL : (c = trace_ctx_new()); /* one for both ids */
-    trace_derive(c, "trace", 5, id, 0, tid, 16);
-    trace_derive(c, "root", 4, id, 0, pid, 8);
-    trace_ctx_free(own);
+    trace_sha_derive("trace", id, tid, 16);
+    trace_sha_derive("root", id, pid, 8);
     snprintf(out, TRACE_PARENT_LEN + 1, "00-%s-%s-01", tid, pid);
 }

@@ -30,26 +30,27 @@ int trace_parent_parse(const char *s, char out[TRACE_PARENT_LEN + 1], char *why,
  * "key=value" separated by commas (at most 32). 0, or -1 with why. */
 int trace_state_check(const char *s, char *why, size_t whylen);
 
-/* What the span ids are hashed with (SHA-256, fetched once, and a digest
- * state used again): one a thread, kept by those that make many (each
- * worker of the dispatcher). NULL in the calls below: one of the call's
- * own. */
-typedef struct trace_ctx trace_ctx;
-trace_ctx *trace_ctx_new(void);
-void trace_ctx_free(trace_ctx *c);
+/* The key span ids are hashed under: 16 bytes, fixed, so that every
+ * replica and every release derives the same span for an attempt. */
+#define TRACE_SPAN_KEY "tickd trace span"
 
 /* The traceparent attempt `attempt` of task `id`, due at due_ms, sends
  * under the stored parent (a parsed one): the same version, trace id and
  * flags, its own span id (the due time tells a retry of the task, whose
- * attempts count from 1 again, from the attempts before it): the first 8
- * bytes of SHA-256 over "<parent>\n<due_ms>", NUL, id, NUL and the attempt
- * in decimal, as hex (1 in the last byte if all 8 are zero). */
-void trace_for_attempt(trace_ctx *c, const char *parent, const char *id, int attempt,
-                       int64_t due_ms, char out[TRACE_PARENT_LEN + 1]);
+ * attempts count from 1 again, from the attempts before it): SipHash-2-4
+ * under TRACE_SPAN_KEY of "<parent>\n<due_ms>", NUL, id, NUL and the
+ * attempt in decimal, its 8 bytes little-endian as hex (1 in the last byte
+ * if all 8 are zero). SipHash, not a cryptographic digest: a span id needs
+ * to differ from every other, which 64 bits of either give alike, and this
+ * is made for every callback (SHA-256 over the same bytes cost a twentieth
+ * of tickd's CPU a callback on a processor without SHA instructions). */
+void trace_for_attempt(const char *parent, const char *id, int attempt, int64_t due_ms,
+                       char out[TRACE_PARENT_LEN + 1]);
 
 /* A new trace for the task `id` (a schedule's run with no trace context):
- * trace and parent ids derived from id, sampled. */
-void trace_new(trace_ctx *c, const char *id, char out[TRACE_PARENT_LEN + 1]);
+ * trace and parent ids derived from id, sampled: the first 16 and 8 bytes
+ * of SHA-256 over "trace" and "root", NUL, id, NUL, "0". */
+void trace_new(const char *id, char out[TRACE_PARENT_LEN + 1]);
 
 /* The 32 hex digits of a traceparent's trace id, as they appear in it. */
 #define trace_id_of(tp) ((tp) + 3)

@@ -152,7 +152,6 @@ struct worker {
     h1_client *h1;              /* NULL: every callback through libcurl */
     struct event *sweep_ev;     /* frees the state of hosts no longer called */
     webhook_ctx *sig;           /* this thread's signing state */
-    trace_ctx *trace;           /* this thread's span ids' hashing state */
 };
 
 struct dispatch {
@@ -952,8 +951,7 @@ static int xfer_build(xfer *x)
         /* the producer's trace, a span of this attempt's own (trace.h) */
         char out[TRACE_PARENT_LEN + 1];
         char *ts = task_span_string(spec->tracestate);
-        if (!x->w->trace) x->w->trace = trace_ctx_new();
-        trace_for_attempt(x->w->trace, tp, j->id, j->attempt, j->due_ms, out);
+        trace_for_attempt(tp, j->id, j->attempt, j->due_ms, out);
         xfer_header(x, "traceparent", out);
         if (ts) xfer_header(x, "tracestate", ts);
         free(ts);
@@ -1164,7 +1162,6 @@ static void worker_fini(worker *w)
     xspare_drop(w, w->nxspare);
     h1_client_free(w->h1);
     webhook_ctx_free(w->sig);
-    trace_ctx_free(w->trace);
     if (w->multi) curl_multi_cleanup(w->multi);
     if (w->base && !w->on_main) event_base_free(w->base);
     pthread_mutex_destroy(&w->mu);

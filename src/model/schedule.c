@@ -364,7 +364,7 @@ int schedule_run_task(const schedule_def *d, const char *id, int64_t v, int64_t 
     if (!traced) {
         char seed[TASK_KEY_MAX + 64], tp[TRACE_PARENT_LEN + 1];
         snprintf(seed, sizeof(seed), "%s/%s/%lld", id, rkey, (long long)at);
-        trace_new(NULL, seed, tp);
+        trace_new(seed, tp);
         task_input_add_member(out, "traceparent", tp);
     }
     /* schedule_id goes in the spec (GET shows it) */
