@@ -94,6 +94,12 @@ free_port() {
   node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 now_ms() { date +%s%3N; }
+tree_id() { # the commit measured, "-dirty" for changes beside the results the bench writes itself
+  local id
+  id=$(git -C "$ROOT" describe --always 2>/dev/null) || { echo '?'; return; }
+  git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)bench/results.md' 2>/dev/null || id=$id-dirty
+  echo "$id"
+}
 put() { echo "$1=$2" >>"$RES"; }
 get() { local v; v=$(grep "^$1=" "$RES" | tail -1 | cut -d= -f2-); echo "${v:-}"; }
 num() { local v; v=$(get "$1"); [[ $v =~ ^-?[0-9.]+$ ]] && echo "$v" || echo ""; }

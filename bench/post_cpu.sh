@@ -97,7 +97,7 @@ if [ -z "${BENCH_TICKD:-}" ]; then
   results_put post <<EOF
 ## The single POST's CPU (bench/post_cpu.sh)
 
-Written by bench/post_cpu.sh ($(date -u +%Y-%m-%dT%H:%MZ), $("$TICKD" --version 2>/dev/null | head -1) $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')); see bench/README.md.
+Written by bench/post_cpu.sh ($(date -u +%Y-%m-%dT%H:%MZ), $("$TICKD" --version 2>/dev/null | head -1) $(tree_id)); see bench/README.md.
 
 $(cat "$OUTF")
 EOF

@@ -312,6 +312,9 @@ wl_burst() {
   paired_median burst_cpu_tickd_tickd wrk_cb_us pair_cpu
   paired_median burst_rate_tickd wrk_cb_rate pair_rate
   paired_median burst_rate_tickdfloor wrk_cb_rate pair_floor_rate
+  # flow control on against tickd's round just before it, as the CPU against
+  # its wrk run: rounds minutes apart differ by the machine's drift alone
+  paired_median burst_rate_tickdflow burst_rate_tickd pair_flow
   burst_median tickd
   burst_median tickdflow
   burst_median tickdfloor
@@ -526,7 +529,8 @@ log "workloads done in $(($(date +%s) - started)) s"
 
 ist=$(num ingest_single_tickd); isb=$(num ingest_single_bullmq); ihc=$(num ingest_http_ceiling)
 ibt=$(num ingest_batch_tickd); ibr=$(num ingest_redis_evalsha); ibb=$(num ingest_batch_bullmq)
-brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq); brf=$(num burst_rate_tickdflow)
+brt=$(num burst_rate_tickd); brb=$(num burst_rate_bullmq)
+brf=$(num pair_flow_a); brft=$(num pair_flow_b) # flow on, and tickd's round before it
 bpt=$(num burst_p99_tickd); bpb=$(num burst_p99_bullmq)
 b5t=$(num burst_p50_tickd); b5b=$(num burst_p50_bullmq)
 spt=$(num steady_p99_tickd); spb=$(num steady_p99_bullmq)
@@ -560,7 +564,7 @@ table=$(
   echo "| ingest, batch of 1000 vs redis-benchmark EVALSHA add.lua -P 64 (tasks/s) | $(fmt "$ibt") | $(fmt "$ibr") (Redis) | $(ratio "$ibt" "$ibr") | ≥ 60 % of Redis | $(judge 'a >= 0.6 * b' "$ibt" "$ibr") |"
   echo "| ingest, batch of 1000 vs Queue.addBulk of 1000 (tasks/s) | $(fmt "$ibt") | $(fmt "$ibb") (BullMQ) | $(ratio "$ibt" "$ibb") | — | info |"
   echo "| burst, $(fmt $BURST_N) due at one instant (tasks/s) | $(fmt "$brt") | $(fmt "$brb") | $(ratio "$brt" "$brb") | ≥ 3× BullMQ | $(judge 'a >= 3 * b && a > 0' "$brt" "$brb") |"
-  echo "| burst with flow control on (another queue limited; the burst's queue unlimited) vs without (tasks/s) | $(fmt "$brf") | $(fmt "$brt") (tickd) | $(ratio "$brf" "$brt") | ≥ 90 % of tickd without | $(judge 'a >= 0.9 * b && a > 0' "$brf" "$brt") |"
+  echo "| burst with flow control on (another queue limited; the burst's queue unlimited) vs without (tasks/s) | $(fmt "$brf") | $(fmt "$brft") (tickd) | $(ratio "$brf" "$brft") | ≥ 90 % of tickd without | $(judge 'a >= 0.9 * b && a > 0' "$brf" "$brft") |"
   echo "| burst: tickd's CPU a callback vs wrk's a callback-shaped request to the same receiver (us) | $(fmt "$pct" 1) | $(fmt "$wcu" 1) (wrk) | $(ratio "$pct" "$wcu") | ≤ 1.3× wrk | $(judge 'a <= 1.3 * b' "$pct" "$wcu") |"
   echo "| burst: Redis's CPU a callback (claim and settle; us) | $(fmt "$bcr" 1) | — | — | ≤ 8 us | $(judge_floor 'a <= 8' "$bcr" "$bfr") |"
   echo "| burst: the receiver's CPU a callback (us) | $(fmt "$bcv" 1) | — | — | — | info |"
@@ -585,6 +589,7 @@ table=$(
   echo "| process RSS, $(fmt $INFLIGHT_N) callbacks in flight (MiB; tickd vs BullMQ worker) | $(fmt "$(mib "$rt")" 1) | $(fmt "$(mib "$rb")" 1) | $(ratio "$rt" "$rb") | — | info |"
 )
 notes=$(
+  echo "- burst with flow control on, each round against tickd's round just before it (the row of flow control shows the pair whose ratio is the median): $(for r in $(seq "$BURST_ROUNDS"); do printf '%s/s against %s/s; ' "$(get "burst_rate_tickdflow_$r")" "$(get "burst_rate_tickd_$r")"; done)"
   echo "- burst tickd, each round and the wrk run right after it (the rows of the CPU a callback and of the receiver's limit show the round whose ratio is the median): $(for r in $(seq "$BURST_ROUNDS"); do printf '%s/s and %s us against %s/s and %s us; ' "$(get "burst_rate_tickd_$r")" "$(get "burst_cpu_tickd_tickd_$r")" "$(get "wrk_cb_rate_$r")" "$(get "wrk_cb_us_$r")"; done)"
   for s in tickd tickdflow tickdfloor bullmq; do
     c=$(num "burst_count_$s"); d=$(num "burst_dups_$s")
@@ -619,7 +624,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "- CPUs: $(nproc) × ${cpu:-unknown}"
   echo "- kernel: $(uname -sr); CPUs busy before the run (other processes) ${BUSY0} %"
-  echo "- tickd: $("$TICKD" --version 2>/dev/null) ($(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')), default config$(env | grep -q '^TICKD_' && echo " with $(env | grep '^TICKD_' | sort | tr '\n' ' ')") (workers = nproc) except the RSS run (max_inflight $((INFLIGHT_N + 2000)), no connection cap per host)"
+  echo "- tickd: $("$TICKD" --version 2>/dev/null) ($(tree_id)), default config$(env | grep -q '^TICKD_' && echo " with $(env | grep '^TICKD_' | sort | tr '\n' ' ')") (workers = nproc) except the RSS run (max_inflight $((INFLIGHT_N + 2000)), no connection cap per host)"
   echo "- redis-server: $(redis-server --version | awk '{print $3}' | sed 's/v=//'), no persistence, on the same machine"
   echo "- node: $(node --version), bullmq $(jq -r .version "$BENCH/node_modules/bullmq/package.json"), ioredis $(jq -r .version "$BENCH/node_modules/ioredis/package.json")"
   echo "- wrk: $(wrk -v 2>&1 | head -1 | awk '{print $2}')"

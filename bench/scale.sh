@@ -220,7 +220,7 @@ echo "$notes"
 {
   echo "## Scale (make bench-scale)"
   echo
-  echo "Written by bench/scale.sh ($(date -u +%Y-%m-%dT%H:%MZ), tickd $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) CPUs); see bench/README.md."
+  echo "Written by bench/scale.sh ($(date -u +%Y-%m-%dT%H:%MZ), tickd $(tree_id), $(nproc) CPUs); see bench/README.md."
   echo
   echo "$table"
   echo
