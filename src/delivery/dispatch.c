@@ -946,8 +946,9 @@ static int xfer_build(xfer *x)
     xfer_header(x, "tickd-task-id", j->id);
     xfer_header_int(x, "tickd-attempt", j->attempt);
     xfer_header_int(x, "tickd-scheduled-at", j->due_ms);
-    char *tp = task_span_string(spec->traceparent);
-    if (tp && strlen(tp) == TRACE_PARENT_LEN) {
+    char tp[TRACE_PARENT_LEN + 2]; /* one more: a longer one is none */
+    task_span_word(spec->traceparent, tp, sizeof(tp));
+    if (strlen(tp) == TRACE_PARENT_LEN) {
         /* the producer's trace, a span of this attempt's own (trace.h) */
         char out[TRACE_PARENT_LEN + 1];
         char *ts = task_span_string(spec->tracestate);
@@ -956,7 +957,6 @@ static int xfer_build(xfer *x)
         if (ts) xfer_header(x, "tracestate", ts);
         free(ts);
     }
-    free(tp);
     if (j->event[0]) xfer_header(x, "tickd-event", j->event);
     int get = strcmp(m, "GET") == 0, json = 0;
     size_t body_len = 0;

@@ -146,8 +146,7 @@ static char *spec_url_room(task_spec *s)
     return (char *)(s + 1) + s->len + 1;
 }
 
-/* A short string span into out (outlen), "" when it is none or too long. */
-static void spec_word(task_span v, char *out, size_t outlen)
+void task_span_word(task_span v, char *out, size_t outlen)
 {
     out[0] = '\0';
     if (v.n >= 2 && v.n - 2 < outlen && v.p[0] == '"' && !memchr(v.p, '\\', v.n)) {
@@ -191,8 +190,8 @@ static void spec_member(task_spec *s, const char *name, size_t nlen, task_span v
 static void spec_fixed(task_spec *s)
 {
     if (span_unescape(s->callback_url, spec_url_room(s)) >= 0) s->url = spec_url_room(s);
-    spec_word(s->method_v, s->method, sizeof(s->method));
-    spec_word(s->queue_v, s->queue, sizeof(s->queue));
+    task_span_word(s->method_v, s->method, sizeof(s->method));
+    task_span_word(s->queue_v, s->queue, sizeof(s->queue));
     if (s->timeout_v.n) s->timeout_ms = spec_int(s->timeout_v);
     if (s->retry.n) spec_members(s, s->retry.p, s->retry.n, spec_retry_member);
 }

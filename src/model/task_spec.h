@@ -63,6 +63,11 @@ char *task_spec_json(const task_spec *s, const char *id);
  * string. */
 char *task_span_string(task_span v);
 
+/* A short string with no escape in it, copied into out (outlen): "" when
+ * the span holds none, an escape, or more than fits. No allocation: for
+ * what the spec keeps plain (the method, the queue, a traceparent). */
+void task_span_word(task_span v, char *out, size_t outlen);
+
 /* The body to send and its length (not NUL-terminated: in the spec's text,
  * or in *buf, malloc'd, when req was a string that had to be unescaped;
  * "" when the task has none); *json set when req was JSON other than a

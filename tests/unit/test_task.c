@@ -1924,6 +1924,22 @@ static void test_spec_read(void **state)
     assert_int_equal(d->req.n, 1);
     assert_int_equal(d->req.p[0], '1');
     free(tp);
+    /* a word copied in place: whole when it fits and holds no escape */
+    char w[4];
+    task_span_word(d->traceparent, w, sizeof(w));
+    assert_string_equal(w, "a");
+    task_span w3 = {"\"abc\"", 5}, w4 = {"\"abcd\"", 6}, esc = {"\"a\\\"\"", 5};
+    task_span num = {"12", 2}, none = {NULL, 0};
+    task_span_word(w3, w, sizeof(w));
+    assert_string_equal(w, "abc");
+    task_span_word(w4, w, sizeof(w)); /* no room for its NUL */
+    assert_string_equal(w, "");
+    task_span_word(esc, w, sizeof(w));
+    assert_string_equal(w, "");
+    task_span_word(num, w, sizeof(w)); /* not a string */
+    assert_string_equal(w, "");
+    task_span_word(none, w, sizeof(w));
+    assert_string_equal(w, "");
     task_spec_free(d);
     /* what cannot be read is said, not guessed at; never read past its end */
     static const char *bad[] = {
