@@ -114,6 +114,19 @@ void util_buf_int(util_buf *b, long long v)
     util_buf_add(b, num, (size_t)util_fmt_int(num, v));
 }
 
+void util_zero_but(void *p, size_t size, const util_span *keep, size_t n)
+{
+    char *b = p;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i].off < at || keep[i].len == 0 || keep[i].off + keep[i].len > size) abort();
+        memset(b + at, 0, keep[i].off - at);
+        b[keep[i].off] = '\0';
+        at = keep[i].off + keep[i].len;
+    }
+    memset(b + at, 0, size - at);
+}
+
 static int64_t util_clock_us(clockid_t id)
 {
     struct timespec ts;

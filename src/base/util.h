@@ -57,6 +57,18 @@ void util_pool_drain(util_pool *p);
  * times per callback). */
 size_t util_copy(char *dst, size_t cap, const char *src);
 
+/* Bytes of a struct: a member's offsetof and sizeof (UTIL_SPAN). */
+typedef struct util_span {
+    size_t off, len;
+} util_span;
+#define UTIL_SPAN(type, member) {offsetof(type, member), sizeof(((type *)0)->member)}
+
+/* p's size bytes zeroed but for the text buffers keep[0..n) (in the order
+ * they lie, apart), of which only the first byte is: a struct made empty
+ * for reuse without writing buffers that are written whole (terminated)
+ * before they are read. */
+void util_zero_but(void *p, size_t size, const util_span *keep, size_t n);
+
 /* Text built into a fixed buffer, piece by piece, cut to fit and always
  * NUL-terminated: for the texts made per request or per task (an answer's
  * head, an id, a stored record), where snprintf's format parsing is most of

@@ -6,6 +6,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +363,15 @@ static int dispatch_errno_local(int e)
     return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EADDRNOTAVAIL;
 }
 
+/* A kept transfer's text buffers, in the order they lie (each written
+ * whole before it is read): a burst queues thousands of transfers, and
+ * most never write an error. */
+static const util_span xfer_text[] = {UTIL_SPAN(xfer, errbuf), UTIL_SPAN(xfer, head.err),
+                                      UTIL_SPAN(xfer, denied)};
+_Static_assert(offsetof(xfer, errbuf) < offsetof(xfer, head.err) &&
+                   offsetof(xfer, head.err) < offsetof(xfer, denied),
+               "xfer_text: in the order of xfer's members");
+
 /* A zeroed transfer of w's: a kept one (its header buffer kept) or a new one. */
 static xfer *xfer_new(worker *w)
 {
@@ -373,7 +383,7 @@ static xfer *xfer_new(worker *w)
         size_t hcap = x->hcap;
         w->xspare = x->next;
         if (--w->nxspare < w->xspare_low) w->xspare_low = w->nxspare;
-        memset(x, 0, sizeof(*x));
+        util_zero_but(x, sizeof(*x), xfer_text, sizeof(xfer_text) / sizeof(xfer_text[0]));
         x->hblk = hblk;
         x->hcap = hcap;
     }

@@ -312,6 +312,14 @@ static void finish(fixture *x, int i, int ok)
     sched_on_done(x->sc, j);
 }
 
+/* Claim what is due now and fire it (to the fake pool). */
+static void claim_and_fire(fixture *x)
+{
+    sched_kick(x->sc, 0);
+    pump(x, 10);
+    sched_poll(x->sc);
+}
+
 /* ---- tests ------------------------------------------------------------- */
 
 /* After downtime: the scan starts at the watermark; overdue tasks of every
@@ -398,9 +406,7 @@ static void test_permanent_failure(void **state)
 {
     fixture *x = *state;
     lease(x, x->m, x->f.now, "p", 1);
-    sched_kick(x->sc, 0);
-    pump(x, 10);
-    sched_poll(x->sc);
+    claim_and_fire(x);
     assert_int_equal(x->f.nfired, 1);
     x->f.fired[0]->cb.permanent = 1;
     finish(x, 0, 0);
@@ -410,15 +416,70 @@ static void test_permanent_failure(void **state)
     assert_int_equal(x->f.settled[0].attempt, 1);
 }
 
+/* A job kept for the next claim comes back as a new one: what the pool and
+ * the failure wrote in it is gone, its text buffers read empty (only their
+ * first byte is cleared: the rest of each is not read). */
+static void test_kept_job_comes_clean(void **state)
+{
+    fixture *x = *state;
+    lease(x, x->m, x->f.now, "k1", 1);
+    claim_and_fire(x);
+    assert_int_equal(x->f.nfired, 1);
+    job *j = x->f.fired[0];
+#define FILL(buf, c) (memset((buf), (c), sizeof(buf) - 1), (buf)[sizeof(buf) - 1] = '\0')
+    FILL(j->cb.err, 'e');
+    FILL(j->flow_reason, 'r');
+    FILL(j->queue, 'q');
+    FILL(j->dest, 'd');
+    FILL(j->park_slice, 'p');
+#undef FILL
+    j->cb.permanent = j->cb.timed_out = 1;
+    j->cb.sent_at_ms = x->f.now;
+    j->cb.took_ms = 1234;
+    j->cb.retry_after_ms = 5000;
+    j->flow_at_ms = j->flow_from_ms = x->f.now;
+    j->retry_due_ms = x->f.now + 1000;
+    j->far = 1;
+    finish(x, 0, 0);
+    pump(x, SCHED_SETTLE_GATHER_MS + 20);
+    assert_int_equal(x->f.nsettled, 1);
+    assert_int_equal(x->f.settled[0].outcome, OUT_FAIL);
+    /* the next claim takes the kept job */
+    lease(x, x->m, x->f.now, "k2", 1);
+    claim_and_fire(x);
+    assert_int_equal(x->f.nfired, 2);
+    job *k = x->f.fired[1];
+    assert_ptr_equal(k, j);
+    assert_string_equal(k->cb.id, x->f.l[1].id);
+    assert_int_equal(k->cb.attempt, 1);
+    assert_string_equal(k->cb.err, "");
+    assert_string_equal(k->flow_reason, "");
+    assert_string_equal(k->queue, "");
+    assert_string_equal(k->dest, "");
+    assert_string_equal(k->park_slice, "");
+    assert_int_equal(k->cb.permanent, 0);
+    assert_int_equal(k->cb.timed_out, 0);
+    assert_int_equal(k->cb.ok, 0);
+    assert_int_equal(k->cb.status_code, 0);
+    assert_int_equal(k->cb.sent_at_ms, 0);
+    assert_int_equal(k->cb.took_ms, 0);
+    assert_int_equal(k->cb.retry_after_ms, 0);
+    assert_null(k->cb.answer);
+    assert_int_equal(k->flow_at_ms, 0);
+    assert_int_equal(k->flow_from_ms, 0);
+    assert_int_equal(k->ended_failed, 0);
+    assert_int_equal(k->retry_due_ms, 0);
+    assert_int_equal(k->far, 0);
+    finish(x, 1, 1);
+}
+
 /* A callback not made for tickd's own reason (out of descriptors) is no
  * attempt: recorded as a retry in a second or two, the count unchanged. */
 static void test_uncounted_failure(void **state)
 {
     fixture *x = *state;
     lease(x, x->m, x->f.now, "u", 2);
-    sched_kick(x->sc, 0);
-    pump(x, 10);
-    sched_poll(x->sc);
+    claim_and_fire(x);
     assert_int_equal(x->f.nfired, 1);
     x->f.fired[0]->cb.uncounted = 1;
     int64_t t = x->f.now;
@@ -460,9 +521,7 @@ static void test_hand_back_on_stop(void **state)
     fixture *x = *state;
     lease(x, x->m, x->f.now + 1000, "h1", 1);
     lease(x, x->m, x->f.now + 1200, "h2", 2);
-    sched_kick(x->sc, 0);
-    pump(x, 10);
-    sched_poll(x->sc);
+    claim_and_fire(x);
     assert_int_equal(x->f.nfired, 0);
     assert_false(sched_idle(x->sc));
     sched_stop(x->sc);
@@ -488,9 +547,7 @@ static void test_lease_left_to_expire(void **state)
 {
     fixture *x = *state;
     lease(x, x->m, x->f.now, "x", 1);
-    sched_kick(x->sc, 0);
-    pump(x, 10);
-    sched_poll(x->sc);
+    claim_and_fire(x);
     assert_int_equal(x->f.nfired, 1);
     job *j = x->f.fired[0];
     x->f.fired[0] = NULL;
@@ -502,9 +559,7 @@ static void test_lease_left_to_expire(void **state)
     /* the lease ran out: the store has it due again, same attempt */
     x->f.l[0].taken = 0;
     x->f.now += 1000;
-    sched_kick(x->sc, 0);
-    pump(x, 10);
-    sched_poll(x->sc);
+    claim_and_fire(x);
     assert_int_equal(x->f.nfired, 2);
     assert_int_equal(x->f.fired[1]->cb.attempt, 1);
 }
@@ -549,9 +604,7 @@ static void test_room_frees_when_callbacks_end(void **state)
     fixture *x = *state;
     leases_due_now(x, 30, "r");
     x->f.hold_settles = 1;
-    sched_kick(x->sc, 0);
-    pump(x, 10);
-    sched_poll(x->sc);
+    claim_and_fire(x);
     assert_int_equal(sched_held(x->sc), 8);
     assert_int_equal(x->f.nfired, 8);
     /* 4 callbacks end; their outcomes are not recorded yet, and claiming
@@ -786,6 +839,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry_timing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settles_batched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_job_comes_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(test_uncounted_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_back_on_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_left_to_expire, setup, teardown),

@@ -42,6 +42,45 @@ static void test_copy(void **state)
     assert_int_equal(b[0], 'x');
 }
 
+/* Every byte zero but each kept buffer's, whose first byte only is; the
+ * buffers at the start, the end and side by side. */
+typedef struct zb {
+    char a[5];
+    long n;
+    int k;
+    char b[7];
+    char c[3];
+    short m;
+    char d[9];
+} zb;
+
+static void test_zero_but(void **state)
+{
+    (void)state;
+    static const util_span keep[] = {UTIL_SPAN(zb, a), UTIL_SPAN(zb, b), UTIL_SPAN(zb, c),
+                                     UTIL_SPAN(zb, d)};
+    size_t nk = sizeof(keep) / sizeof(keep[0]);
+    zb z;
+    memset(&z, 0xA5, sizeof(z));
+    util_zero_but(&z, sizeof(z), keep, nk);
+    const unsigned char *p = (const unsigned char *)&z;
+    for (size_t i = 0; i < sizeof(z); i++) {
+        int in = -1;
+        for (size_t k = 0; k < nk; k++)
+            if (i >= keep[k].off && i < keep[k].off + keep[k].len) in = (int)k;
+        if (in < 0 || i == keep[in].off) assert_int_equal(p[i], 0);
+        else assert_int_equal(p[i], 0xA5);   /* left as it was */
+    }
+    assert_int_equal(z.n, 0);
+    assert_int_equal(z.k, 0);
+    assert_int_equal(z.m, 0);
+    assert_string_equal(z.d, "");
+    /* none kept: all of it zero */
+    memset(&z, 0xA5, sizeof(z));
+    util_zero_but(&z, sizeof(z), keep, 0);
+    for (size_t i = 0; i < sizeof(z); i++) assert_int_equal(p[i], 0);
+}
+
 static void test_valid_text(void **state)
 {
     (void)state;
@@ -289,6 +328,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_zero_but),
         cmocka_unit_test(test_valid_text),
         cmocka_unit_test(test_beyond_unicode_and_five_six_bytes),
         cmocka_unit_test(test_overlongs_and_surrogates),
