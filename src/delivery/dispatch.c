@@ -435,10 +435,6 @@ static void worker_h1_done(void *priv, long status, const char *err, int flags, 
                            size_t body_len, int64_t retry_after_ms);
 
 
-/* Start x (in curl or the built-in client), or queue it behind its host's
- * busy connections. The task's timeout_ms covers the whole attempt, the wait
- * for a connection included, so an attempt always ends (and is recorded)
- * within its lease. */
 int callback_expire(callback *j, int64_t now_ms)
 {
     int64_t expires_ms = j->spec->expires_ms;
@@ -451,6 +447,16 @@ int callback_expire(callback *j, int64_t now_ms)
     return 1;
 }
 
+static void xfer_build(xfer *x);
+
+/* Start x (in curl or the built-in client), or queue it behind its host's
+ * busy connections. The task's timeout_ms covers the whole attempt, the wait
+ * for a connection included, so an attempt always ends (and is recorded)
+ * within its lease. The request is built here, when a connection takes it,
+ * not when it queues: a burst's thousands of callbacks queued behind a
+ * host's connections would otherwise be built all at once, before the first
+ * goes out, and each be sent long after, out of the cache (and signed with
+ * the time it queued, not the time it was sent). */
 static void worker_start(worker *w, xfer *x)
 {
     if (x->hq->active >= w->host_connections) {
@@ -477,6 +483,7 @@ static void worker_start(worker *w, xfer *x)
         dispatch_finish(w, j);
         return;
     }
+    xfer_build(x);
     x->hq->active++;
     x->started_ms = now;
     x->j->sent_at_ms = util_realtime_ms();
@@ -932,20 +939,15 @@ static CURL *xfer_easy(const worker *w)
 }
 
 /* Build the request of a callback from its spec (read once by its owner:
- * task_spec.h); -1 + j->err when the spec cannot be used. */
-static int xfer_build(xfer *x)
+ * task_spec.h; one that cannot be used never gets here: worker_wake_cb). */
+static void xfer_build(xfer *x)
 {
     callback *j = x->j;
     const task_spec *spec = j->spec;
     int has_ctype = 0;
     cJSON *hdr = NULL;
 
-    if (spec->bad) {
-        util_copy(j->err, sizeof(j->err), spec->bad);
-        return -1;
-    }
     const char *url = spec->url, *m = spec->method;
-    x->hq = worker_hostq(x->w, url);
     if (spec->header.n) hdr = cJSON_ParseWithLength(spec->header.p, spec->header.n);
     for (const cJSON *h = hdr ? hdr->child : NULL; h; h = h->next) {
         if (!cJSON_IsString(h)) continue;
@@ -994,7 +996,7 @@ static int xfer_build(xfer *x)
         /* the built-in client: worker_start makes the request */
         x->url = url;
         util_copy(x->method, sizeof(x->method), m);
-        return 0;
+        return;
     }
 
     x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w);
@@ -1025,7 +1027,6 @@ static int xfer_build(xfer *x)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, strcmp(m, "POST") != 0 ? m : NULL);
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
-    return 0;
 }
 
 static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -1057,11 +1058,13 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
             dispatch_finish(w, j);
             continue;
         }
-        if (xfer_build(x) != 0) {
+        if (j->spec->bad) {
+            util_copy(j->err, sizeof(j->err), j->spec->bad);
             xfer_free(x);
             dispatch_finish(w, j);
             continue;
         }
+        x->hq = worker_hostq(w, j->spec->url);
         x->queued_ms = util_mono_ms();
         worker_start(w, x);
     }

@@ -124,6 +124,27 @@ def test_a_retried_attempt_keeps_its_id_with_a_new_timestamp(tickd_factory, redi
     all_ok([secret], [c1, c2])
 
 
+def test_an_attempt_waiting_for_a_connection_is_signed_when_sent(tickd_factory, redis, receiver,
+                                                                  path, secret):
+    """One connection to the host (one worker) and two tasks due at one instant on a
+    receiver that answers after 2.5 s: the second waits for the first's
+    answer, and its timestamp is the time it was sent, not the time it
+    began to wait (the request is built when a connection takes it)."""
+    env, url = path
+    env = dict(env, TICKD_SERVER_WORKERS="1", TICKD_SERVER_HOST_CONNECTIONS="1")
+    t = start(tickd_factory, redis, [secret], env)
+    due = int(time.time() * 1000) + 1500
+    ids = [t.post({"callback_url": url("/slow/2500"), "req": {"n": i}, "execute_at": due})["id"]
+           for i in range(2)]
+    first, second = sorted((calls_of(receiver, i, 1, timeout=20)[0] for i in ids),
+                           key=lambda c: c["t"])
+    assert second["t"] - first["t"] >= 2400, "the second did not wait for the connection"
+    ts1, ts2 = (int(c["headers"]["webhook-timestamp"]) for c in (first, second))
+    assert ts2 - ts1 >= 2, (ts1, ts2)
+    assert abs(ts2 - second["t"] / 1000) <= 1, (ts2, second["t"])
+    all_ok([secret], [first, second])
+
+
 def test_rotation(tickd_factory, redis, receiver):
     old, new = gen_secret(), gen_secret()
     stages = [[old], [old, new], [new]]
