@@ -237,7 +237,7 @@ _Static_assert(offsetof(job, cb.id) < offsetof(job, cb.err) &&
                    offsetof(job, dest) < offsetof(job, park_slice),
                "job_text: in the order of job's members");
 
-/* A zeroed job: a kept one, or a new one. */
+/* A job made new (job_text): a kept one, or a new one. */
 static job *sched_job_new(sched *sc)
 {
     job *j = sc->spare;

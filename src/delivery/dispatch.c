@@ -372,7 +372,8 @@ _Static_assert(offsetof(xfer, errbuf) < offsetof(xfer, head.err) &&
                    offsetof(xfer, head.err) < offsetof(xfer, denied),
                "xfer_text: in the order of xfer's members");
 
-/* A zeroed transfer of w's: a kept one (its header buffer kept) or a new one. */
+/* A transfer of w's made new (xfer_text): a kept one (its header buffer kept)
+ * or a new one. */
 static xfer *xfer_new(worker *w)
 {
     xfer *x = w->xspare;
@@ -483,7 +484,12 @@ static void worker_start(worker *w, xfer *x)
         dispatch_finish(w, j);
         return;
     }
+    /* the attempt (its time, its share of timeout_ms) begins once its
+     * request is built */
     xfer_build(x);
+    now = util_mono_ms();
+    left = x->j->spec->timeout_ms - (now - x->queued_ms);
+    if (left <= 0) left = 1;
     x->hq->active++;
     x->started_ms = now;
     x->j->sent_at_ms = util_realtime_ms();
@@ -1001,10 +1007,11 @@ static void xfer_build(xfer *x)
 
     x->easy = x->w->nspare ? x->w->spare[--x->w->nspare] : xfer_easy(x->w);
     CURL *e = x->easy;
+    /* first: a kept handle's buffer was its last transfer's */
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_URL, url);
     cbtls_host(x->w->d->tls, e, url);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L); /* both lowered by worker_start */
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
