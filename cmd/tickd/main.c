@@ -161,6 +161,7 @@ static void tickd_stats(void *priv, cJSON *obj)
     if (t->d) {
         cJSON_AddNumberToObject(obj, "hosts", (double)dispatch_hosts(t->d));
         cJSON_AddNumberToObject(obj, "transfers_kept", (double)dispatch_kept(t->d));
+        cJSON_AddNumberToObject(obj, "callback_naps", (double)dispatch_naps(t->d));
     }
     history_stats(t->hist, obj);
     cJSON_AddNumberToObject(obj, "retention_ms", (double)t->cfg.retention_ms);
@@ -615,10 +616,12 @@ int main(int argc, char **argv)
     /* until the loop handles them (below): not fatal while starting */
     signal(SIGHUP, SIG_IGN), signal(SIGUSR1, SIG_IGN), signal(SIGUSR2, SIG_IGN);
     int api_conns = tickd_api_connections(&t.cfg);
-    /* two priorities: the fire wheel's timer (0) runs before API requests,
-     * claims and completions (1) that are ready at the same time */
+    /* three priorities: the fire wheel's timer (0) runs before API
+     * requests, claims and completions (1, every other event's) that are
+     * ready at the same time; the callback client's nap (2) only in a turn
+     * that has nothing else to run (h1.c) */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || evthread_use_pthreads() != 0 ||
-        !(t.base = tickd_base()) || event_base_priority_init(t.base, 2) != 0) {
+        !(t.base = tickd_base()) || event_base_priority_init(t.base, 3) != 0) {
         log_error("cannot initialise libcurl or libevent");
         return 1;
     }

@@ -1302,7 +1302,7 @@ sched *sched_create(struct event_base *base, store *s, const config *cfg, char *
     }
     sc->wheel_ev = event_new(base, sc->wheel_fd, EV_READ | EV_PERSIST, sched_wheel_cb, sc);
     /* a due task is never kept waiting by other ready work (main.c sets up
-     * two priorities; where the base has one, this fails harmlessly) */
+     * three priorities; where the base has one, this fails harmlessly) */
     if (sc->wheel_ev) event_priority_set(sc->wheel_ev, 0);
     if (sc->wheel_ev && event_add(sc->wheel_ev, NULL) != 0) {
         event_free(sc->wheel_ev);

@@ -651,6 +651,11 @@ long dispatch_kept(const dispatch *d)
     return d->mw ? d->mw->nxspare : 0;
 }
 
+uint64_t dispatch_naps(const dispatch *d)
+{
+    return d->mw ? h1_client_naps(d->mw->h1) : 0;
+}
+
 /* x's attempt ended: the answer's status (0: none), or err when it failed
  * (an answer may have begun: status then says which); flags: H1_LOCAL,
  * H1_TIMEOUT, for either client. */

@@ -103,6 +103,9 @@ long dispatch_hosts(const dispatch *d);
  * to a burst's worth; those no callback took between two sweeps of idle
  * hosts are let go, past 256). */
 long dispatch_kept(const dispatch *d);
+/* Naps the main loop took while its callbacks waited for answers (h1.c:
+ * h1_nap_cb). */
+uint64_t dispatch_naps(const dispatch *d);
 
 /* Hand a callback to the main loop's client, or to a thread (round robin).
  * Main thread only. */

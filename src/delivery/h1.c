@@ -29,6 +29,11 @@
  * buffer with them), and the largest request buffer kept */
 #define H1_CALL_SPARE 256
 #define H1_REQ_KEEP 16384
+/* Answers read together: while at least H1_NAP_AWAITING calls wait for
+ * their answers, a turn of the loop that finds nothing else to do sleeps
+ * H1_NAP_US once before the loop blocks (h1_nap_cb). */
+#define H1_NAP_AWAITING 8
+#define H1_NAP_US 100
 
 typedef struct h1_conn h1_conn;
 
@@ -45,6 +50,11 @@ struct h1_client {
     int shared;                 /* base is a loop that goes on after h1_client_free */
     h1_call *spare;             /* ended calls kept for reuse, linked by next */
     int nspare;
+    int awaiting;               /* calls whose request is sent and answer not read */
+    struct event *nap_ev;       /* h1_nap_cb, the loop's last priority (NULL: none) */
+    int nap_on;                 /* nap_ev is active */
+    int napped;                 /* no call's I/O since the last nap */
+    uint64_t naps;
     char rbuf[65536];           /* every read lands here; only a part line is kept */
 };
 
@@ -104,10 +114,63 @@ struct h1_call {
     int denied;                 /* addresses the guard refused */
     int flags;                  /* H1_LOCAL: failed for a reason of this process's */
     int cut;                    /* the answer's head came, its body not in time */
+    int awaiting;               /* counted in the client's awaiting */
     char err[240];
 };
 
 /* ---- client and hosts -------------------------------------------------- */
+
+/* A turn of the loop that ran nothing else (the nap has the loop's last
+ * priority: libevent runs it only in a turn where no event of a higher one
+ * was ready), while calls wait for their answers: sleep H1_NAP_US, once,
+ * and look again. A busy receiver answers a connection every few tens of
+ * microseconds; a loop that waited in epoll_wait for each answer would be
+ * woken for one or two at a time, each wake-up paid by the receiver's
+ * write (it wakes tickd) and by a switch on a core the receiver needs.
+ * Asleep in nanosleep, tickd is woken by its own timer and reads the
+ * answers that came meanwhile together. A nap that no call's I/O followed
+ * is not repeated: the next turn waits in epoll_wait as before, so that
+ * calls to a slow receiver cost no turns while they wait. */
+static void h1_nap_cb(evutil_socket_t fd, short what, void *arg)
+{
+    h1_client *c = arg;
+    (void)fd, (void)what;
+    c->nap_on = 0;
+    if (c->napped || c->awaiting < H1_NAP_AWAITING) {
+        c->napped = 0;
+        return;
+    }
+    struct timespec ts = {0, H1_NAP_US * 1000L};
+    nanosleep(&ts, NULL);
+    c->naps++;
+    c->napped = 1;
+    c->nap_on = 1;
+    event_active(c->nap_ev, EV_TIMEOUT, 0);
+}
+
+/* A call's I/O: the loop naps at its next turn with nothing else to do,
+ * while enough calls wait for answers. */
+static void h1_worked(h1_client *c)
+{
+    c->napped = 0;
+    if (!c->nap_on && c->nap_ev && c->awaiting >= H1_NAP_AWAITING) {
+        c->nap_on = 1;
+        event_active(c->nap_ev, EV_TIMEOUT, 0);
+    }
+}
+
+static void call_unawait(h1_call *k)
+{
+    if (k->awaiting) {
+        k->awaiting = 0;
+        k->h->c->awaiting--;
+    }
+}
+
+uint64_t h1_client_naps(const h1_client *c)
+{
+    return c ? c->naps : 0;
+}
 
 h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shared)
 {
@@ -118,10 +181,21 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shar
     struct timeval ka = {(time_t)(keepalive_ms / 1000), (suseconds_t)(keepalive_ms % 1000) * 1000};
     const struct timeval *common = event_base_init_common_timeout(base, &ka);
     c->ka_tv = common ? *common : ka;
+    /* the nap needs a priority below the one events get by default (the
+     * middle one: libevent's event_assign); a loop with fewer has none */
+    int npri = event_base_get_npriorities(base);
+    if (npri >= 3) {
+        c->nap_ev = event_new(base, -1, 0, h1_nap_cb, c);
+        if (c->nap_ev && event_priority_set(c->nap_ev, npri - 1) != 0) {
+            event_free(c->nap_ev);
+            c->nap_ev = NULL;
+        }
+    }
     c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (!c->dns) c->dns = evdns_base_new(base, 0); /* no resolv.conf: the hosts file only */
     if (!c->dns) {
+        if (c->nap_ev) event_free(c->nap_ev);
         free(c);
         return NULL;
     }
@@ -157,6 +231,7 @@ void h1_client_free(h1_client *c)
         c->spare = k->next;
         call_release(k);
     }
+    if (c->nap_ev) event_free(c->nap_ev);
     free(c);
 }
 
@@ -348,6 +423,7 @@ static void call_release(h1_call *k)
 static void call_free(h1_call *k)
 {
     h1_client *c = k->h->c;
+    call_unawait(k);
     free(k->a.keep);
     k->a.keep = NULL;
     if (c->nspare >= H1_CALL_SPARE || !k->tev) {
@@ -443,6 +519,7 @@ static int call_cut(h1_call *k)
 static int call_retry(h1_call *k)
 {
     if (!k->conn || !k->conn->reused || k->got || k->retried) return 0;
+    call_unawait(k);
     conn_close(k->conn);
     k->conn = NULL;
     k->retried = 1;
@@ -474,6 +551,7 @@ static void call_recv(h1_call *k)
             return;
         }
         k->got += (size_t)n;
+        h1_worked(k->h->c);
         /* parsed where it landed; only a part head or line waits in c->buf */
         const char *data = rbuf;
         size_t len = (size_t)n, used;
@@ -531,6 +609,11 @@ static void call_send(h1_call *k)
         }
         k->off += (size_t)n;
     }
+    if (!k->awaiting) {
+        k->awaiting = 1;
+        k->h->c->awaiting++;
+    }
+    h1_worked(k->h->c);
     conn_want(c, EV_READ, NULL);
 }
 

@@ -51,6 +51,9 @@ typedef void h1_done_fn(void *priv, long status, const char *err, int flags, cha
 h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shared);
 /* Every call must have ended or been aborted, every host freed. */
 void h1_client_free(h1_client *c);
+/* Naps its loop took so far while calls waited for their answers (the
+ * loop needs at least three priorities: h1.c, h1_nap_cb). */
+uint64_t h1_client_naps(const h1_client *c);
 
 /* Asked before each connect, with the client's priv and the priv of the
  * call that needs the connection (NULL: a connection opened ahead,

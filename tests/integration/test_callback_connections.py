@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import settings_in_force, wait_for
+from harness import now_ms, settings_in_force, wait_for
 from receivers import PATHS, Raw, Scripted, ok_answer, url_for
 
 
@@ -24,6 +24,41 @@ def test_kept_connections_are_reused(tickd, scripted):
         tid = tickd.post({"callback_url": scripted.url("/ok")})["id"]
         assert tickd.final(tid)["status"] == "succeeded"
     assert scripted.conns == 1, scripted.conns
+
+
+def _naps(t):
+    return t.request("GET", "/v1/stats")[1]["callback_naps"]
+
+
+def test_answers_are_read_together_and_waiting_costs_no_naps(tickd, receiver):
+    """While 8 or more callbacks wait for their answers, a turn of the main
+    loop with nothing else to do naps once before it blocks, so that the
+    answers arriving meanwhile are read together (h1.c, h1_nap_cb); a nap
+    that no callback's I/O followed is not repeated. A burst of 300: naps
+    taken, every callback made once. Then 16 callbacks a receiver holds for
+    3 s: no nap while they wait (a loop that napped on would take one every
+    100 us, tens of thousands)."""
+    at = now_ms() + 1500
+    burst = tickd.batch([{"callback_url": receiver.url("/ok"), "key": f"b{i}",
+                          "execute_at": at} for i in range(300)])
+    wait_for(lambda: receiver.count() >= 300, 20, what="300 callbacks")
+    tickd.settled()
+    calls = receiver.by_task()
+    assert set(calls) == {r["id"] for r in burst}
+    assert all(len(c) == 1 for c in calls.values()), "a task fired twice"
+    assert _naps(tickd) > 0
+
+    at = now_ms() + 1000
+    tickd.batch([{"callback_url": receiver.url("/slow/3000"), "key": f"s{i}", "execute_at": at}
+                 for i in range(16)])
+    wait_for(lambda: receiver.count() >= 316, 10, what="16 slow callbacks sent")
+    time.sleep(0.3)   # the nap after the last send, and the one that ends them
+    before = _naps(tickd)
+    time.sleep(2)
+    assert receiver.count() == 316 and receiver.inflight == 16, "the slow answers came early"
+    assert _naps(tickd) - before == 0
+    wait_for(lambda: tickd.request("GET", "/v1/stats")[1]["calling"] == 0, 10,
+             what="the slow callbacks answered")
 
 
 def test_connection_closed_while_idle_is_replaced(tickd_factory, redis):
