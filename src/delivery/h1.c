@@ -30,8 +30,9 @@
 #define H1_CALL_SPARE 256
 #define H1_REQ_KEEP 16384
 /* Answers read together: while at least H1_NAP_AWAITING calls wait for
- * their answers, a turn of the loop that finds nothing else to do sleeps
- * H1_NAP_US once before the loop blocks (h1_nap_cb). */
+ * their answers, the first turn of the loop after a call's read or write
+ * that finds nothing else to do sleeps H1_NAP_US before the loop waits in
+ * epoll_wait (h1_nap_cb). */
 #define H1_NAP_AWAITING 8
 #define H1_NAP_US 100
 
@@ -53,7 +54,6 @@ struct h1_client {
     int awaiting;               /* calls whose request is sent and answer not read */
     struct event *nap_ev;       /* h1_nap_cb, the loop's last priority (NULL: none) */
     int nap_on;                 /* nap_ev is active */
-    int napped;                 /* no call's I/O since the last nap */
     uint64_t naps;
     char rbuf[65536];           /* every read lands here; only a part line is kept */
 };
@@ -122,37 +122,31 @@ struct h1_call {
 
 /* A turn of the loop that ran nothing else (the nap has the loop's last
  * priority: libevent runs it only in a turn where no event of a higher one
- * was ready), while calls wait for their answers: sleep H1_NAP_US, once,
- * and look again. A busy receiver answers a connection every few tens of
- * microseconds; a loop that waited in epoll_wait for each answer would be
- * woken for one or two at a time, each wake-up paid by the receiver's
- * write (it wakes tickd) and by a switch on a core the receiver needs.
- * Asleep in nanosleep, tickd is woken by its own timer and reads the
- * answers that came meanwhile together. A nap that no call's I/O followed
- * is not repeated: the next turn waits in epoll_wait as before, so that
- * calls to a slow receiver cost no turns while they wait. */
+ * was ready) after a call's read or write, while calls wait for their
+ * answers: sleep H1_NAP_US. A busy receiver answers a connection every few
+ * tens of microseconds; a loop that waited in epoll_wait for each answer
+ * would be woken for one or two at a time, each wake-up paid by the
+ * receiver's write (it wakes tickd) and by a switch on a core the receiver
+ * needs. Asleep in nanosleep, tickd is on no socket's wait queue; the loop
+ * then waits in epoll_wait as before, which returns at once with the
+ * answers that came meanwhile, read together. Only a call's I/O makes the
+ * nap active again (h1_worked): calls held by a slow receiver take none
+ * while nothing comes. */
 static void h1_nap_cb(evutil_socket_t fd, short what, void *arg)
 {
     h1_client *c = arg;
     (void)fd, (void)what;
     c->nap_on = 0;
-    if (c->napped || c->awaiting < H1_NAP_AWAITING) {
-        c->napped = 0;
-        return;
-    }
+    if (c->awaiting < H1_NAP_AWAITING) return;
     struct timespec ts = {0, H1_NAP_US * 1000L};
     nanosleep(&ts, NULL);
     c->naps++;
-    c->napped = 1;
-    c->nap_on = 1;
-    event_active(c->nap_ev, EV_TIMEOUT, 0);
 }
 
-/* A call's I/O: the loop naps at its next turn with nothing else to do,
- * while enough calls wait for answers. */
+/* A call's read or write: the loop naps at its next turn with nothing else
+ * to do, while enough calls wait for answers. */
 static void h1_worked(h1_client *c)
 {
-    c->napped = 0;
     if (!c->nap_on && c->nap_ev && c->awaiting >= H1_NAP_AWAITING) {
         c->nap_on = 1;
         event_active(c->nap_ev, EV_TIMEOUT, 0);
