@@ -2,7 +2,6 @@
 #include "core/scheduler.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,19 +222,14 @@ static void sched_room_freed(sched *sc)
 }
 
 /* A kept job's text buffers, in the order they lie in it (each is written
- * whole before it is read). Of a job's 1,472 bytes a success writes some
+ * whole before it is read; util_zero_but aborts on any other order, at the
+ * first job reused). Of a job's 1,472 bytes a success writes some
  * 400, and a burst holds up to twice max_inflight jobs: zeroed whole, each
  * would bring its error text and host buffers into the cache at its claim
  * for nothing. */
 static const util_span job_text[] = {UTIL_SPAN(job, cb.id), UTIL_SPAN(job, cb.err),
                                      UTIL_SPAN(job, flow_reason), UTIL_SPAN(job, queue),
                                      UTIL_SPAN(job, dest), UTIL_SPAN(job, park_slice)};
-_Static_assert(offsetof(job, cb.id) < offsetof(job, cb.err) &&
-                   offsetof(job, cb.err) < offsetof(job, flow_reason) &&
-                   offsetof(job, flow_reason) < offsetof(job, queue) &&
-                   offsetof(job, queue) < offsetof(job, dest) &&
-                   offsetof(job, dest) < offsetof(job, park_slice),
-               "job_text: in the order of job's members");
 
 /* A job made new (job_text): a kept one, or a new one. */
 static job *sched_job_new(sched *sc)

@@ -6,7 +6,6 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,13 +363,10 @@ static int dispatch_errno_local(int e)
 }
 
 /* A kept transfer's text buffers, in the order they lie (each written
- * whole before it is read): a burst queues thousands of transfers, and
+ * whole before it is read; util_zero_but aborts on any other order): a burst queues thousands of transfers, and
  * most never write an error. */
 static const util_span xfer_text[] = {UTIL_SPAN(xfer, errbuf), UTIL_SPAN(xfer, head.err),
                                       UTIL_SPAN(xfer, denied)};
-_Static_assert(offsetof(xfer, errbuf) < offsetof(xfer, head.err) &&
-                   offsetof(xfer, head.err) < offsetof(xfer, denied),
-               "xfer_text: in the order of xfer's members");
 
 /* A transfer of w's made new (xfer_text): a kept one (its header buffer kept)
  * or a new one. */

@@ -53,7 +53,6 @@ struct h1_client {
     int nspare;
     int awaiting;               /* calls whose request is sent and answer not read */
     struct event *nap_ev;       /* h1_nap_cb, the loop's last priority (NULL: none) */
-    int nap_on;                 /* nap_ev is active */
     uint64_t naps;
     char rbuf[65536];           /* every read lands here; only a part line is kept */
 };
@@ -136,7 +135,6 @@ static void h1_nap_cb(evutil_socket_t fd, short what, void *arg)
 {
     h1_client *c = arg;
     (void)fd, (void)what;
-    c->nap_on = 0;
     if (c->awaiting < H1_NAP_AWAITING) return;
     struct timespec ts = {0, H1_NAP_US * 1000L};
     nanosleep(&ts, NULL);
@@ -144,13 +142,11 @@ static void h1_nap_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* A call's read or write: the loop naps at its next turn with nothing else
- * to do, while enough calls wait for answers. */
+ * to do, while enough calls wait for answers (an event already active is
+ * left as it is). */
 static void h1_worked(h1_client *c)
 {
-    if (!c->nap_on && c->nap_ev && c->awaiting >= H1_NAP_AWAITING) {
-        c->nap_on = 1;
-        event_active(c->nap_ev, EV_TIMEOUT, 0);
-    }
+    if (c->nap_ev && c->awaiting >= H1_NAP_AWAITING) event_active(c->nap_ev, EV_TIMEOUT, 0);
 }
 
 static void call_unawait(h1_call *k)
@@ -178,13 +174,8 @@ h1_client *h1_client_new(struct event_base *base, int64_t keepalive_ms, int shar
     /* the nap needs a priority below the one events get by default (the
      * middle one: libevent's event_assign); a loop with fewer has none */
     int npri = event_base_get_npriorities(base);
-    if (npri >= 3) {
-        c->nap_ev = event_new(base, -1, 0, h1_nap_cb, c);
-        if (c->nap_ev && event_priority_set(c->nap_ev, npri - 1) != 0) {
-            event_free(c->nap_ev);
-            c->nap_ev = NULL;
-        }
-    }
+    if (npri >= 3 && (c->nap_ev = event_new(base, -1, 0, h1_nap_cb, c)))
+        event_priority_set(c->nap_ev, npri - 1);
     c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                                       EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (!c->dns) c->dns = evdns_base_new(base, 0); /* no resolv.conf: the hosts file only */
