@@ -74,10 +74,13 @@ def test_redis_restart_while_running(redis, receiver, tickd_factory):
 def test_post_while_redis_down_is_503_and_stores_nothing(redis, receiver, tickd_factory):
     t = tickd_factory(redis).start()
     redis.stop()
+    # until tickd has seen its connection close, a POST is sent to a socket
+    # the kernel may still take: that answer says "may have been stored"
+    # (test_an_add_sent_and_never_answered...); this test is about the one after
+    wait_for(lambda: t.request("GET", "/healthz")[0] == 503, 5, what="unhealthy")
     code, body = t.request("POST", "/v1/tasks", {"callback_url": receiver.url(), "key": "x"})
     assert code == 503 and body["error"]["code"] == "unavailable"
     assert "not stored" in body["error"]["message"]
-    res = None
     redis.start()
     assert stored_keys(redis) == []
     wait_for(lambda: t.request("GET", "/healthz")[0] == 200, 15, what="reconnected")
