@@ -90,6 +90,7 @@ typedef struct rc_req {
     int pinned;                 /* rc_command_on: that connection or none */
     uint64_t pin_gen;
     int sent;                   /* handed to a connection before */
+    int sent_before;            /* sent, before the try under way */
     char *again;                /* rc_command_resp: the byte of cmd set to '1'
                                  * when sent again; NULL: none */
 } rc_req;
@@ -678,7 +679,10 @@ static void rc_on_reply(redisAsyncContext *ac, void *rv, void *priv)
                strncmp(r->str, "ASK ", 4) != 0))
         q->c->errors++;
     q->c->reply_conn = l ? (rc_conn){l->n->idx, l->lane, l->gen} : (rc_conn){-1, 0, 0};
-    q->c->reply_sent = 1;
+    /* hiredis writes only once connected: a command failed on a connection
+     * that was never made never left (Redis down, refusing connections) */
+    if (!r && !(ac->c.flags & REDIS_CONNECTED)) q->sent = q->sent_before;
+    q->c->reply_sent = q->sent;
     if (q->pinned) { /* its answer, whatever it is: never sent again */
         q->cb(r, r ? NULL : "redis connection lost", q->priv);
         rc_req_free(q);
@@ -738,6 +742,7 @@ static void rc_send(rc_req *q, int node, int asking)
         if (rc_retry(q) != 0) rc_fail_later(q, "redis unavailable");
         return;
     }
+    q->sent_before = q->sent;
     q->sent = 1;
     if (q->c->flush_ev) event_active(q->c->flush_ev, EV_WRITE, 0);
 }
