@@ -7,6 +7,22 @@
 import { Cron } from 'croner';
 import { createInterface } from 'node:readline';
 
+// croner makes a new Intl.DateTimeFormat for every conversion it does in a
+// zone (its toTZ), and making one costs far more than using it: formatters
+// of the same locale and options are kept and handed out again. A
+// formatter holds no state between calls, so croner's answers are the same.
+const Formatter = Intl.DateTimeFormat;
+const formatters = new Map();
+function KeptFormatter(locale, options) {
+  const k = JSON.stringify([locale, options]);
+  let f = formatters.get(k);
+  if (!f) formatters.set(k, (f = new Formatter(locale, options)));
+  return f;
+}
+KeptFormatter.prototype = Formatter.prototype;
+KeptFormatter.supportedLocalesOf = Formatter.supportedLocalesOf.bind(Formatter);
+Intl.DateTimeFormat = KeptFormatter;
+
 const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of rl) {
   if (!line.trim()) continue;
