@@ -23,7 +23,19 @@
  * takes its place in the line to Redis, so that an answer never passes
  * those of the requests before it on the same connection.
  *
- *   store_http PORT REDIS_PORT      (Redis on 127.0.0.1; runs until killed) */
+ * Built with -DKEYSPACE (and -DPARSE_JSON), it is "the keyspace's floor": a
+ * server that stores each parsed task where tickd keeps it, through tickd's
+ * own add script (lua/add.lua, loaded by the caller, its SHA given) in its
+ * cheapest form: fresh tasks only, the requests of one loop turn due in one
+ * slice as one EVALSHA of (due, member) pairs, the member the task's id
+ * (its slice, due time and 22 characters) and its record as tickd writes a
+ * task with no options ("url"\n\n10000\n\n\n{}); each request is
+ * answered with its own id, as tickd answers. No validation past the types,
+ * no escaping, one bucket, no registry of slices, no idempotency key: the
+ * least any server of this keyspace does for a POST, and so the floor of
+ * tickd's own CPU a POST.
+ *
+ *   store_http PORT REDIS_PORT [ADD_SHA]  (Redis on 127.0.0.1; runs until killed) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +43,9 @@
 #include "fixed_http.h"
 #ifdef PARSE_JSON
 #include <cjson/cJSON.h>
+#endif
+#ifdef KEYSPACE
+#include <time.h>
 #endif
 
 #define KEY "store_http:tasks"
@@ -46,6 +61,11 @@ typedef struct {
     int fd;
     unsigned gen;
     int refused; /* a body parse-and-store refused: answered 400 when its PING comes back */
+    int count;   /* the requests the reply it waits for answers: it and those after it */
+#ifdef KEYSPACE
+    long long due_ms;
+    char id[64];  /* its task's id, for its answer */
+#endif
 } waiter;
 static waiter *wq;
 static size_t wq_head, wq_tail, wq_cap; /* ring: [head, tail) */
@@ -58,12 +78,17 @@ static const char bad_request[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0
 
 /* 1 if b[0..n) is an object with a string callback_url, a string method
  * and a number delay_ms (bench/post.lua's task), parsed by cJSON. */
-static int task_ok(const char *b, size_t n)
+static int task_ok(const char *b, size_t n, char *url, size_t urlmax, double *delay_ms)
 {
     cJSON *j = cJSON_ParseWithLength(b, n);
-    int ok = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "callback_url")) &&
-             cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "method")) &&
-             cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "delay_ms"));
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "callback_url"),
+                *d = cJSON_GetObjectItemCaseSensitive(j, "delay_ms");
+    int ok = cJSON_IsString(u) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "method")) &&
+             cJSON_IsNumber(d) && strlen(u->valuestring) < urlmax;
+    if (ok) {
+        strcpy(url, u->valuestring);
+        *delay_ms = d->valuedouble;
+    }
     cJSON_Delete(j);
     return ok;
 }
@@ -84,37 +109,160 @@ static void *grow(void *p, size_t *cap, size_t need, size_t unit)
     return p;
 }
 
+static void rout_add(const char *p, size_t n)
+{
+    rout = grow(rout, &rout_cap, rout_len + n, 1);
+    memcpy(rout + rout_len, p, n);
+    rout_len += n;
+}
+
+static waiter *wait_push(int fd, int refused)
+{
+    if (wq_tail - wq_head == wq_cap) { /* full: make it twice as large, in order */
+        size_t old = wq_cap, ncap = old ? old * 2 : 1024;
+        waiter *nw = malloc(ncap * sizeof(*nw));
+        if (!nw) die("store_http: malloc");
+        /* each keeps its place in the count (bat_first counts so) */
+        for (size_t a = wq_head; a < wq_tail; a++) nw[a % ncap] = wq[a % old];
+        free(wq);
+        wq = nw;
+        wq_cap = ncap;
+    }
+    waiter *w = &wq[wq_tail++ % wq_cap];
+    *w = (waiter){.fd = fd, .gen = gens[fd], .refused = refused, .count = 1};
+    return w;
+}
+
+#ifdef KEYSPACE
+/* The open batch: the (due, member) pairs of one slice, in RESP, and the
+ * ring index of its first request. */
+static const char *add_sha;
+static char *bat;
+static size_t bat_len, bat_cap, bat_first;
+static int bat_n;
+static char bat_slice[32];
+static long long bat_end;
+
+/* The open batch as one EVALSHA add.lua (fresh pairs, sent once). */
+static void batch_close(void)
+{
+    if (!bat_n) return;
+    char head[512];
+    int hl = snprintf(head, sizeof(head),
+                      "*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n4\r\n", 11 + 2 * bat_n,
+                      add_sha);
+    rout_add(head, (size_t)hl);
+    static const char *kinds[] = {"due", "task", "del", "fence"};
+    for (int k = 0; k < 4; k++) {
+        char key[96];
+        int kl = snprintf(key, sizeof(key), "tickd:{%s}:%s", bat_slice, kinds[k]);
+        hl = snprintf(head, sizeof(head), "$%d\r\n%s\r\n", kl, key);
+        rout_add(head, (size_t)hl);
+    }
+    char end[24];
+    int el = snprintf(end, sizeof(end), "%lld", bat_end);
+    hl = snprintf(head, sizeof(head), "$%d\r\n%s\r\n$5\r\n30000\r\n$1\r\n0\r\n$1\r\nf\r\n",
+                  el, end);
+    rout_add(head, (size_t)hl);
+    rout_add(bat, bat_len);
+    wq[bat_first % wq_cap].count = bat_n;
+    bat_len = 0;
+    bat_n = 0;
+}
+
+/* v in decimal at p; past its last digit. */
+static char *put_int(char *p, long long v)
+{
+    char buf[24], *b = buf + sizeof(buf);
+    do *--b = (char)('0' + v % 10); while (v /= 10);
+    size_t n = (size_t)(buf + sizeof(buf) - b);
+    memcpy(p, b, n);
+    return p + n;
+}
+
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+#define PUTS(p, lit) put(p, lit, sizeof(lit) - 1)
+
+/* The request's task into the open batch of its slice: its id made. No
+ * printf on this path (each would cost more than the parse): the slice's
+ * name is made once a minute. */
+static void store_task(int fd, const char *url, long long due)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    static unsigned long long rnd = 88172645463325252ULL;
+    static long long minute = -1;
+    static char slice[32];
+    static size_t slen;
+    if (due / 60000 != minute) {
+        minute = due / 60000;
+        time_t sec = (time_t)(minute * 60);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        slen = (size_t)snprintf(slice, sizeof(slice), "%04d%02d%02d%02d%02d.0", tm.tm_year + 1900,
+                                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min);
+    }
+    if (bat_n && strcmp(slice, bat_slice) != 0) batch_close();
+    if (!bat_n) {
+        memcpy(bat_slice, slice, slen + 1);
+        bat_end = (minute + 1) * 60000;
+        bat_first = wq_tail;
+    }
+    waiter *w = wait_push(fd, 0);
+    w->count = 0;
+    w->due_ms = due;
+    char *p = put(w->id, slice, slen);
+    *p++ = '.';
+    p = put_int(p, due);
+    *p++ = '.';
+    for (int i = 0; i < 22; i++) {
+        rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+        *p++ = abc[rnd % 62];
+    }
+    *p = '\0';
+    size_t idl = (size_t)(p - w->id), ul = strlen(url);
+    size_t ml = idl + ul + 15; /* id \n "url" \n\n10000\n\n\n{} */
+    bat = grow(bat, &bat_cap, bat_len + ml + 64, 1);
+    char *q = bat + bat_len, d[24];
+    size_t dl = (size_t)(put_int(d, due) - d);
+    *q++ = '$';
+    q = put_int(q, (long long)dl);
+    q = PUTS(q, "\r\n");
+    q = put(q, d, dl);
+    q = PUTS(q, "\r\n$");
+    q = put_int(q, (long long)ml);
+    q = PUTS(q, "\r\n");
+    q = put(q, w->id, idl);
+    q = PUTS(q, "\n\"");
+    q = put(q, url, ul);
+    q = PUTS(q, "\"\n\n10000\n\n\n{}\r\n");
+    bat_len = (size_t)(q - bat);
+    bat_n++;
+}
+#endif
+
 /* Queue RPUSH KEY BODY for the request of fd (with refused, a PING: its
  * answer, a 400, then waits its turn). */
 static void store(int fd, const char *b, size_t n, int refused)
 {
     static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+#ifdef KEYSPACE
+    batch_close(); /* its reply comes first */
+#endif
     if (refused) {
-        rout = grow(rout, &rout_cap, rout_len + sizeof(ping) - 1, 1);
-        memcpy(rout + rout_len, ping, sizeof(ping) - 1);
-        rout_len += sizeof(ping) - 1;
+        rout_add(ping, sizeof(ping) - 1);
     } else {
         char pre[96];
         int pl = snprintf(pre, sizeof(pre), "*3\r\n$5\r\nRPUSH\r\n$%zu\r\n%s\r\n$%zu\r\n",
                           sizeof(KEY) - 1, KEY, n);
-        rout = grow(rout, &rout_cap, rout_len + (size_t)pl + n + 2, 1);
-        memcpy(rout + rout_len, pre, (size_t)pl);
-        memcpy(rout + rout_len + pl, b, n);
-        memcpy(rout + rout_len + pl + n, "\r\n", 2);
-        rout_len += (size_t)pl + n + 2;
+        rout_add(pre, (size_t)pl);
+        rout_add(b, n);
+        rout_add("\r\n", 2);
     }
-    if (wq_tail - wq_head == wq_cap) { /* full: make it twice as large, in order */
-        size_t old = wq_cap, ncap = old ? old * 2 : 1024;
-        waiter *nw = malloc(ncap * sizeof(*nw));
-        if (!nw) die("store_http: malloc");
-        for (size_t i = 0; i < old; i++) nw[i] = wq[(wq_head + i) % old];
-        free(wq);
-        wq = nw;
-        wq_cap = ncap;
-        wq_head = 0;
-        wq_tail = old;
-    }
-    wq[wq_tail++ % wq_cap] = (waiter){fd, gens[fd], refused};
+    wait_push(fd, refused);
 }
 
 static void conn_close(int fd)
@@ -171,22 +319,51 @@ static void read_redis(int rfd, const char *resp, int rl)
             exit(1);
         }
         char kind = rin[off];
-        waiter w = wq[wq_head++ % wq_cap];
         off = (size_t)(e - rin) + 2;
-        if (w.gen != gens[w.fd]) continue; /* its connection is gone */
-        const char *a = resp;
-        size_t al = (size_t)rl;
-        if (kind != (w.refused ? '+' : ':')) {
-            a = unavailable;
-            al = sizeof(unavailable) - 1;
-        }
-#ifdef PARSE_JSON
-        else if (w.refused) {
-            a = bad_request;
-            al = sizeof(bad_request) - 1;
-        }
+        int count = wq[wq_head % wq_cap].count;
+        for (int k = 0; k < count; k++) {
+            if (wq_head == wq_tail) {
+                fprintf(stderr, "store_http: a reply for more than wait\n");
+                exit(1);
+            }
+            waiter w = wq[wq_head++ % wq_cap];
+            if (w.gen != gens[w.fd]) continue; /* its connection is gone */
+            const char *a = resp;
+            size_t al = (size_t)rl;
+#ifdef KEYSPACE
+            char own[512];
+            if (w.id[0]) { /* a task stored: its own id, as tickd answers */
+                static const char head[] = "HTTP/1.1 201 Created\r\nDate: Sun, 22 Nov 2026 16:00:00 "
+                                           "GMT\r\nContent-Type: application/json\r\nContent-Length: ";
+                char body[256], *b = body;
+                size_t idl = strlen(w.id);
+                b = PUTS(b, "{\"id\":\"");
+                b = put(b, w.id, idl);
+                b = PUTS(b, "\",\"key\":\"");
+                b = put(b, w.id + idl - 22, 22);
+                b = PUTS(b, "\",\"execute_at\":");
+                b = put_int(b, w.due_ms);
+                b = PUTS(b, ",\"status\":\"scheduled\"}\n");
+                char *o = PUTS(own, head);
+                o = put_int(o, (long long)(b - body));
+                o = PUTS(o, "\r\n\r\n");
+                o = put(o, body, (size_t)(b - body));
+                al = (size_t)(o - own);
+                a = own;
+            }
 #endif
-        if (write(w.fd, a, al) != (ssize_t)al) conn_close(w.fd);
+            if (kind != (w.refused ? '+' : ':')) {
+                a = unavailable;
+                al = sizeof(unavailable) - 1;
+            }
+#ifdef PARSE_JSON
+            else if (w.refused) {
+                a = bad_request;
+                al = sizeof(bad_request) - 1;
+            }
+#endif
+            if (write(w.fd, a, al) != (ssize_t)al) conn_close(w.fd);
+        }
     }
     memmove(rin, rin + off, rin_len - off);
     rin_len -= off;
@@ -194,10 +371,18 @@ static void read_redis(int rfd, const char *resp, int rl)
 
 int main(int argc, char **argv)
 {
+#ifdef KEYSPACE
+    if (argc != 4 || strlen(argv[3]) != 40) {
+        fprintf(stderr, "usage: store_http PORT REDIS_PORT ADD_SHA\n");
+        return 2;
+    }
+    add_sha = argv[3];
+#else
     if (argc != 3) {
         fprintf(stderr, "usage: store_http PORT REDIS_PORT\n");
         return 2;
     }
+#endif
     char resp[512];
     int rl = fixed_response(resp), one = 1;
     struct sockaddr_in ra = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
@@ -231,7 +416,17 @@ int main(int argc, char **argv)
             while ((used = complete(bufs[fd], lens[fd], &head, &cl)) > 0) {
                 int refused = 0;
 #ifdef PARSE_JSON
-                refused = cl && !task_ok(bufs[fd] + head, cl); /* (a bodiless probe is stored) */
+                char url[2048];
+                double delay = 0;
+                /* (a bodiless probe is stored) */
+                refused = cl && !task_ok(bufs[fd] + head, cl, url, sizeof(url), &delay);
+#endif
+#ifdef KEYSPACE
+                if (cl && !refused) {
+                    struct timespec ts;
+                    clock_gettime(CLOCK_REALTIME, &ts);
+                    store_task(fd, url, ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 + (long long)delay);
+                } else
 #endif
                 store(fd, bufs[fd] + head, cl, refused);
                 fixed_take(fd, used);
@@ -240,6 +435,9 @@ int main(int argc, char **argv)
                 conn_close(fd);
         }
         /* this turn's commands, together */
+#ifdef KEYSPACE
+        batch_close();
+#endif
         if (rout_len) flush_redis(ep, rfd, &want_out);
     }
 }

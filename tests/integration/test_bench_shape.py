@@ -8,9 +8,10 @@ here before it makes a ratio of unlike requests."""
 import json
 import os
 import re
+import socket
 import subprocess
 
-from harness import ROOT, now_ms, wait_for
+from harness import ROOT, free_port, lua_source, now_ms, wait_for
 
 BENCH = os.path.join(ROOT, "bench")
 ID = re.compile(r"^\d{12}\.\d+\.\d{13}\.[A-Za-z0-9]{22}$")
@@ -81,3 +82,61 @@ def test_volleys_request_is_wrks(scripted, tmp_path):
     assert r.returncode == 0, r.stderr
     wait_for(lambda: scripted.requests, 5, what="volley's request")
     same_request(scripted.requests[0], method, headers, body)
+
+
+def post_lua_body():
+    """bench/post.lua's body, with its callback URL, as wrk sends it."""
+    prog = ("wrk = {headers = {}}\ndofile(arg[1])\nio.write(wrk.body)\n")
+    env = dict(os.environ, BENCH_CB_URL="http://127.0.0.1:9/cb")
+    return subprocess.run(["lua5.1", "-", os.path.join(BENCH, "post.lua")], input=prog.encode(),
+                          capture_output=True, check=True, env=env).stdout
+
+
+def test_keyspace_floor_stores_what_tickd_stores(redis, tickd_factory, tmp_path):
+    """post_cpu.sh judges the single POST by "the keyspace's floor"
+    (store_http.c -DKEYSPACE): a task it stores through lua/add.lua must be
+    the task tickd would have stored, read back by tickd's GET, and its
+    answer tickd's. A record or add.lua changed without it fails here."""
+    exe = str(tmp_path / "keyspace_http")
+    subprocess.run(["cc", "-O2", "-DPARSE_JSON", "-DKEYSPACE", "-o", exe,
+                    os.path.join(BENCH, "store_http.c"), "-lcjson"], check=True)
+    sha = redis.cli("SCRIPT", "LOAD", lua_source("add"))
+    port = free_port()
+    floor = subprocess.Popen([exe, str(port), str(redis.port), sha])
+    try:
+        def post():
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                body = post_lua_body()
+                s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+                          b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                got = b""
+                while b"\r\n\r\n" not in got or not got.endswith(b"}\n"):
+                    chunk = s.recv(4096)
+                    assert chunk, got
+                    got += chunk
+                return got
+        wait_for(lambda: _answers(post), 5, what="the floor up")
+        head, answer = post().split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 201 ")
+        a = json.loads(answer)
+        assert ID.match(a["id"]) and a["key"] == a["id"][-22:] and a["status"] == "scheduled"
+        t = tickd_factory(redis).start()
+        code, task = t.get(a["id"])
+        assert code == 200, task
+        ours = t.post(json.loads(post_lua_body()))
+        code, mine = t.get(ours["id"])
+        # the same task but for what names it and its due time
+        for k in ("id", "key", "execute_at", "next_attempt_at"):
+            task.pop(k), mine.pop(k)
+        assert task == mine
+        assert set(a) == set(ours) and a["execute_at"] - now_ms() > 3500000
+    finally:
+        floor.kill()
+        floor.wait()
+
+
+def _answers(post):
+    try:
+        return post().startswith(b"HTTP/1.1 201 ")
+    except OSError:
+        return False
