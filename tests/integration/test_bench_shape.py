@@ -112,7 +112,8 @@ def test_keyspace_floor_stores_what_tickd_stores(redis, tickd_factory, tmp_path)
                 got = b""
                 while b"\r\n\r\n" not in got or not got.endswith(b"}\n"):
                     chunk = s.recv(4096)
-                    assert chunk, got
+                    if not chunk:
+                        raise OSError(f"closed after {got!r}")
                     got += chunk
                 return got
         wait_for(lambda: _answers(post), 5, what="the floor up")
@@ -130,9 +131,22 @@ def test_keyspace_floor_stores_what_tickd_stores(redis, tickd_factory, tmp_path)
             task.pop(k), mine.pop(k)
         assert task == mine
         assert set(a) == set(ours) and a["execute_at"] - now_ms() > 3500000
+        # and the same record stored (GET reads some records alike: "" and
+        # POST for the method, a full spec as it is)
+        assert _record(redis, a["id"]) == _record(redis, ours["id"])
     finally:
         floor.kill()
         floor.wait()
+
+
+def _record(redis, tid):
+    """The record stored for task tid: its :due member after the id, as
+    redis-cli --no-raw quotes it (one line a member)."""
+    slice_ = tid.rsplit(".", 2)[0]
+    got = [m for m in redis.cli("--no-raw", "ZRANGE", f"tickd:{{{slice_}}}:due", "0", "-1")
+           .splitlines() if tid in m]
+    assert len(got) == 1, (tid, got)
+    return got[0].split(tid, 1)[1]
 
 
 def _answers(post):
