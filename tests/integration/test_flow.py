@@ -593,14 +593,16 @@ def test_a_limit_added_after_the_claim_holds_the_calls_back(tickd_factory, redis
     calls to a receiver that answers in 300 ms go one at a time once their
     queue allows one, though claimed before it did (the claim's finding that
     no limit applies holds only while no limit is added)."""
-    t = tickd_factory(redis, env={"TICKD_SCHEDULER_LOOKAHEAD_MS": "6000"}).start()
+    t = tickd_factory(redis, env={"TICKD_SCHEDULER_LOOKAHEAD_MS": "10000"}).start()
     put(t, "/v1/queues/other", {"rate": 1, "max_concurrency": 1})
     settings_in_force(t)
-    due = now_ms() + 7000
+    due = now_ms() + 11000
     ids = [r["id"] for r in t.batch([{"callback_url": receiver.url("/slow/300"),
                                       "execute_at": due, "queue": "late"} for _ in range(6)])]
-    # claimed (running, waiting for their time) well before it
-    wait_for(lambda: all(t.get(i)[1]["status"] == "running" for i in ids), 5, what="the claim")
+    # claimed (running, waiting for their time) well before it: claimable
+    # 1 s after the batch, on the next tick (9 s of room: CI's ASan run
+    # under load once took more than 5)
+    wait_for(lambda: all(t.get(i)[1]["status"] == "running" for i in ids), 9, what="the claim")
     put(t, "/v1/queues/late", {"max_concurrency": 1})
     settings_in_force(t)
     assert now_ms() < due - 500, "the limit was read too close to the calls' time"
