@@ -363,8 +363,8 @@ static int dispatch_errno_local(int e)
 }
 
 /* A kept transfer's text buffers, in the order they lie (each written
- * whole before it is read; util_zero_but aborts on any other order): a burst queues thousands of transfers, and
- * most never write an error. */
+ * whole before it is read; util_zero_but aborts on any other order): a
+ * burst queues thousands of transfers, and most never write an error. */
 static const util_span xfer_text[] = {UTIL_SPAN(xfer, errbuf), UTIL_SPAN(xfer, head.err),
                                       UTIL_SPAN(xfer, denied)};
 

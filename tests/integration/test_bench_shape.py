@@ -20,14 +20,18 @@ TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-01$")
 PER_TASK = {"tickd-task-id", "tickd-scheduled-at", "traceparent"}
 
 
+def wrk_lua(script, prog, env=None):
+    """bench/<script> run by Lua 5.1 as wrk would, then prog (what it writes)."""
+    prog = "wrk = {headers = {}}\ndofile(arg[1])\n" + prog
+    return subprocess.run(["lua5.1", "-", os.path.join(BENCH, script)], input=prog.encode(),
+                          capture_output=True, check=True, env=env).stdout
+
+
 def cb_lua():
-    """bench/cb.lua run by Lua 5.1 as wrk would: (method, {name: value}
-    with lowercase names, body)."""
-    prog = ("wrk = {headers = {}}\ndofile(arg[1])\n"
-            "io.write(wrk.method, '\\n', #wrk.body, '\\n', wrk.body)\n"
-            "for k, v in pairs(wrk.headers) do io.write('\\n', k, '\\t', v) end\n")
-    out = subprocess.run(["lua5.1", "-", os.path.join(BENCH, "cb.lua")], input=prog.encode(),
-                         capture_output=True, check=True).stdout.decode()
+    """bench/cb.lua as wrk would run it: (method, {name: value} with
+    lowercase names, body)."""
+    out = wrk_lua("cb.lua", "io.write(wrk.method, '\\n', #wrk.body, '\\n', wrk.body)\n"
+                  "for k, v in pairs(wrk.headers) do io.write('\\n', k, '\\t', v) end\n").decode()
     method, n, rest = out.split("\n", 2)
     body, rest = rest[:int(n)], rest[int(n):]
     headers = dict(ln.split("\t", 1) for ln in rest.split("\n") if ln)
@@ -86,10 +90,8 @@ def test_volleys_request_is_wrks(scripted, tmp_path):
 
 def post_lua_body():
     """bench/post.lua's body, with its callback URL, as wrk sends it."""
-    prog = ("wrk = {headers = {}}\ndofile(arg[1])\nio.write(wrk.body)\n")
-    env = dict(os.environ, BENCH_CB_URL="http://127.0.0.1:9/cb")
-    return subprocess.run(["lua5.1", "-", os.path.join(BENCH, "post.lua")], input=prog.encode(),
-                          capture_output=True, check=True, env=env).stdout
+    return wrk_lua("post.lua", "io.write(wrk.body)\n",
+                   dict(os.environ, BENCH_CB_URL="http://127.0.0.1:9/cb"))
 
 
 def test_keyspace_floor_stores_what_tickd_stores(redis, tickd_factory, tmp_path):
@@ -103,10 +105,10 @@ def test_keyspace_floor_stores_what_tickd_stores(redis, tickd_factory, tmp_path)
     sha = redis.cli("SCRIPT", "LOAD", lua_source("add"))
     port = free_port()
     floor = subprocess.Popen([exe, str(port), str(redis.port), sha])
+    body = post_lua_body()
     try:
         def post():
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                body = post_lua_body()
                 s.sendall(b"POST /v1/tasks HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
                           b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
                 got = b""
@@ -124,7 +126,7 @@ def test_keyspace_floor_stores_what_tickd_stores(redis, tickd_factory, tmp_path)
         t = tickd_factory(redis).start()
         code, task = t.get(a["id"])
         assert code == 200, task
-        ours = t.post(json.loads(post_lua_body()))
+        ours = t.post(json.loads(body))
         code, mine = t.get(ours["id"])
         # the same task but for what names it and its due time
         for k in ("id", "key", "execute_at", "next_attempt_at"):
