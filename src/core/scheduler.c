@@ -30,6 +30,7 @@ typedef struct bucket_scan {
     int64_t end_minute;
     int64_t first_open;  /* first minute the watermark may not pass, -1 none */
     int limit;           /* the LIMIT of the claim in flight */
+    int64_t sent_ms;     /* when it was sent (the store's clock) */
     int failures;        /* claims failed in a row in this pass */
     int starved;         /* the pass stopped for lack of room, at minute */
     int share;           /* the next claim asks for no more (0: no cap) */
@@ -528,6 +529,18 @@ void sched_on_done(sched *sc, job *j)
         sched_job_gone(sc, j);
         return;
     }
+    if (j->cb.late) {
+        /* begun too late to end within its lease, and not begun or cut at
+         * its end: no attempt, and nothing recorded (a record could reach
+         * the store after another claim took the task); the lease brings
+         * it back, the same attempt */
+        sched_flow_end(sc, j, 0, 0);
+        metrics.late++;
+        log_warn_limited(&sc->warn, store_now_ms(sc->s), "task %s attempt %d: %s", j->cb.id,
+                         j->cb.attempt, j->cb.err);
+        sched_job_gone(sc, j);
+        return;
+    }
     if (j->cb.uncounted) {
         /* tickd's own failure (out of descriptors...): the receiver was never
          * called, so this was no attempt; the count stays, and it goes again
@@ -859,9 +872,10 @@ static int64_t sched_near(const sched *sc)
     return sc->reach_ms / 2;
 }
 
-/* The job of lease l, waiting for its time (NULL: handed back at once);
- * far (nfar) when due later than far_from. */
-static job *sched_take(sched *sc, const char *slice, store_lease *l, int64_t far_from)
+/* The job of lease l, claimed by a claim sent at sent_ms, waiting for its
+ * time (NULL: handed back at once); far (nfar) when due later than far_from. */
+static job *sched_take(sched *sc, const char *slice, store_lease *l, int64_t sent_ms,
+                       int64_t far_from)
 {
     job *j = sched_job_new(sc);
     util_copy(j->cb.id, sizeof(j->cb.id), l->id);
@@ -870,6 +884,13 @@ static job *sched_take(sched *sc, const char *slice, store_lease *l, int64_t far
     j->cb.attempt = l->attempt;
     j->cb.spec = l->spec;
     j->timeout_ms = l->spec->timeout_ms;
+    /* The store leased it until max(due, its now at the claim) + timeout +
+     * margin: its attempt must have ended half the margin before, for the
+     * record to reach the store before another claim may take the task
+     * (sent_ms is no later than the store's now; a limit lets a call go
+     * within the other half: sched_horizon) */
+    j->cb.end_by_ms = (l->due_ms > sent_ms ? l->due_ms : sent_ms) + j->timeout_ms +
+                      sc->cfg->lease_margin_ms / 2;
     wheel_timer_init(&j->timer, sched_fire, sc);
     sc->held++;
     sc->claimed++;
@@ -892,7 +913,8 @@ static job *sched_take(sched *sc, const char *slice, store_lease *l, int64_t far
  * limited destination may be allowed fewer calls at once than the batch
  * would open connections for. The calls no limit applies to are opened for
  * whatever limits other queues have. */
-static void sched_take_batch(sched *sc, const char *slice, const store_claim *res)
+static void sched_take_batch(sched *sc, const char *slice, const store_claim *res,
+                             int64_t sent_ms)
 {
     int warm = sc->warm != NULL, n = 0;
     int limits = sc->fc && !flow_cache_empty(sc->fc);
@@ -902,7 +924,7 @@ static void sched_take_batch(sched *sc, const char *slice, const store_claim *re
         sc->warm_cbs = xrealloc(sc->warm_cbs, sizeof(*sc->warm_cbs) * (size_t)sc->warm_cap);
     }
     for (int i = 0; i < res->n; i++) {
-        job *j = sched_take(sc, slice, &res->leases[i], far_from);
+        job *j = sched_take(sc, slice, &res->leases[i], sent_ms, far_from);
         if (!j || !warm) continue;
         if (limits) {
             if (flow_cache_route(sc->fc, j->cb.spec, now, j->queue, j->dest) != 0) continue;
@@ -946,7 +968,7 @@ static void scan_claim_cb(const store_claim *res, void *priv)
     } else {
         bs->failures = 0;
         task_slice_name(bs->minute * 60000, bs->b, slice);
-        sched_take_batch(sc, slice, res);
+        sched_take_batch(sc, slice, res, bs->sent_ms);
         if (res->n) sched_wheel_arm(sc); /* once for the batch (sched_wait) */
         if (res->taken >= bs->limit && !sc->stopping) {
             scan_claim(bs); /* the slice had more than one batch */
@@ -1048,6 +1070,7 @@ static void scan_claim(bucket_scan *bs)
                            scan_minute_over(sc, bs->minute)};
     sc->claiming += bs->limit;
     sc->pending++;
+    bs->sent_ms = store_now_ms(sc->s);
     store_claim_slice(sc->s, bs->b, bs->minute, &ask, scan_claim_cb, bs);
 }
 

@@ -104,6 +104,8 @@ struct xfer {
     char *body_buf;             /* its malloc'd copy when it had to be unescaped */
     char errbuf[CURL_ERROR_SIZE];
     int64_t queued_ms;          /* monotonic: when the worker took it */
+    int capped;                 /* its time is what its lease has left (end_by_ms),
+                                   less than what timeout_ms has */
     int nopen, ndenied;         /* addresses tried, and refused by the policy */
     int local_errno;            /* socket() failed for this process's own reason */
     size_t got;                 /* answer body bytes (libcurl) */
@@ -446,10 +448,30 @@ int callback_expire(callback *j, int64_t now_ms)
 
 static void xfer_build(xfer *x);
 
+/* What x's attempt may still take at now (monotonic): the rest of timeout_ms,
+ * counted from when the worker took it, and no more than its lease has left
+ * (capped: the lease's is the shorter). <= 0: nothing. */
+static int64_t xfer_time_left(xfer *x, int64_t now)
+{
+    int64_t left = x->j->spec->timeout_ms - (now - x->queued_ms);
+    x->capped = 0;
+    if (x->j->end_by_ms > 0) {
+        int64_t lease = x->j->end_by_ms - (now + x->j->clock_offset_ms);
+        if (lease < left) {
+            left = lease;
+            x->capped = 1;
+        }
+    }
+    return left;
+}
+
 /* Start x (in curl or the built-in client), or queue it behind its host's
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
- * for a connection included, so an attempt always ends (and is recorded)
- * within its lease. The request is built here, when a connection takes it,
+ * for a connection included, and the attempt ends before its lease does
+ * (end_by_ms): one begun late, by an owner held up between the claim and the
+ * due, is given what its lease has left, and none is begun once that is
+ * nothing; past the lease the task is claimed again, and an attempt still
+ * running then would be a second call at once. The request is built here, when a connection takes it,
  * not when it queues: a burst's thousands of callbacks queued behind a
  * host's connections would otherwise be built all at once, before the first
  * goes out, and each be sent long after, out of the cache (and signed with
@@ -471,11 +493,16 @@ static void worker_start(worker *w, xfer *x)
         dispatch_finish(w, j);
         return;
     }
-    int64_t left = x->j->spec->timeout_ms - (now - x->queued_ms);
+    int64_t left = xfer_time_left(x, now);
     if (left <= 0) {
         callback *j = x->j;
-        snprintf(j->err, sizeof(j->err),
-                 "timeout: no connection to the host was free within timeout_ms");
+        j->late = x->capped;
+        if (j->late)
+            snprintf(j->err, sizeof(j->err), "not begun: its lease ends before an attempt could "
+                     "(begun late); it is called again once the lease has ended");
+        else
+            snprintf(j->err, sizeof(j->err),
+                     "timeout: no connection to the host was free within timeout_ms");
         xfer_free(x);
         dispatch_finish(w, j);
         return;
@@ -484,7 +511,7 @@ static void worker_start(worker *w, xfer *x)
      * request is built */
     xfer_build(x);
     now = util_mono_ms();
-    left = x->j->spec->timeout_ms - (now - x->queued_ms);
+    left = xfer_time_left(x, now);
     if (left <= 0) left = 1;
     x->hq->active++;
     x->started_ms = now;
@@ -672,6 +699,14 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
     if (err && x->ndenied && x->ndenied == x->nopen) j->permanent = 1;
     if (err && !status && (flags & H1_LOCAL)) j->uncounted = 1;
     j->timed_out = err && (flags & H1_TIMEOUT);
+    /* no answer by its lease's end: cut, no attempt made (its task is
+     * claimed again once the lease is over) */
+    if (j->timed_out && !status && x->capped) {
+        j->late = 1;
+        snprintf(j->err, sizeof(j->err), "cut at its lease's end after %lld ms (begun late); it "
+                 "is called again once the lease has ended", (long long)j->took_ms);
+        err = NULL;
+    }
     /* a status with err: the head came, its body was cut off; the receiver
      * has answered, and its status decides */
     if (err) snprintf(j->err, sizeof(j->err), "%s", err);
@@ -1058,6 +1093,7 @@ static void worker_wake_cb(evutil_socket_t fd, short what, void *arg)
         j->permanent = 0;
         j->uncounted = 0;
         j->timed_out = 0;
+        j->late = 0;
         j->status_code = 0;
         j->err[0] = '\0';
         if (stop) {

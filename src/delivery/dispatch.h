@@ -44,6 +44,9 @@ struct callback {
                                    (sent as tickd-event, signed as webhook-id "<id>~<event>": TASK_EVENT_SEP) */
     int64_t clock_offset_ms;    /* the owner's clock (the store's) - this host's
                                    monotonic clock: expires_at is checked on it */
+    int64_t end_by_ms;          /* the owner's clock: the attempt must have ended by
+                                   then (its lease's end, less the time its record
+                                   takes); 0: no bound */
     /* set by the pool */
     int ok;                     /* 2xx received */
     int aborted;                /* the pool stopped before an answer */
@@ -52,6 +55,8 @@ struct callback {
                                    memory or local ports): not an attempt, tried again later */
     int timed_out;              /* failed by running out of timeout_ms */
     int expired;                /* expires_at passed before an attempt began (callback_expire) */
+    int late;                   /* begun too late to end by end_by_ms, or cut there:
+                                   no attempt (the owner leaves it to its lease) */
     long status_code;           /* 0: no HTTP answer */
     int64_t sent_at_ms;         /* wall clock: the attempt began (0: never began) */
     int64_t took_ms;            /* how long it took */

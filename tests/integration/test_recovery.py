@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from harness import (SANITIZED, Redis, TcpServer, fnv1a, now_ms, pipe, rss_kib, stored_keys,
-                     wait_for)
+from harness import (SANITIZED, Redis, TcpServer, fnv1a, now_ms, pipe, read_request, rss_kib,
+                     stored_keys, wait_for)
 
 FAST_LEASE = {"TICKD_SCHEDULER_LEASE_MARGIN_MS": "500"}
 
@@ -153,6 +153,86 @@ def test_stored_but_not_replicated_names_the_id_single_and_batch(redis, receiver
         assert "stored on the master but not confirmed" in r["error"]["message"], r
         assert "not stored" not in r["error"]["message"], r
         assert t.get(r["id"])[0] == 200  # it was stored
+
+
+class HoldingReceiver:
+    """Records each call's arrival and its end: answered (200), or closed by
+    tickd first. The first call is held hold_s before its answer, the others
+    answered at once; a held call watches its connection meanwhile."""
+
+    def __init__(self, hold_s):
+        self.hold_s = hold_s
+        self.calls = []
+        self.lock = threading.Lock()
+        self.srv = TcpServer(self.serve)
+
+    def url(self):
+        return f"http://127.0.0.1:{self.srv.port}/hold"
+
+    def serve(self, c):
+        buf = b""
+        while True:
+            req = read_request(c, buf)
+            if req is None:
+                return
+            buf = req[3]
+            call = {"t": now_ms(), "attempt": req[1].get("tickd-attempt"), "end": None}
+            with self.lock:
+                first = not self.calls
+                self.calls.append(call)
+            if first:
+                c.settimeout(self.hold_s)
+                try:
+                    if c.recv(1) == b"":
+                        call["end"], call["closed"] = now_ms(), True
+                        return
+                except socket.timeout:
+                    pass
+                c.settimeout(None)
+            call["end"] = now_ms()
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+@pytest.mark.parametrize("late_ms", [3000, 5000])
+def test_a_callback_begun_late_never_outlives_its_lease(redis, tickd_factory, late_ms):
+    """A task's lease ends at its due + timeout_ms + lease_margin_ms; past it,
+    the task is claimed again. A tickd held up between the claim and the due
+    (stopped here, as an overloaded machine holds it up) begins the attempt
+    late. It must still end before its lease does: cut at the lease's end
+    (3 s late, with a 4 s timeout and a 0.5 s margin: the lease ends 1.5 s
+    after the late start) or not begun (5 s late: the lease is over), and
+    called again only once the lease is over. Before, the late attempt ran
+    its whole timeout while the expired lease was claimed again: one task
+    called twice at once."""
+    rec = HoldingReceiver(hold_s=3.5)
+    t = tickd_factory(redis, env=FAST_LEASE).start()
+    due = now_ms() + 2500
+    tid = t.post({"callback_url": rec.url(), "timeout_ms": 4000, "execute_at": due})["id"]
+    wait_for(lambda: t.get(tid)[1]["status"] == "running", 5, 0.02, what="claimed ahead of its due")
+    assert now_ms() < due - 100, "claimed too close to its due to stop tickd before it"
+    t.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(max(0, due + late_ms - now_ms()) / 1000)
+    finally:
+        t.proc.send_signal(signal.SIGCONT)
+    task = t.final(tid, timeout=20)
+    assert task["status"] == "succeeded", task
+    time.sleep(1.5)  # a second claim, if any, comes within a tick
+    calls = list(rec.calls)
+    assert calls and all(c["attempt"] == "1" for c in calls), calls
+    # never two at once: each call ended (answered, or closed by tickd)
+    # before the next began, and the next only once the lease was over
+    lease_end = due + 4000 + 500
+    for a, b in zip(calls, calls[1:]):
+        assert a["end"] is not None and a["end"] <= b["t"], calls
+        assert b["t"] >= lease_end - 50, (b["t"] - lease_end, calls)
+    if late_ms > 4000 + 500:
+        assert len(calls) == 1, calls   # its lease over: not begun
+    else:
+        assert len(calls) == 2 and calls[0].get("closed"), calls   # cut
+    # no attempt counted: the one made after the lease is the first
+    assert task["attempts"] == 1, task
+    assert t.metric("tickd_callbacks_late_total") == 1
 
 
 def test_sigterm_hands_back_claims_and_exits_0(redis, receiver, tickd_factory):
