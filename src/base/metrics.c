@@ -145,8 +145,8 @@ char *metrics_render(const metrics_now *now, size_t *len)
             "Callbacks not made for a reason of tickd's own (out of descriptors, memory or "
             "local ports), tried again without counting an attempt", m->deferred);
     counter(&o, "tickd_callbacks_late_total",
-            "Callbacks begun too late to end within their task's lease, not begun or cut at "
-            "its end; made again once the lease is over, without counting an attempt", m->late);
+            "Callbacks reached too late to begin within their task's lease: not begun, made "
+            "again once the lease is over, without counting an attempt", m->late);
     counter(&o, "tickd_schedule_runs_total", "Schedule runs made into tasks by this replica",
             m->schedule_runs);
     counter(&o, "tickd_redis_errors_total", "Redis commands that failed (error reply, lost "

@@ -42,8 +42,8 @@ struct tickd_metrics {
     uint64_t expired;                  /* ended expired: no attempt began by expires_at */
     uint64_t retries;                  /* attempts that failed and were scheduled again */
     uint64_t deferred;                 /* callbacks not made for tickd's own reason (no attempt) */
-    uint64_t late;                     /* callbacks begun too late to end within their lease:
-                                          not begun, or cut at its end (no attempt) */
+    uint64_t late;                     /* callbacks reached too late to begin within their
+                                          lease: not begun (no attempt) */
     uint64_t schedule_runs;            /* runs made by this replica's runner */
     metrics_hist lateness;             /* due time (or the time a limit let the
                                           callback go) to the request sent */

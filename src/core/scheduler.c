@@ -530,10 +530,9 @@ void sched_on_done(sched *sc, job *j)
         return;
     }
     if (j->cb.late) {
-        /* begun too late to end within its lease, and not begun or cut at
-         * its end: no attempt, and nothing recorded (a record could reach
-         * the store after another claim took the task); the lease brings
-         * it back, the same attempt */
+        /* reached too late to be begun within its lease: no attempt, and
+         * nothing recorded (a record could reach the store after another
+         * claim took the task); the lease brings it back, the same attempt */
         sched_flow_end(sc, j, 0, 0);
         metrics.late++;
         log_warn_limited(&sc->warn, store_now_ms(sc->s), "task %s attempt %d: %s", j->cb.id,

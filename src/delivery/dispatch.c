@@ -448,6 +448,20 @@ int callback_expire(callback *j, int64_t now_ms)
 
 static void xfer_build(xfer *x);
 
+/* The least time left before end_by_ms an attempt is begun with (its
+ * timeout, if shorter): one given less would only be cut. */
+#define LEASE_LEAST_MS 250
+
+/* 1 when x reached its worker at now (monotonic) too late to be begun: its
+ * lease has (nearly) ended. */
+static int xfer_too_late(const xfer *x, int64_t now)
+{
+    const callback *j = x->j;
+    if (j->end_by_ms <= 0) return 0;
+    int64_t least = j->spec->timeout_ms < LEASE_LEAST_MS ? j->spec->timeout_ms : LEASE_LEAST_MS;
+    return j->end_by_ms - (now + j->clock_offset_ms) < least;
+}
+
 /* What x's attempt may still take at now (monotonic): the rest of timeout_ms,
  * counted from when the worker took it, and no more than its lease has left
  * (capped: the lease's is the shorter). <= 0: nothing. */
@@ -468,10 +482,12 @@ static int64_t xfer_time_left(xfer *x, int64_t now)
 /* Start x (in curl or the built-in client), or queue it behind its host's
  * busy connections. The task's timeout_ms covers the whole attempt, the wait
  * for a connection included, and the attempt ends before its lease does
- * (end_by_ms): one begun late, by an owner held up between the claim and the
- * due, is given what its lease has left, and none is begun once that is
- * nothing; past the lease the task is claimed again, and an attempt still
- * running then would be a second call at once. The request is built here, when a connection takes it,
+ * (end_by_ms): one begun late (its owner fell behind between the claim and
+ * the due, or it waited for a connection) is given what its lease has left,
+ * and none is begun, or recorded, once that is (nearly) nothing. Past the
+ * lease the task is claimed again: an attempt still running then would be a
+ * second call at once, and a record written then could end the other's.
+ * The request is built here, when a connection takes it,
  * not when it queues: a burst's thousands of callbacks queued behind a
  * host's connections would otherwise be built all at once, before the first
  * goes out, and each be sent long after, out of the cache (and signed with
@@ -485,8 +501,18 @@ static void worker_start(worker *w, xfer *x)
         x->hq->tail = x;
         return;
     }
-    /* a transfer that waited for a connection: past its expiry, not begun */
+    /* first: too late for its lease, nothing about it may be recorded */
     int64_t now = util_mono_ms();
+    if (xfer_too_late(x, now)) {
+        callback *j = x->j;
+        j->late = 1;
+        snprintf(j->err, sizeof(j->err), "not begun: reached after its lease had (nearly) "
+                 "ended; it is called again once the lease is over");
+        xfer_free(x);
+        dispatch_finish(w, j);
+        return;
+    }
+    /* a transfer that waited for a connection: past its expiry, not begun */
     if (callback_expire(x->j, now + x->j->clock_offset_ms)) {
         callback *j = x->j;
         xfer_free(x);
@@ -496,13 +522,8 @@ static void worker_start(worker *w, xfer *x)
     int64_t left = xfer_time_left(x, now);
     if (left <= 0) {
         callback *j = x->j;
-        j->late = x->capped;
-        if (j->late)
-            snprintf(j->err, sizeof(j->err), "not begun: its lease ends before an attempt could "
-                     "(begun late); it is called again once the lease has ended");
-        else
-            snprintf(j->err, sizeof(j->err),
-                     "timeout: no connection to the host was free within timeout_ms");
+        snprintf(j->err, sizeof(j->err),
+                 "timeout: no connection to the host was free within timeout_ms");
         xfer_free(x);
         dispatch_finish(w, j);
         return;
@@ -699,13 +720,13 @@ static void worker_end(worker *w, xfer *x, long status, const char *err, int fla
     if (err && x->ndenied && x->ndenied == x->nopen) j->permanent = 1;
     if (err && !status && (flags & H1_LOCAL)) j->uncounted = 1;
     j->timed_out = err && (flags & H1_TIMEOUT);
-    /* no answer by its lease's end: cut, no attempt made (its task is
-     * claimed again once the lease is over) */
+    /* its time was what its lease had left: said so (a failed attempt, as
+     * any timeout; a record of it made later could end another claim's) */
+    char cut[160];
     if (j->timed_out && !status && x->capped) {
-        j->late = 1;
-        snprintf(j->err, sizeof(j->err), "cut at its lease's end after %lld ms (begun late); it "
-                 "is called again once the lease has ended", (long long)j->took_ms);
-        err = NULL;
+        snprintf(cut, sizeof(cut), "timeout: cut at its lease's end after %lld ms (begun late, "
+                 "with less than timeout_ms left)", (long long)j->took_ms);
+        err = cut;
     }
     /* a status with err: the head came, its body was cut off; the receiver
      * has answered, and its status decides */

@@ -55,8 +55,8 @@ struct callback {
                                    memory or local ports): not an attempt, tried again later */
     int timed_out;              /* failed by running out of timeout_ms */
     int expired;                /* expires_at passed before an attempt began (callback_expire) */
-    int late;                   /* begun too late to end by end_by_ms, or cut there:
-                                   no attempt (the owner leaves it to its lease) */
+    int late;                   /* reached too late to be begun by end_by_ms: no
+                                   attempt (the owner leaves it to its lease) */
     long status_code;           /* 0: no HTTP answer */
     int64_t sent_at_ms;         /* wall clock: the attempt began (0: never began) */
     int64_t took_ms;            /* how long it took */

@@ -53,20 +53,21 @@ def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receive
              if max(collections.Counter(c["headers"]["tickd-attempt"] for c in cs).values()) > 1}
     assert not twice, f"{len(twice)} tasks called twice in one attempt: {list(twice.items())[:5]}"
     # and a task called again was retried: its earlier attempts are recorded
-    # as failed (a receiver too loaded to answer at all), its last succeeded
+    # as failed (a receiver too loaded to answer at all; one that failed
+    # before the receiver saw it is not among the calls), its last succeeded
     again = [i for i, cs in calls.items() if len(cs) > 1]
     for i in again[:200]:
         task = ts[2].get(i)[1]
         hist = task["attempt_history"]
-        assert task["status"] == "succeeded" and task["attempts"] == len(calls[i]), task
+        assert task["status"] == "succeeded" and task["attempts"] >= len(calls[i]), task
         assert all(h.get("error") for h in hist[:-1]) and not hist[-1].get("error"), task
-    stats = [t.request("GET", "/v1/stats")[1] for t in ts]
-    fired = [s["fired"] for s in stats]
-    late = sum(t.metric("tickd_callbacks_late_total") + t.metric("tickd_callbacks_deferred_total")
-               for t in ts)
-    # each callback fired was made once, but those not begun (none, unless
-    # the machine held a replica up past a lease)
-    assert sum(fired) == sum(len(cs) for cs in calls.values()) + late, (fired, late)
+    fired = [t.request("GET", "/v1/stats")[1]["fired"] for t in ts]
+    # every callback fired is a task's first attempt or a retry, but those
+    # not begun (reached past their lease) or not made (tickd's own failure):
+    # these fire again without counting an attempt
+    again_fired = sum(t.metric(m) for t in ts for m in (
+        "tickd_task_retries_total", "tickd_callbacks_late_total", "tickd_callbacks_deferred_total"))
+    assert sum(fired) == 20000 + again_fired, (fired, again_fired)
     assert min(fired) > 20000 * 0.1, f"work not spread over the replicas: {fired}"
 
 
