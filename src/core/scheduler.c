@@ -333,6 +333,19 @@ static int sched_flow_asks(sched *sc, job *j)
     return 1;
 }
 
+/* j reached too late for its lease (callback_too_late): no attempt, and
+ * nothing recorded (a record could reach the store after another claim took
+ * the task); the lease brings it back, the same attempt. */
+static void sched_end_late(sched *sc, job *j)
+{
+    sched_flow_end(sc, j, 0, 0);
+    j->flow = 0;
+    metrics.late++;
+    log_warn_limited(&sc->warn, store_now_ms(sc->s), "task %s attempt %d: %s", j->cb.id,
+                     j->cb.attempt, j->cb.err);
+    sched_job_gone(sc, j);
+}
+
 /* j ends expired (j->cb.err says why): its attempt made, if one was, is
  * recorded with it. flow_ended: its limits' slots were given back already. */
 static void sched_end_expired(sched *sc, job *j, int flow_ended)
@@ -355,6 +368,17 @@ static int sched_expire(sched *sc, job *j)
     return 1;
 }
 
+/* j's time came, or a limit let it go: 1 when it ended here, too late for
+ * its lease or expired, before anything about it is recorded or asked. */
+static int sched_ended_unbegun(sched *sc, job *j)
+{
+    if (callback_too_late(&j->cb, store_now_ms(sc->s))) {
+        sched_end_late(sc, j);
+        return 1;
+    }
+    return sched_expire(sc, j);
+}
+
 /* To the pool: expires_at is checked again there, as the request begins,
  * on the store's clock carried by this host's monotonic one. */
 static void sched_call(sched *sc, job *j)
@@ -365,10 +389,11 @@ static void sched_call(sched *sc, job *j)
     sc->submit(j, sc->submit_priv);
 }
 
-/* A task a limit let go: it may have expired while it waited. */
+/* A task a limit let go: it may have expired, or run out of lease, while it
+ * waited. */
 static void sched_submit(sched *sc, job *j)
 {
-    if (!sched_expire(sc, j)) sched_call(sc, j);
+    if (!sched_ended_unbegun(sc, j)) sched_call(sc, j);
 }
 
 static void sched_fire(wheel *w, wheel_timer *t, void *arg)
@@ -378,7 +403,7 @@ static void sched_fire(wheel *w, wheel_timer *t, void *arg)
     (void)w;
     sched_unhold(sc, j);
     /* before a limit is asked: a task held back expires while it waits */
-    if (sched_expire(sc, j) || sched_flow_asks(sc, j)) return;
+    if (sched_ended_unbegun(sc, j) || sched_flow_asks(sc, j)) return;
     sched_call(sc, j);
 }
 
@@ -530,14 +555,7 @@ void sched_on_done(sched *sc, job *j)
         return;
     }
     if (j->cb.late) {
-        /* reached too late to be begun within its lease: no attempt, and
-         * nothing recorded (a record could reach the store after another
-         * claim took the task); the lease brings it back, the same attempt */
-        sched_flow_end(sc, j, 0, 0);
-        metrics.late++;
-        log_warn_limited(&sc->warn, store_now_ms(sc->s), "task %s attempt %d: %s", j->cb.id,
-                         j->cb.attempt, j->cb.err);
-        sched_job_gone(sc, j);
+        sched_end_late(sc, j);
         return;
     }
     if (j->cb.uncounted) {
@@ -602,9 +620,14 @@ void sched_on_done(sched *sc, job *j)
     }
 }
 
-/* Give an unfired claim back: due again where it was. */
+/* Give an unfired claim back: due again where it was (left to its lease
+ * once that has (nearly) run out: a release then could undo another claim). */
 static void sched_release(sched *sc, job *j)
 {
+    if (callback_too_late(&j->cb, store_now_ms(sc->s))) {
+        sched_end_late(sc, j);
+        return;
+    }
     sched_flow_end(sc, j, 0, 0);
     j->flow = 0;
     sched_record(sc, j, OUT_RELEASE, j->cb.due_ms);

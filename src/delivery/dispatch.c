@@ -452,14 +452,15 @@ static void xfer_build(xfer *x);
  * timeout, if shorter): one given less would only be cut. */
 #define LEASE_LEAST_MS 250
 
-/* 1 when x reached its worker at now (monotonic) too late to be begun: its
- * lease has (nearly) ended. */
-static int xfer_too_late(const xfer *x, int64_t now)
+int callback_too_late(callback *j, int64_t now_ms)
 {
-    const callback *j = x->j;
     if (j->end_by_ms <= 0) return 0;
     int64_t least = j->spec->timeout_ms < LEASE_LEAST_MS ? j->spec->timeout_ms : LEASE_LEAST_MS;
-    return j->end_by_ms - (now + j->clock_offset_ms) < least;
+    if (j->end_by_ms - now_ms >= least) return 0;
+    j->late = 1;
+    snprintf(j->err, sizeof(j->err), "not begun: reached after its lease had (nearly) ended; it "
+             "is called again once the lease is over");
+    return 1;
 }
 
 /* What x's attempt may still take at now (monotonic): the rest of timeout_ms,
@@ -503,11 +504,8 @@ static void worker_start(worker *w, xfer *x)
     }
     /* first: too late for its lease, nothing about it may be recorded */
     int64_t now = util_mono_ms();
-    if (xfer_too_late(x, now)) {
+    if (callback_too_late(x->j, now + x->j->clock_offset_ms)) {
         callback *j = x->j;
-        j->late = 1;
-        snprintf(j->err, sizeof(j->err), "not begun: reached after its lease had (nearly) "
-                 "ended; it is called again once the lease is over");
         xfer_free(x);
         dispatch_finish(w, j);
         return;

@@ -72,6 +72,13 @@ struct callback {
  * event about a task never expires. */
 int callback_expire(callback *cb, int64_t now_ms);
 
+/* 1 when the attempt can no longer begin within its lease at now_ms (the
+ * owner's clock): less than 250 ms (or its timeout_ms, if shorter) is left
+ * before end_by_ms. Then cb->late is set and cb->err says so: nothing about
+ * the task may be recorded (another claim may have taken it), and its lease
+ * brings it back, the same attempt. */
+int callback_too_late(callback *cb, int64_t now_ms);
+
 /* Runs on the main loop for each callback that finished (or was aborted by
  * dispatch_free). */
 typedef void dispatch_done_fn(callback *cb, void *priv);

@@ -64,11 +64,14 @@ def test_20000_tasks_three_replicas_exactly_once(cluster, tickd_factory, receive
         assert all(h.get("error") for h in hist[:-1]) and not hist[-1].get("error"), task
     fired = [t.request("GET", "/v1/stats")[1]["fired"] for t in ts]
     # every callback fired is a task's first attempt or a retry, but those
-    # not begun (reached past their lease) or not made (tickd's own failure):
-    # these fire again without counting an attempt
-    again_fired = sum(t.metric(m) for t in ts for m in (
-        "tickd_task_retries_total", "tickd_callbacks_late_total", "tickd_callbacks_deferred_total"))
-    assert sum(fired) == 20000 + again_fired, (fired, again_fired)
+    # not made (tickd's own failure) and those not begun (reached past their
+    # lease: at the pool, after they fired, or before): these fire again
+    # without counting an attempt
+    def total(name):
+        return sum(t.metric(name) for t in ts)
+    least = 20000 + total("tickd_task_retries_total") + total("tickd_callbacks_deferred_total")
+    late = total("tickd_callbacks_late_total")
+    assert least <= sum(fired) <= least + late, (fired, least, late)
     assert min(fired) > 20000 * 0.1, f"work not spread over the replicas: {fired}"
 
 
