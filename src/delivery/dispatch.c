@@ -448,15 +448,9 @@ int callback_expire(callback *j, int64_t now_ms)
 
 static void xfer_build(xfer *x);
 
-/* The least time left before end_by_ms an attempt is begun with (its
- * timeout, if shorter): one given less would only be cut. */
-#define LEASE_LEAST_MS 250
-
 int callback_too_late(callback *j, int64_t now_ms)
 {
-    if (j->end_by_ms <= 0) return 0;
-    int64_t least = j->spec->timeout_ms < LEASE_LEAST_MS ? j->spec->timeout_ms : LEASE_LEAST_MS;
-    if (j->end_by_ms - now_ms >= least) return 0;
+    if (j->end_by_ms <= 0 || now_ms < j->end_by_ms) return 0;
     j->late = 1;
     snprintf(j->err, sizeof(j->err), "not begun: reached after its lease had (nearly) ended; it "
              "is called again once the lease is over");
@@ -485,7 +479,7 @@ static int64_t xfer_time_left(xfer *x, int64_t now)
  * for a connection included, and the attempt ends before its lease does
  * (end_by_ms): one begun late (its owner fell behind between the claim and
  * the due, or it waited for a connection) is given what its lease has left,
- * and none is begun, or recorded, once that is (nearly) nothing. Past the
+ * and none is begun, or recorded, once that is nothing. Past the
  * lease the task is claimed again: an attempt still running then would be a
  * second call at once, and a record written then could end the other's.
  * The request is built here, when a connection takes it,

@@ -73,10 +73,11 @@ struct callback {
 int callback_expire(callback *cb, int64_t now_ms);
 
 /* 1 when the attempt can no longer begin within its lease at now_ms (the
- * owner's clock): less than 250 ms (or its timeout_ms, if shorter) is left
- * before end_by_ms. Then cb->late is set and cb->err says so: nothing about
- * the task may be recorded (another claim may have taken it), and its lease
- * brings it back, the same attempt. */
+ * owner's clock): end_by_ms has passed. Then cb->late is set and cb->err
+ * says so: nothing about the task may be recorded (another claim may take
+ * it), and its lease brings it back, the same attempt. Before end_by_ms an
+ * attempt begins, given what is left (cut there, it fails as a timeout), and
+ * a record has half the lease's margin to reach the store. */
 int callback_too_late(callback *cb, int64_t now_ms);
 
 /* Runs on the main loop for each callback that finished (or was aborted by

@@ -193,22 +193,25 @@ class HoldingReceiver:
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
 
-@pytest.mark.parametrize("late_ms", [2500, 7000])
+@pytest.mark.parametrize("late_ms", [2500, 8500])
 def test_a_callback_begun_late_never_outlives_its_lease(redis, tickd_factory, late_ms):
     """A task's lease ends at its due + timeout_ms + lease_margin_ms; past it,
     the task is claimed again. A tickd held up between the claim and the due
     (stopped here, as an overloaded machine holds it up) reaches the call
-    late. 2.5 s late (a 6 s timeout, a 0.5 s margin: 4 s of lease left), the
+    late. 2.5 s late (a 6 s timeout, a 2 s margin: 5.5 s of lease left), the
     attempt is given what the lease has left less half the margin, and a
     receiver that has not answered by then is cut: a failed attempt, retried.
-    7 s late, the lease is over: the call is not begun, and the task is
+    8.5 s late, the lease is over: the call is not begun, and the task is
     called once the next claim takes it. Before, the late attempt ran its
     whole timeout while the expired lease was claimed again: one task called
     twice at once, in the same attempt."""
-    rec = HoldingReceiver(hold_s=5.0 if late_ms < 6500 else 0)
+    margin = 2000
+    lease_end = 6000 + margin   # after the due
+    rec = HoldingReceiver(hold_s=5.5 if late_ms < lease_end else 0)
     # a 3 s lookahead: claimed 2 s or more before its due, time enough to
     # stop tickd before it fires
-    t = tickd_factory(redis, env=dict(FAST_LEASE, TICKD_SCHEDULER_LOOKAHEAD_MS="3000")).start()
+    t = tickd_factory(redis, env={"TICKD_SCHEDULER_LEASE_MARGIN_MS": str(margin),
+                                  "TICKD_SCHEDULER_LOOKAHEAD_MS": "3000"}).start()
     due = now_ms() + 4500
     tid = t.post({"callback_url": rec.url(), "timeout_ms": 6000, "execute_at": due})["id"]
     wait_for(lambda: t.get(tid)[1]["status"] == "running", 5, 0.02, what="claimed ahead of its due")
@@ -225,17 +228,18 @@ def test_a_callback_begun_late_never_outlives_its_lease(redis, tickd_factory, la
     # before the next began
     for a, b in zip(calls, calls[1:]):
         assert a["end"] is not None and a["end"] <= b["t"], calls
-    if late_ms < 6500:
-        # cut at the lease's end, a failed attempt; the retry answered
+    if late_ms < lease_end:
+        # cut at the lease's end less half the margin, a failed attempt;
+        # the retry answered
         assert [c["attempt"] for c in calls] == ["1", "2"] and calls[0].get("closed"), calls
-        assert calls[0]["end"] < due + 6000 + 500, (calls[0]["end"] - due, calls)
+        assert calls[0]["end"] < due + lease_end, (calls[0]["end"] - due, calls)
         assert task["attempts"] == 2, task
         assert "cut at its lease's end" in task["attempt_history"][0]["error"], task
         assert t.metric("tickd_callbacks_late_total") == 0
     else:
         # its lease over: not begun, no attempt counted; called once
         assert [c["attempt"] for c in calls] == ["1"], calls
-        assert calls[0]["t"] >= due + 6000 + 500, (calls[0]["t"] - due, calls)
+        assert calls[0]["t"] >= due + lease_end, (calls[0]["t"] - due, calls)
         assert task["attempts"] == 1, task
         assert t.metric("tickd_callbacks_late_total") == 1
 
