@@ -682,7 +682,6 @@ static void sched_admit_cb(const store_flow_verdict *v, int n, const char *err, 
         } else if (callback_too_late(&j->cb, now)) {
             /* held back, but its lease ran out meanwhile: a park recorded
              * now could undo another claim's */
-            j->flow = 0;
             sched_end_late(sc, j);
         } else {
             /* held back: no attempt; its entry waits in this minute's slice */

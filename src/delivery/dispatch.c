@@ -496,16 +496,11 @@ static void worker_start(worker *w, xfer *x)
         x->hq->tail = x;
         return;
     }
-    /* first: too late for its lease, nothing about it may be recorded */
+    /* a transfer that waited for a connection: past its lease (first:
+     * nothing about it may be recorded then) or its expiry, not begun */
     int64_t now = util_mono_ms();
-    if (callback_too_late(x->j, now + x->j->clock_offset_ms)) {
-        callback *j = x->j;
-        xfer_free(x);
-        dispatch_finish(w, j);
-        return;
-    }
-    /* a transfer that waited for a connection: past its expiry, not begun */
-    if (callback_expire(x->j, now + x->j->clock_offset_ms)) {
+    if (callback_too_late(x->j, now + x->j->clock_offset_ms) ||
+        callback_expire(x->j, now + x->j->clock_offset_ms)) {
         callback *j = x->j;
         xfer_free(x);
         dispatch_finish(w, j);

@@ -244,6 +244,30 @@ def test_a_callback_begun_late_never_outlives_its_lease(redis, tickd_factory, la
         assert t.metric("tickd_callbacks_late_total") == 1
 
 
+def test_a_call_queued_for_a_connection_past_its_lease_is_not_begun(redis, receiver,
+                                                                    tickd_factory):
+    """One connection to the receiver, held 9 s by a slow call; a task due
+    just after it, with a 1 s timeout, waits for that connection past its
+    lease (its due + 1 s + a 2 s margin), and is claimed again meanwhile.
+    When the connection frees, the calls whose lease is over are not begun
+    and nothing is recorded of them (a "no connection" failure recorded then
+    ends the run of the claim that took the task since): the task is called
+    once, in its first attempt."""
+    t = tickd_factory(redis, env={"TICKD_SCHEDULER_LEASE_MARGIN_MS": "2000",
+                                  "TICKD_SERVER_WORKERS": "1",
+                                  "TICKD_SERVER_HOST_CONNECTIONS": "1"}).start()
+    at = now_ms() + 2000
+    slow = t.post({"callback_url": receiver.url("/slow/9000"), "timeout_ms": 10000,
+                   "execute_at": at})["id"]
+    quick = t.post({"callback_url": receiver.url(), "timeout_ms": 1000, "execute_at": at + 50})["id"]
+    assert t.final(slow, timeout=30)["status"] == "succeeded"
+    task = t.final(quick, timeout=30)
+    assert task["status"] == "succeeded" and task["attempts"] == 1, task
+    calls = receiver.by_task()[quick]
+    assert [c["headers"]["tickd-attempt"] for c in calls] == ["1"], calls
+    assert t.metric("tickd_callbacks_late_total") >= 1
+
+
 def test_sigterm_hands_back_claims_and_exits_0(redis, receiver, tickd_factory):
     t1 = tickd_factory(redis).start()
     slow = t1.post({"callback_url": receiver.url("/slow/800")})
